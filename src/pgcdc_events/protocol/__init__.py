@@ -1,0 +1,1 @@
+"""pgoutput protocol layer."""

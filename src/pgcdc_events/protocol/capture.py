@@ -1,0 +1,95 @@
+"""The capture interchange format: JSON Lines of ``{"lsn", "xid", "data"}``.
+
+One pgoutput message a line, exactly what
+``SELECT lsn, xid, encode(data, 'hex') FROM pg_logical_slot_peek_binary_changes(...)``
+returns: ``lsn`` in PostgreSQL's ``X/Y`` text form, ``xid`` an integer, ``data``
+the message bytes in hex. The CLI, the tests and the Spark layer all read it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+import attrs
+
+from pgcdc_events.errors import ProtocolError
+from pgcdc_events.protocol.lsn import Lsn
+
+__all__ = ["CaptureError", "CaptureRow", "dump_capture_row", "iter_capture", "write_capture"]
+
+
+class CaptureError(ProtocolError):
+    """A capture line that is not valid interchange JSON; ``line`` is 1-based."""
+
+    def __init__(self, expected: str, *, line: int, detail: str | None = None) -> None:
+        self.line = line
+        super().__init__(f"line {line}: {expected}", detail=detail)
+
+
+@attrs.frozen(slots=True)
+class CaptureRow:
+    """One captured message: its WAL position, transaction id and raw pgoutput bytes."""
+
+    lsn: Lsn
+    xid: int | None
+    data: bytes
+
+    @classmethod
+    def from_json(cls, obj: Any, *, line: int = 0) -> CaptureRow:
+        """Build a row from a decoded JSON object, validating every field."""
+        if not isinstance(obj, dict):
+            raise CaptureError("a JSON object", line=line, detail=type(obj).__name__)
+        lsn, xid, data = obj.get("lsn"), obj.get("xid"), obj.get("data")
+        if isinstance(lsn, str):
+            try:
+                lsn_value = Lsn.parse(lsn)
+            except ProtocolError as exc:
+                raise CaptureError("'lsn' in X/Y form", line=line, detail=exc.detail) from None
+        elif isinstance(lsn, int) and not isinstance(lsn, bool) and 0 <= lsn < 1 << 64:
+            lsn_value = Lsn(lsn)
+        else:
+            raise CaptureError("'lsn' as an X/Y string or an integer", line=line, detail=repr(lsn))
+        if isinstance(xid, str) and xid.isdigit():
+            xid = int(xid)
+        if xid is not None and (not isinstance(xid, int) or isinstance(xid, bool) or xid < 0):
+            raise CaptureError("'xid' as a non-negative integer or null", line=line, detail=repr(xid))
+        if not isinstance(data, str):
+            raise CaptureError("'data' as a hex string", line=line, detail=repr(data)[:80])
+        try:
+            raw = bytes.fromhex(data)
+        except ValueError:
+            raise CaptureError("'data' as a hex string", line=line, detail=data[:80]) from None
+        return cls(lsn_value, xid, raw)
+
+    def to_json(self) -> dict[str, Any]:
+        """The interchange object for this row."""
+        return {"lsn": str(self.lsn), "xid": self.xid, "data": self.data.hex()}
+
+
+def iter_capture(lines: Iterable[str | bytes]) -> Iterator[CaptureRow]:
+    """Parse capture JSON Lines lazily; blank lines are skipped, errors name the line."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise CaptureError("valid JSON", line=number, detail=str(exc)) from None
+        yield CaptureRow.from_json(obj, line=number)
+
+
+def dump_capture_row(row: CaptureRow) -> str:
+    """One interchange line for ``row``, without the newline."""
+    return json.dumps(row.to_json(), separators=(", ", ": "))
+
+
+def write_capture(rows: Iterable[CaptureRow], fh: IO[str]) -> int:
+    """Write rows as capture JSON Lines; returns the number written."""
+    count = 0
+    for row in rows:
+        fh.write(dump_capture_row(row))
+        fh.write("\n")
+        count += 1
+    return count

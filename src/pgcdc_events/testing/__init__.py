@@ -1,0 +1,1 @@
+"""Test support: hypothesis strategies, factories and a throwaway PostgreSQL cluster."""
