@@ -54,7 +54,9 @@ class CaptureRow:
         if isinstance(xid, str) and xid.isdigit():
             xid = int(xid)
         if xid is not None and (not isinstance(xid, int) or isinstance(xid, bool) or xid < 0):
-            raise CaptureError("'xid' as a non-negative integer or null", line=line, detail=repr(xid))
+            raise CaptureError(
+                "'xid' as a non-negative integer or null", line=line, detail=repr(xid)
+            )
         if not isinstance(data, str):
             raise CaptureError("'data' as a hex string", line=line, detail=repr(data)[:80])
         try:
@@ -62,6 +64,15 @@ class CaptureRow:
         except ValueError:
             raise CaptureError("'data' as a hex string", line=line, detail=data[:80]) from None
         return cls(lsn_value, xid, raw)
+
+    @classmethod
+    def from_line(cls, line: str | bytes, *, line_number: int = 0) -> CaptureRow:
+        """Parse one interchange line; errors name ``line_number``."""
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise CaptureError("valid JSON", line=line_number, detail=str(exc)) from None
+        return cls.from_json(obj, line=line_number)
 
     def to_json(self) -> dict[str, Any]:
         """The interchange object for this row."""
@@ -71,13 +82,8 @@ class CaptureRow:
 def iter_capture(lines: Iterable[str | bytes]) -> Iterator[CaptureRow]:
     """Parse capture JSON Lines lazily; blank lines are skipped, errors name the line."""
     for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise CaptureError("valid JSON", line=number, detail=str(exc)) from None
-        yield CaptureRow.from_json(obj, line=number)
+        if line.strip():
+            yield CaptureRow.from_line(line, line_number=number)
 
 
 def dump_capture_row(row: CaptureRow) -> str:

@@ -46,7 +46,9 @@ class Lsn(int):
             or not 0 < len(lo) <= 8
             or not all(c in "0123456789abcdefABCDEF" for c in hi + lo)
         ):
-            raise ProtocolError("an LSN of the form X/Y with 1-8 hex digits each", detail=repr(text))
+            raise ProtocolError(
+                "an LSN of the form X/Y with 1-8 hex digits each", detail=repr(text)
+            )
         return cls((int(hi, 16) << 32) | int(lo, 16))
 
     def __str__(self) -> str:

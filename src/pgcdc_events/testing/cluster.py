@@ -47,7 +47,9 @@ def find_bindir() -> Path:
         return Path(env)
     found = sorted(
         glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-        key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0,
+        key=lambda p: (
+            int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0
+        ),
     )
     if not found:
         raise ClusterError(
@@ -118,8 +120,10 @@ class TempCluster:
         self._run(
             [
                 str(self.bindir / "initdb"),
-                "-D", str(self.datadir),
-                "-U", self.user,
+                "-D",
+                str(self.datadir),
+                "-U",
+                self.user,
                 "--auth=trust",
                 "--encoding=UTF8",
                 "--locale=C.UTF-8",
@@ -132,23 +136,50 @@ class TempCluster:
         with open(self.datadir / "postgresql.auto.conf", "a", encoding="utf-8") as fh:
             fh.write(conf)
         self._run(
-            [str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-l", str(self.logfile),
-             "-w", "-t", "60", "start"]
+            [
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(self.datadir),
+                "-l",
+                str(self.logfile),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ]
         )
         self._running = True
         return self
 
     def restart(self) -> None:
         """Restart the server (fast shutdown), keeping its data."""
-        self._run([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w",
-                   "-l", str(self.logfile), "restart"])
+        self._run(
+            [
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(self.datadir),
+                "-m",
+                "fast",
+                "-w",
+                "-l",
+                str(self.logfile),
+                "restart",
+            ]
+        )
 
     def stop(self) -> None:
         """Stop the server (immediate shutdown) and delete the cluster's files."""
         if self._running:
             self._run(
-                [str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "immediate", "-w",
-                 "stop"],
+                [
+                    str(self.bindir / "pg_ctl"),
+                    "-D",
+                    str(self.datadir),
+                    "-m",
+                    "immediate",
+                    "-w",
+                    "stop",
+                ],
                 check=False,
             )
             self._running = False

@@ -1,0 +1,50 @@
+"""The ``pgcdc-events`` command line: small subcommands over the library's layers.
+
+Errors reach the user as one line on stderr and a non-zero exit status, never
+as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from pgcdc_events import __version__
+from pgcdc_events.cli import inspect_cmd
+from pgcdc_events.errors import PgCdcError
+
+__all__ = ["main"]
+
+EXIT_BAD_INPUT = 1
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="pgcdc-events",
+        description="Decode PostgreSQL pgoutput captures into messages and Debezium events.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    inspect_cmd.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = args.run(args)
+    except PgCdcError as exc:
+        print(f"pgcdc-events {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        print(f"pgcdc-events {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"pgcdc-events {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return status

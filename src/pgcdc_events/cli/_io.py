@@ -1,0 +1,29 @@
+"""File helpers shared by the subcommands: ``-`` means stdin/stdout."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO
+
+
+@contextmanager
+def open_input(path: str) -> Iterator[IO[str]]:
+    """Open ``path`` for reading text (``-`` is standard input)."""
+    if path == "-":
+        yield sys.stdin
+        return
+    with open(path, encoding="utf-8") as fh:
+        yield fh
+
+
+@contextmanager
+def open_output(path: str | None) -> Iterator[IO[str]]:
+    """Open ``path`` for writing text (``None`` or ``-`` is standard output)."""
+    if path is None or path == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    with open(path, "w", encoding="utf-8") as fh:
+        yield fh

@@ -1,0 +1,461 @@
+"""Stateless parsing of one pgoutput message from its bytes.
+
+:func:`parse_message` is the whole API. It needs two facts the bytes do not
+carry: whether the message sits inside a Stream Start/Stop block (then DML-like
+messages start with an xid) and, for Stream Abort, whether the stream was
+started with ``streaming 'parallel'`` (then it carries the abort LSN and time).
+:class:`~pgcdc_events.protocol.reader.PgOutputReader` tracks both for you.
+
+Every failure raises :class:`~pgcdc_events.errors.ProtocolError` naming the
+type byte, the offset and what was expected; lengths are checked against the
+bytes present before anything is sliced or allocated.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+from pgcdc_events.errors import ProtocolError
+from pgcdc_events.protocol.messages import (
+    Begin,
+    BeginPrepare,
+    Commit,
+    CommitPrepared,
+    Delete,
+    Insert,
+    LogicalMessage,
+    Message,
+    Origin,
+    Prepare,
+    Relation,
+    RelationColumn,
+    RollbackPrepared,
+    StreamAbort,
+    StreamCommit,
+    StreamPrepare,
+    StreamStart,
+    StreamStop,
+    Truncate,
+    TupleData,
+    Type,
+    Update,
+)
+
+__all__ = ["parse_message"]
+
+_U32 = struct.Struct(">I")
+_I32 = struct.Struct(">i")
+_U16 = struct.Struct(">H")
+_I16 = struct.Struct(">h")
+_BEGIN = struct.Struct(">QqI")
+_COMMIT = struct.Struct(">BQQq")
+_U64 = struct.Struct(">Q")
+_REL_COL_TYPE = struct.Struct(">Ii")
+_TRUNCATE = struct.Struct(">iB")
+_MESSAGE = struct.Struct(">BQ")
+_STREAM_START = struct.Struct(">IB")
+_STREAM_COMMIT = struct.Struct(">IBQQq")
+_STREAM_ABORT = struct.Struct(">II")
+_STREAM_ABORT_INFO = struct.Struct(">IIQq")
+_BEGIN_PREPARE = struct.Struct(">QQqI")
+_PREPARE = struct.Struct(">BQQqI")
+_ROLLBACK_PREPARED = struct.Struct(">BQQqqI")
+_KIND_LEN = struct.Struct(">Bi")
+
+_u32 = _U32.unpack_from
+_kind_len = _KIND_LEN.unpack_from
+
+_ALL_TEXT: dict[int, bytes] = {}
+_MAX_CACHED_WIDTH = 1664  # PostgreSQL's MaxTupleAttributeNumber
+
+
+def _fail(data: bytes, offset: int, expected: str, detail: str | None = None) -> ProtocolError:
+    mtype = chr(data[0]) if data else None
+    return ProtocolError(expected, message_type=mtype, offset=offset, detail=detail)
+
+
+def _need(data: bytes, pos: int, size: int, what: str) -> None:
+    if pos + size > len(data):
+        raise _fail(
+            data, pos, what, f"needs {size} bytes, {max(len(data) - pos, 0)} left (truncated?)"
+        )
+
+
+def _end(data: bytes, pos: int) -> None:
+    if pos != len(data):
+        raise _fail(data, pos, "end of message", f"{len(data) - pos} trailing bytes")
+
+
+def _string(data: bytes, pos: int, what: str) -> tuple[str, int]:
+    end = data.find(b"\0", pos)
+    if end < 0:
+        raise _fail(data, pos, f"{what} (a NUL-terminated string)", "no terminating NUL")
+    try:
+        return data[pos:end].decode("utf-8"), end + 1
+    except UnicodeDecodeError as exc:
+        raise _fail(data, pos + exc.start, f"{what} in UTF-8", str(exc.reason)) from None
+
+
+def _xid(data: bytes, in_stream: bool) -> tuple[int | None, int]:
+    if not in_stream:
+        return None, 1
+    _need(data, 1, 4, "the streamed transaction's xid")
+    return _u32(data, 1)[0], 5
+
+
+def _tuple(data: bytes, pos: int) -> tuple[TupleData, int]:
+    """Parse TupleData at ``pos``: Int16 column count, then per column a kind byte and value."""
+    n = len(data)
+    if pos + 2 > n:
+        raise _fail(data, pos, "the tuple's column count (Int16)", "truncated")
+    ncols = (data[pos] << 8) | data[pos + 1]
+    if ncols & 0x8000:
+        raise _fail(data, pos, "a non-negative column count", str(ncols - 0x10000))
+    pos += 2
+    values: list[bytes | None] = [None] * ncols
+    kinds: bytearray | None = None
+    kind_len = _kind_len
+    for i in range(ncols):
+        if pos + 5 <= n:
+            kind, size = kind_len(data, pos)
+        elif pos < n:
+            kind, size = data[pos], -1
+        else:
+            raise _fail(data, pos, f"the kind of column {i + 1} of {ncols}", "truncated")
+        if kind == 116:  # 't'
+            if size < 0:
+                raise _fail(
+                    data,
+                    pos + 1,
+                    f"the length of column {i + 1} (Int32 >= 0)",
+                    "truncated" if pos + 5 > n else str(size),
+                )
+            pos += 5
+            end = pos + size
+            if end > n:
+                raise _fail(
+                    data, pos, f"{size} bytes of column {i + 1}", f"{n - pos} left (truncated?)"
+                )
+            values[i] = data[pos:end]
+            pos = end
+            if kinds is not None:
+                kinds[i] = kind
+            continue
+        if kinds is None:
+            kinds = bytearray(b"t" * ncols)
+        kinds[i] = kind
+        if kind == 98:  # 'b'
+            if size < 0:
+                raise _fail(
+                    data,
+                    pos + 1,
+                    f"the length of column {i + 1} (Int32 >= 0)",
+                    "truncated" if pos + 5 > n else str(size),
+                )
+            pos += 5
+            end = pos + size
+            if end > n:
+                raise _fail(
+                    data, pos, f"{size} bytes of column {i + 1}", f"{n - pos} left (truncated?)"
+                )
+            values[i] = data[pos:end]
+            pos = end
+        elif kind in {110, 117}:  # 'n', 'u'
+            pos += 1
+        else:
+            raise _fail(
+                data,
+                pos,
+                f"a column kind n, u, t or b for column {i + 1}",
+                f"got {bytes([kind])!r}",
+            )
+    if kinds is None:
+        all_text = _ALL_TEXT.get(ncols)
+        if all_text is None:
+            all_text = b"t" * ncols
+            if ncols <= _MAX_CACHED_WIDTH:
+                _ALL_TEXT[ncols] = all_text
+        return TupleData(all_text, tuple(values)), pos
+    return TupleData(bytes(kinds), tuple(values)), pos
+
+
+def _begin(data: bytes, in_stream: bool, abort_info: bool | None) -> Begin:
+    _need(data, 1, 20, "Begin's final LSN, commit time and xid")
+    final_lsn, ts, xid = _BEGIN.unpack_from(data, 1)
+    _end(data, 21)
+    return Begin(final_lsn, ts, xid)
+
+
+def _commit(data: bytes, in_stream: bool, abort_info: bool | None) -> Commit:
+    _need(data, 1, 25, "Commit's flags, commit LSN, end LSN and commit time")
+    flags, commit_lsn, end_lsn, ts = _COMMIT.unpack_from(data, 1)
+    _end(data, 26)
+    return Commit(flags, commit_lsn, end_lsn, ts)
+
+
+def _origin(data: bytes, in_stream: bool, abort_info: bool | None) -> Origin:
+    _need(data, 1, 8, "the origin's commit LSN")
+    (lsn,) = _U64.unpack_from(data, 1)
+    name, pos = _string(data, 9, "the origin name")
+    _end(data, pos)
+    return Origin(lsn, name)
+
+
+def _relation(data: bytes, in_stream: bool, abort_info: bool | None) -> Relation:
+    xid, pos = _xid(data, in_stream)
+    _need(data, pos, 4, "the relation OID")
+    (relid,) = _u32(data, pos)
+    namespace, pos = _string(data, pos + 4, "the namespace")
+    name, pos = _string(data, pos, "the relation name")
+    _need(data, pos, 3, "the replica identity and column count")
+    ident = chr(data[pos])
+    if ident not in "dnfi":
+        raise _fail(data, pos, "a replica identity d, n, f or i", repr(ident))
+    (ncols,) = _I16.unpack_from(data, pos + 1)
+    if ncols < 0:
+        raise _fail(data, pos + 1, "a non-negative column count", str(ncols))
+    pos += 3
+    # Each column needs at least 10 bytes; refuse counts the data cannot hold.
+    if pos + 10 * ncols > len(data):
+        raise _fail(data, pos, f"{ncols} column descriptions", "not enough bytes for them")
+    columns = []
+    for i in range(ncols):
+        flags = data[pos]
+        col_name, pos = _string(data, pos + 1, f"the name of column {i + 1}")
+        _need(data, pos, 8, f"the type OID and modifier of column {i + 1}")
+        oid, typmod = _REL_COL_TYPE.unpack_from(data, pos)
+        pos += 8
+        columns.append(RelationColumn(flags, col_name, oid, typmod))
+    _end(data, pos)
+    return Relation(relid, namespace, name, ident, tuple(columns), xid)
+
+
+def _type(data: bytes, in_stream: bool, abort_info: bool | None) -> Type:
+    xid, pos = _xid(data, in_stream)
+    _need(data, pos, 4, "the type OID")
+    (oid,) = _u32(data, pos)
+    namespace, pos = _string(data, pos + 4, "the type's namespace")
+    name, pos = _string(data, pos, "the type name")
+    _end(data, pos)
+    return Type(oid, namespace, name, xid)
+
+
+def _insert(data: bytes, in_stream: bool, abort_info: bool | None) -> Insert:
+    if in_stream:
+        xid, pos = _xid(data, True)
+    else:
+        xid, pos = None, 1
+    if pos + 5 > len(data) or data[pos + 4] != 78:  # 'N'
+        _need(data, pos, 5, "the relation OID and 'N'")
+        raise _fail(data, pos + 4, "'N' before the new tuple", repr(bytes([data[pos + 4]])))
+    new, end = _tuple(data, pos + 5)
+    if end != len(data):
+        _end(data, end)
+    return Insert(_u32(data, pos)[0], new, xid)
+
+
+def _old_kind(data: bytes, pos: int, allowed: bytes, what: str) -> int:
+    _need(data, pos, 1, what)
+    kind = data[pos]
+    if kind not in allowed:
+        raise _fail(data, pos, what, repr(bytes([kind])))
+    return kind
+
+
+def _update(data: bytes, in_stream: bool, abort_info: bool | None) -> Update:
+    xid, pos = _xid(data, in_stream)
+    _need(data, pos, 4, "the relation OID")
+    (relid,) = _u32(data, pos)
+    kind = _old_kind(data, pos + 4, b"KON", "'K', 'O' or 'N'")
+    pos += 5
+    old_kind: str | None = None
+    old = None
+    if kind != 78:
+        old_kind = chr(kind)
+        old, pos = _tuple(data, pos)
+        _old_kind(data, pos, b"N", "'N' before the new tuple")
+        pos += 1
+    new, pos = _tuple(data, pos)
+    _end(data, pos)
+    return Update(relid, old_kind, old, new, xid)  # type: ignore[arg-type]
+
+
+def _delete(data: bytes, in_stream: bool, abort_info: bool | None) -> Delete:
+    xid, pos = _xid(data, in_stream)
+    _need(data, pos, 4, "the relation OID")
+    (relid,) = _u32(data, pos)
+    kind = _old_kind(data, pos + 4, b"KO", "'K' or 'O' before the old tuple")
+    old, pos = _tuple(data, pos + 5)
+    _end(data, pos)
+    return Delete(relid, "K" if kind == 75 else "O", old, xid)
+
+
+def _truncate(data: bytes, in_stream: bool, abort_info: bool | None) -> Truncate:
+    xid, pos = _xid(data, in_stream)
+    _need(data, pos, 5, "the relation count and options")
+    nrels, options = _TRUNCATE.unpack_from(data, pos)
+    pos += 5
+    if nrels < 0 or pos + 4 * nrels != len(data):
+        raise _fail(
+            data,
+            pos,
+            f"{nrels} relation OIDs (4 bytes each) to end the message",
+            f"{len(data) - pos} bytes left",
+        )
+    relids = struct.unpack_from(f">{nrels}I", data, pos)
+    return Truncate(options, relids, xid)
+
+
+def _message(data: bytes, in_stream: bool, abort_info: bool | None) -> LogicalMessage:
+    xid, pos = _xid(data, in_stream)
+    _need(data, pos, 9, "the message flags and LSN")
+    flags, lsn = _MESSAGE.unpack_from(data, pos)
+    prefix, pos = _string(data, pos + 9, "the message prefix")
+    _need(data, pos, 4, "the content length")
+    (size,) = _I32.unpack_from(data, pos)
+    pos += 4
+    if size < 0 or pos + size != len(data):
+        raise _fail(
+            data,
+            pos - 4,
+            "a content length that ends the message",
+            f"length {size}, {len(data) - pos} bytes left",
+        )
+    return LogicalMessage(flags, lsn, prefix, data[pos:], xid)
+
+
+def _stream_start(data: bytes, in_stream: bool, abort_info: bool | None) -> StreamStart:
+    _need(data, 1, 5, "the xid and first-segment flag")
+    xid, first = _STREAM_START.unpack_from(data, 1)
+    if first > 1:
+        raise _fail(data, 5, "a first-segment flag of 0 or 1", str(first))
+    _end(data, 6)
+    return StreamStart(xid, bool(first))
+
+
+def _stream_stop(data: bytes, in_stream: bool, abort_info: bool | None) -> StreamStop:
+    _end(data, 1)
+    return StreamStop()
+
+
+def _stream_commit(data: bytes, in_stream: bool, abort_info: bool | None) -> StreamCommit:
+    _need(data, 1, 29, "the xid, flags, commit LSN, end LSN and commit time")
+    xid, flags, commit_lsn, end_lsn, ts = _STREAM_COMMIT.unpack_from(data, 1)
+    _end(data, 30)
+    return StreamCommit(xid, flags, commit_lsn, end_lsn, ts)
+
+
+def _stream_abort(data: bytes, in_stream: bool, abort_info: bool | None) -> StreamAbort:
+    size = len(data)
+    if abort_info is None:
+        abort_info = size == 25
+    if abort_info:
+        if size != 25:
+            raise _fail(
+                data,
+                min(size, 25),
+                "Stream Abort with abort LSN and time "
+                "(streaming 'parallel'): 24 bytes after the type",
+                f"{size - 1} bytes",
+            )
+        xid, subxid, lsn, ts = _STREAM_ABORT_INFO.unpack_from(data, 1)
+        return StreamAbort(xid, subxid, lsn, ts)
+    if size != 9:
+        raise _fail(
+            data,
+            min(size, 9),
+            "Stream Abort without abort LSN and time (streaming 'on'): 8 bytes after the type",
+            f"{size - 1} bytes",
+        )
+    xid, subxid = _STREAM_ABORT.unpack_from(data, 1)
+    return StreamAbort(xid, subxid)
+
+
+def _begin_prepare(data: bytes, in_stream: bool, abort_info: bool | None) -> BeginPrepare:
+    _need(data, 1, 28, "the prepare LSN, end LSN, prepare time and xid")
+    lsn, end_lsn, ts, xid = _BEGIN_PREPARE.unpack_from(data, 1)
+    gid, pos = _string(data, 29, "the GID")
+    _end(data, pos)
+    return BeginPrepare(lsn, end_lsn, ts, xid, gid)
+
+
+def _prepare_fields(data: bytes) -> tuple[int, int, int, int, int, str]:
+    _need(data, 1, 29, "the flags, LSNs, time and xid")
+    flags, lsn, end_lsn, ts, xid = _PREPARE.unpack_from(data, 1)
+    gid, pos = _string(data, 30, "the GID")
+    _end(data, pos)
+    return flags, lsn, end_lsn, ts, xid, gid
+
+
+def _prepare(data: bytes, in_stream: bool, abort_info: bool | None) -> Prepare:
+    return Prepare(*_prepare_fields(data))
+
+
+def _stream_prepare(data: bytes, in_stream: bool, abort_info: bool | None) -> StreamPrepare:
+    return StreamPrepare(*_prepare_fields(data))
+
+
+def _commit_prepared(data: bytes, in_stream: bool, abort_info: bool | None) -> CommitPrepared:
+    return CommitPrepared(*_prepare_fields(data))
+
+
+def _rollback_prepared(data: bytes, in_stream: bool, abort_info: bool | None) -> RollbackPrepared:
+    _need(data, 1, 37, "the flags, LSNs, times and xid")
+    flags, prep_end, rb_end, prep_ts, rb_ts, xid = _ROLLBACK_PREPARED.unpack_from(data, 1)
+    gid, pos = _string(data, 38, "the GID")
+    _end(data, pos)
+    return RollbackPrepared(flags, prep_end, rb_end, prep_ts, rb_ts, xid, gid)
+
+
+_Parser = Callable[[bytes, bool, "bool | None"], Message]
+
+_PARSERS: list[_Parser | None] = [None] * 256
+for _byte, _fn in {
+    "B": _begin,
+    "C": _commit,
+    "O": _origin,
+    "R": _relation,
+    "Y": _type,
+    "I": _insert,
+    "U": _update,
+    "D": _delete,
+    "T": _truncate,
+    "M": _message,
+    "S": _stream_start,
+    "E": _stream_stop,
+    "c": _stream_commit,
+    "A": _stream_abort,
+    "b": _begin_prepare,
+    "P": _prepare,
+    "K": _commit_prepared,
+    "r": _rollback_prepared,
+    "p": _stream_prepare,
+}.items():
+    _PARSERS[ord(_byte)] = _fn  # type: ignore[assignment]
+
+#: Type bytes whose body starts with an xid inside a Stream Start/Stop block.
+STREAMABLE_TYPES = frozenset(b"RYIUDTM")
+
+
+def parse_message(
+    data: bytes | bytearray | memoryview,
+    *,
+    in_stream: bool = False,
+    abort_info: bool | None = None,
+) -> Message:
+    """Parse one pgoutput message (the payload of an XLogData, or one row of the SQL interface).
+
+    ``in_stream``: the message sits between Stream Start and Stream Stop, so a
+    Relation, Type, Insert, Update, Delete, Truncate or Message starts with the
+    (sub)transaction's xid. ``abort_info``: Stream Abort carries the abort LSN
+    and time (``streaming 'parallel'``, protocol 4); ``None`` infers it from the length.
+    """
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    if not data:
+        raise ProtocolError("a message type byte", offset=0, detail="empty message")
+    parser = _PARSERS[data[0]]
+    if parser is None:
+        raise _fail(data, 0, "a pgoutput message type byte", f"unknown type {data[:1]!r}")
+    return parser(data, in_stream, abort_info)

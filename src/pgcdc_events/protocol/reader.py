@@ -1,0 +1,241 @@
+"""The stateful pgoutput reader: every rule about message order lives here.
+
+PostgreSQL's messages are not self-describing: whether a DML message starts with
+an xid depends on being inside a Stream Start/Stop block, and a change names its
+table only by the OID of an earlier Relation message. :class:`PgOutputReader`
+keeps that state, parses each message with it, and rejects sequences a server
+cannot send (a Commit without a Begin, a Stream Stop without a Stream Start, a
+change to a relation never announced, a message type the protocol version does
+not have).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Literal
+
+from pgcdc_events.errors import ProtocolError
+from pgcdc_events.protocol.decoder import parse_message
+from pgcdc_events.protocol.messages import (
+    Delete,
+    Insert,
+    LogicalMessage,
+    Message,
+    Relation,
+    Truncate,
+    TupleData,
+    Type,
+    Update,
+)
+
+__all__ = ["PgOutputReader", "Streaming"]
+
+Streaming = Literal["off", "on", "parallel"]
+
+#: Message type bytes each protocol version may send.
+_TYPES_BY_VERSION = {
+    1: frozenset(b"BCORYIUDTM"),
+    2: frozenset(b"BCORYIUDTMSEcA"),
+    3: frozenset(b"BCORYIUDTMSEcAbPKrp"),
+    4: frozenset(b"BCORYIUDTMSEcAbPKrp"),
+}
+_STREAM_TYPES = frozenset(b"SEcA")
+_DML = frozenset(b"IUDT")
+
+
+class PgOutputReader:
+    """Parse a sequence of pgoutput messages, tracking stream blocks, transactions and relations.
+
+    ``proto_version`` and ``streaming`` are the options the replication stream was
+    started with; when given, message types the version cannot send are rejected
+    and Stream Abort is parsed in the form that ``streaming`` implies. When left
+    as ``None`` every message type is accepted and the Stream Abort form is taken
+    from its length.
+
+    A message that fails to parse or validate raises :class:`ProtocolError` and
+    leaves the reader's state as it was.
+    """
+
+    def __init__(
+        self,
+        *,
+        proto_version: int | None = None,
+        streaming: Streaming | None = None,
+    ) -> None:
+        if proto_version is not None and proto_version not in _TYPES_BY_VERSION:
+            raise ProtocolError("a protocol version between 1 and 4", detail=str(proto_version))
+        if streaming not in (None, "off", "on", "parallel"):
+            raise ProtocolError("streaming 'off', 'on' or 'parallel'", detail=repr(streaming))
+        if streaming == "on" and proto_version is not None and proto_version < 2:
+            raise ProtocolError("protocol version 2 or higher for streaming 'on'")
+        if streaming == "parallel" and proto_version is not None and proto_version < 4:
+            raise ProtocolError("protocol version 4 or higher for streaming 'parallel'")
+        self.proto_version = proto_version
+        self.streaming = streaming
+        allowed = _TYPES_BY_VERSION.get(proto_version or 4, _TYPES_BY_VERSION[4])
+        if streaming == "off":
+            allowed = allowed - _STREAM_TYPES
+        self._allowed = allowed
+        self._abort_info = None if streaming is None else streaming == "parallel"
+        self._relations: dict[int, Relation] = {}
+        self._types: dict[int, Type] = {}
+        self._txn: str | None = None  # "B" inside Begin..Commit, "b" inside Begin Prepare..Prepare
+        self._stream_xid: int | None = None
+        self.messages_read = 0
+
+    # -- state -------------------------------------------------------------
+    @property
+    def relations(self) -> Mapping[int, Relation]:
+        """The latest Relation message seen for each relation OID (read-only)."""
+        return MappingProxyType(self._relations)
+
+    @property
+    def types(self) -> Mapping[int, Type]:
+        """The latest Type message seen for each type OID (read-only)."""
+        return MappingProxyType(self._types)
+
+    @property
+    def in_stream(self) -> bool:
+        """Whether the reader is between a Stream Start and its Stream Stop."""
+        return self._stream_xid is not None
+
+    @property
+    def stream_xid(self) -> int | None:
+        """The xid of the open stream block, if any."""
+        return self._stream_xid
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a Begin (or Begin Prepare) is open."""
+        return self._txn is not None
+
+    def reset(self, *, keep_relations: bool = True) -> None:
+        """Forget transaction and stream state, e.g. after reconnecting to the server."""
+        self._txn = None
+        self._stream_xid = None
+        if not keep_relations:
+            self._relations.clear()
+            self._types.clear()
+
+    # -- reading -------------------------------------------------------------
+    def read(self, data: bytes | bytearray | memoryview) -> Message:
+        """Parse and validate the next message of the stream."""
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        if data and data[0] not in self._allowed:
+            t = chr(data[0])
+            if data[0] in _TYPES_BY_VERSION[4]:
+                raise ProtocolError(
+                    "a message type this stream can send",
+                    message_type=t,
+                    offset=0,
+                    detail=f"{t!r} is not sent with proto_version={self.proto_version}, "
+                    f"streaming={self.streaming}",
+                )
+        message = parse_message(
+            data, in_stream=self._stream_xid is not None, abort_info=self._abort_info
+        )
+        self._apply(data[0], message)
+        self.messages_read += 1
+        return message
+
+    def _error(self, t: int, expected: str, detail: str | None = None) -> ProtocolError:
+        return ProtocolError(expected, message_type=chr(t), offset=0, detail=detail)
+
+    def _apply(self, t: int, message: Message) -> None:
+        if t in _DML:
+            if self._txn is None and self._stream_xid is None:
+                raise self._error(
+                    t,
+                    "a change inside a transaction or stream block",
+                    "no Begin or Stream Start is open",
+                )
+            if isinstance(message, Truncate):
+                for relid in message.relation_ids:
+                    self._relation(t, relid)
+            else:
+                assert isinstance(message, (Insert, Update, Delete))
+                self._check_width(t, message)
+            return
+        if t == 82:  # R
+            assert isinstance(message, Relation)
+            self._relations[message.relation_id] = message
+        elif t == 89:  # Y
+            assert isinstance(message, Type)
+            self._types[message.type_oid] = message
+        elif t == 77:  # M
+            assert isinstance(message, LogicalMessage)
+            if message.transactional and self._txn is None and self._stream_xid is None:
+                raise self._error(
+                    t,
+                    "a transactional message inside a transaction",
+                    "no Begin or Stream Start is open",
+                )
+        elif t in {66, 98}:  # B, b
+            self._outside_all(t)
+            self._txn = chr(t)
+        elif t == 67:  # C
+            if self._txn != "B":
+                raise self._error(
+                    t,
+                    "a Begin before this Commit",
+                    "no transaction is open" if self._txn is None else "a Begin Prepare is open",
+                )
+            self._txn = None
+        elif t == 80:  # P
+            if self._txn != "b":
+                raise self._error(
+                    t, "a Begin Prepare before this Prepare", "no prepared transaction is open"
+                )
+            self._txn = None
+        elif t == 79:  # O
+            if self._txn is None and self._stream_xid is None:
+                raise self._error(t, "an Origin inside a transaction or stream block")
+        elif t == 83:  # S
+            self._outside_all(t)
+            self._stream_xid = message.xid  # type: ignore[union-attr]
+        elif t == 69:  # E
+            if self._stream_xid is None:
+                raise self._error(
+                    t, "a Stream Start before this Stream Stop", "no stream block is open"
+                )
+            self._stream_xid = None
+        else:  # c, A, p, K, r: complete a transaction outside any block
+            self._outside_all(t)
+
+    def _outside_all(self, t: int) -> None:
+        if self._stream_xid is not None:
+            raise self._error(
+                t,
+                "no open stream block",
+                f"Stream Start of xid {self._stream_xid} has no Stream Stop",
+            )
+        if self._txn is not None:
+            kind = "Begin" if self._txn == "B" else "Begin Prepare"
+            raise self._error(t, "no open transaction", f"a {kind} has not ended")
+
+    def _relation(self, t: int, relid: int) -> Relation:
+        relation = self._relations.get(relid)
+        if relation is None:
+            raise self._error(
+                t, "a change to an announced relation", f"no Relation message for OID {relid}"
+            )
+        return relation
+
+    def _check_width(self, t: int, message: Insert | Update | Delete) -> None:
+        width = len(self._relation(t, message.relation_id).columns)
+        tuples: tuple[TupleData | None, ...]
+        if isinstance(message, Delete):
+            tuples = (message.old,)
+        elif isinstance(message, Update):
+            tuples = (message.old, message.new)
+        else:
+            tuples = (message.new,)
+        for tup in tuples:
+            if tup is not None and len(tup.values) != width:
+                raise self._error(
+                    t,
+                    f"{width} columns as the Relation announced",
+                    f"the tuple has {len(tup.values)}",
+                )
