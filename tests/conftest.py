@@ -1,0 +1,118 @@
+"""Shared fixtures: one throwaway PostgreSQL cluster per session, a fresh database per test.
+
+Tests that use ``pg_cluster`` (directly or through ``pg_conn``) get the ``postgres``
+marker automatically. Without server binaries those tests FAIL, so CI never skips
+them silently; set ``PGCDC_SKIP_POSTGRES=1`` to skip them instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pgcdc_events.testing.cluster import ClusterError, TempCluster, find_bindir
+
+if TYPE_CHECKING:
+    import pg8000.native
+
+SKIP_ENV = "PGCDC_SKIP_POSTGRES"
+_db_counter = itertools.count(1)
+
+
+def _skip_postgres() -> bool:
+    """Whether the user asked to skip the server tests."""
+    return os.environ.get(SKIP_ENV, "") == "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that needs the cluster ``postgres`` (and skip it if asked to)."""
+    skip = pytest.mark.skip(reason=f"{SKIP_ENV}=1: PostgreSQL tests skipped")
+    for item in items:
+        if "pg_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
+            if _skip_postgres():
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[TempCluster]:
+    """One running throwaway cluster (wal_level=logical) for the whole test session."""
+    if _skip_postgres():
+        pytest.skip(f"{SKIP_ENV}=1: PostgreSQL tests skipped")
+    problem = None
+    cluster = None
+    try:
+        find_bindir()
+        cluster = TempCluster()
+        cluster.start()
+    except ClusterError as exc:
+        problem = str(exc)
+        if cluster is not None:
+            cluster.stop()
+    if problem is not None or cluster is None:
+        pytest.fail(
+            f"the throwaway PostgreSQL cluster is required but could not start: {problem}\n"
+            f"Install the server binaries (or set PG_BINDIR), or set {SKIP_ENV}=1 to skip"
+            " the server tests.",
+            pytrace=False,
+        )
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _cleanup_database(cluster: TempCluster, name: str) -> None:
+    """Roll back prepared transactions, drop replication slots, then drop the database."""
+    import pg8000.native  # noqa: PLC0415 - only server tests need the driver
+
+    conn = pg8000.native.Connection(**{**cluster.dsn(), "database": name})
+    try:
+        for (gid,) in conn.run(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
+        ):
+            conn.run("ROLLBACK PREPARED " + "'" + gid.replace("'", "''") + "'")
+    finally:
+        conn.close()
+    admin = pg8000.native.Connection(**cluster.dsn())
+    try:
+        admin.run(
+            "SELECT pg_terminate_backend(active_pid, 5000) FROM pg_replication_slots"
+            " WHERE database = :db AND active_pid IS NOT NULL",
+            db=name,
+        )
+        admin.run(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+            " WHERE database = :db",
+            db=name,
+        )
+        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        admin.close()
+
+
+@pytest.fixture
+def pg_conn(pg_cluster: TempCluster) -> Iterator[pg8000.native.Connection]:
+    """A pg8000 ``native.Connection`` to a fresh database; its slots and database dropped after."""
+    import pg8000.native  # noqa: PLC0415 - only server tests need the driver
+
+    name = f"test_{os.getpid()}_{next(_db_counter)}"
+    admin = pg8000.native.Connection(**pg_cluster.dsn())
+    try:
+        admin.run(f'CREATE DATABASE "{name}"')
+    finally:
+        admin.close()
+    try:
+        conn = pg8000.native.Connection(**{**pg_cluster.dsn(), "database": name})
+        try:
+            yield conn
+        finally:
+            with contextlib.suppress(Exception):  # a test may have broken the connection
+                conn.close()
+    finally:
+        _cleanup_database(pg_cluster, name)
