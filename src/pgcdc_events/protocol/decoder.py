@@ -221,6 +221,7 @@ def _relation(data: bytes, in_stream: bool, abort_info: bool | None) -> Relation
         raise _fail(data, pos, f"{ncols} column descriptions", "not enough bytes for them")
     columns = []
     for i in range(ncols):
+        _need(data, pos, 1, f"the flags of column {i + 1}")
         flags = data[pos]
         col_name, pos = _string(data, pos + 1, f"the name of column {i + 1}")
         _need(data, pos, 8, f"the type OID and modifier of column {i + 1}")

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Set up pgcdc-events on a fresh Debian machine and run one of its two jobs.
+#   bash tools/bootstrap.sh demo   install the package, decode the shipped real capture
+#   bash tools/bootstrap.sh test   install everything (PostgreSQL, Java, extras), run the suite
+# Installs into .venv beside this checkout; PostgreSQL server binaries and Java come
+# from apt-get when missing (run as root, or with sudo available).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+job="${1:-}"
+case "$job" in demo|test) ;; *) echo "usage: bash tools/bootstrap.sh demo|test" >&2; exit 2;; esac
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+apt_install() {
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+}
+
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null; then apt_install python3-venv; fi
+if [ ! -x .venv/bin/python ]; then "$PYTHON" -m venv .venv; fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+
+if [ "$job" = demo ]; then
+    .venv/bin/python -m pip install -q -e .
+    exec .venv/bin/pgcdc-events inspect examples/demo-capture.jsonl
+fi
+
+# test: server binaries (initdb) and contrib extensions, Java 17 for Spark.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    apt_install postgresql postgresql-contrib
+fi
+if ! command -v java >/dev/null 2>&1; then apt_install openjdk-17-jre-headless; fi
+.venv/bin/python -m pip install -q -e '.[dev]'
+.venv/bin/ruff check src tests
+.venv/bin/mypy --strict src
+exec .venv/bin/python -m pytest -q -p no:cacheprovider "${@:2}"
