@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pgcdc_events import PgCdcError
 from pgcdc_events.protocol import (
     STREAMABLE_TYPES,
     Message,
@@ -109,8 +110,6 @@ def test_bad_replica_identity_and_first_segment_flag() -> None:
 
 
 def test_error_is_a_value_error_and_a_library_error() -> None:
-    from pgcdc_events import PgCdcError
-
     with pytest.raises(PgCdcError):
         parse_message(b"B")
     with pytest.raises(ValueError):

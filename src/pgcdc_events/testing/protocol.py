@@ -46,7 +46,7 @@ i64 = st.integers(-(2**63), 2**63 - 1)
 
 #: Identifiers and other NUL-terminated strings: any Unicode text without NUL.
 names = st.text(
-    alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)),
+    alphabet=st.characters(codec="utf-8", exclude_characters="\x00"),
     max_size=20,
 )
 

@@ -1,0 +1,1 @@
+"""PostgreSQL types as Kafka Connect schemas and values."""

@@ -1,0 +1,303 @@
+"""The catalog snapshot: what pgoutput does not say about the captured tables.
+
+pgoutput's Relation message names each column's type OID and modifier, nothing
+more. Debezium also reads the catalog: NOT NULL (optional fields), primary keys
+(event keys), column defaults (schema defaults), enum labels, domain base types
+and array element types. A :class:`CatalogSnapshot` carries exactly that, so a
+decoder that never talks to the database (a Spark job, a test) can reproduce
+Debezium's schemas. Produce it by running :data:`CATALOG_QUERY` with any driver
+and loading the one row it returns with :func:`load_catalog`, or with
+:func:`fetch_catalog` over a pg8000 connection; store and broadcast it as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from pgcdc_events.errors import PgCdcError
+
+__all__ = [
+    "CATALOG_QUERY",
+    "CatalogColumn",
+    "CatalogError",
+    "CatalogSnapshot",
+    "CatalogTable",
+    "CatalogType",
+    "fetch_catalog",
+    "load_catalog",
+]
+
+FORMAT_VERSION = 1
+
+
+class CatalogError(PgCdcError, ValueError):
+    """A catalog snapshot that cannot be read."""
+
+
+#: One row, one column: the whole snapshot as a JSON document. Covers ordinary and
+#: partitioned tables outside the system schemas, and every non-built-in type
+#: (OID >= 10000) their columns use, with the element and base types they need.
+CATALOG_QUERY = """
+WITH RECURSIVE cols AS (
+    SELECT c.oid AS relid, a.attnum, a.attname, a.atttypid, a.atttypmod, a.attnotnull,
+           a.attgenerated, pg_get_expr(d.adbin, d.adrelid) AS default_expr
+    FROM pg_class c
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+    LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
+    WHERE c.relkind IN ('r', 'p')
+      AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+      AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%'
+), used(oid) AS (
+    SELECT DISTINCT atttypid FROM cols
+    UNION
+    SELECT x.oid FROM used u JOIN pg_type t ON t.oid = u.oid,
+           LATERAL (VALUES (t.typelem), (t.typbasetype)) AS x(oid)
+    WHERE x.oid <> 0
+), keys AS (
+    SELECT i.indrelid AS relid, k.attnum, k.ord, i.indisprimary, i.indisreplident
+    FROM pg_index i, unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+    WHERE i.indisprimary OR i.indisreplident
+)
+SELECT json_build_object(
+    'format', 1,
+    'database', current_database(),
+    'server_version', current_setting('server_version'),
+    'tables', COALESCE((
+        SELECT json_agg(json_build_object(
+            'oid', c.oid::bigint, 'namespace', n.nspname, 'name', c.relname,
+            'replica_identity', c.relreplident::text,
+            'columns', (
+                SELECT json_agg(json_build_object(
+                    'name', col.attname, 'position', col.attnum, 'type_oid', col.atttypid::bigint,
+                    'type_modifier', col.atttypmod, 'not_null', col.attnotnull,
+                    'default', col.default_expr, 'generated', col.attgenerated::text,
+                    'primary_key_position', (SELECT k.ord FROM keys k WHERE k.relid = col.relid
+                        AND k.attnum = col.attnum AND k.indisprimary),
+                    'replica_identity_position', (SELECT k.ord FROM keys k WHERE k.relid = col.relid
+                        AND k.attnum = col.attnum AND k.indisreplident)
+                ) ORDER BY col.attnum)
+                FROM cols col WHERE col.relid = c.oid)
+        ) ORDER BY n.nspname, c.relname)
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE c.oid IN (SELECT relid FROM cols)), '[]'::json),
+    'types', COALESCE((
+        SELECT json_agg(json_build_object(
+            'oid', t.oid::bigint, 'namespace', tn.nspname, 'name', t.typname,
+            'type', t.typtype::text, 'category', t.typcategory::text,
+            'delimiter', t.typdelim::text, 'element_oid', t.typelem::bigint,
+            'base_oid', t.typbasetype::bigint, 'base_type_modifier', t.typtypmod,
+            'not_null', t.typnotnull,
+            'enum_labels', (SELECT json_agg(e.enumlabel ORDER BY e.enumsortorder)
+                            FROM pg_enum e WHERE e.enumtypid = t.oid)
+        ) ORDER BY t.oid)
+        FROM pg_type t JOIN pg_namespace tn ON tn.oid = t.typnamespace
+        WHERE t.oid IN (SELECT oid FROM used) AND t.oid >= 10000), '[]'::json)
+)::text AS catalog
+"""
+
+
+@attrs.frozen
+class CatalogType:
+    """A non-built-in type: an extension type, enum, domain, composite, range or array of one."""
+
+    oid: int
+    namespace: str
+    name: str
+    type: str  # pg_type.typtype: b base, c composite, d domain, e enum, r range, m multirange
+    category: str  # pg_type.typcategory: A array, E enum, U user-defined, ...
+    delimiter: str = ","
+    element_oid: int = 0
+    base_oid: int = 0
+    base_type_modifier: int = -1
+    not_null: bool = False
+    enum_labels: tuple[str, ...] | None = None
+
+
+@attrs.frozen
+class CatalogColumn:
+    """A table column as the catalog describes it."""
+
+    name: str
+    position: int
+    type_oid: int
+    type_modifier: int = -1
+    not_null: bool = False
+    default: str | None = None
+    generated: str = ""
+    primary_key_position: int | None = None
+    replica_identity_position: int | None = None
+
+
+@attrs.frozen
+class CatalogTable:
+    """A table: its identity and columns in ``attnum`` order."""
+
+    oid: int
+    namespace: str
+    name: str
+    replica_identity: str
+    columns: tuple[CatalogColumn, ...]
+
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        """Primary-key column names in key order (empty when the table has none)."""
+        keyed = [c for c in self.columns if c.primary_key_position is not None]
+        return tuple(c.name for c in sorted(keyed, key=lambda c: c.primary_key_position or 0))
+
+    def column(self, name: str) -> CatalogColumn | None:
+        """The column called ``name``, if any."""
+        for col in self.columns:
+            if col.name == name:
+                return col
+        return None
+
+
+@attrs.frozen
+class CatalogSnapshot:
+    """Tables and non-built-in types of one database at one moment."""
+
+    database: str
+    server_version: str
+    tables: tuple[CatalogTable, ...] = ()
+    types: tuple[CatalogType, ...] = ()
+    _by_name: dict[tuple[str, str], CatalogTable] = attrs.field(
+        init=False, eq=False, repr=False, alias="_by_name"
+    )
+    _by_oid: dict[int, CatalogTable] = attrs.field(
+        init=False, eq=False, repr=False, alias="_by_oid"
+    )
+    _types: dict[int, CatalogType] = attrs.field(init=False, eq=False, repr=False, alias="_types")
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {(t.namespace, t.name): t for t in self.tables})
+        object.__setattr__(self, "_by_oid", {t.oid: t for t in self.tables})
+        object.__setattr__(self, "_types", {t.oid: t for t in self.types})
+
+    def table(self, namespace: str, name: str) -> CatalogTable | None:
+        """The table ``namespace.name``, if captured."""
+        return self._by_name.get((namespace, name))
+
+    def table_by_oid(self, oid: int) -> CatalogTable | None:
+        """The table with relation OID ``oid``, if captured."""
+        return self._by_oid.get(oid)
+
+    def type(self, oid: int) -> CatalogType | None:
+        """The non-built-in type with OID ``oid``, if known."""
+        return self._types.get(oid)
+
+    def filtered(self, schemas: Iterable[str]) -> CatalogSnapshot:
+        """Only the tables of the given schemas (types are kept)."""
+        wanted = set(schemas)
+        return attrs.evolve(self, tables=tuple(t for t in self.tables if t.namespace in wanted))
+
+    # -- JSON -----------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """The snapshot as a JSON-ready dict (the same shape :data:`CATALOG_QUERY` returns)."""
+        return {
+            "format": FORMAT_VERSION,
+            "database": self.database,
+            "server_version": self.server_version,
+            "tables": [
+                {**_plain(t, exclude=("columns",)), "columns": [_plain(c) for c in t.columns]}
+                for t in self.tables
+            ],
+            "types": [_plain(t) for t in self.types],
+        }
+
+    def dumps(self) -> str:
+        """The snapshot as a JSON string."""
+        return json.dumps(self.to_json(), ensure_ascii=False, indent=1)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any] | str | bytes) -> CatalogSnapshot:
+        """Read a snapshot from its JSON form (a dict or the JSON text)."""
+        if isinstance(obj, (str, bytes)):
+            try:
+                obj = json.loads(obj)
+            except ValueError as exc:
+                raise CatalogError(f"catalog snapshot is not valid JSON: {exc}") from None
+        if not isinstance(obj, Mapping):
+            raise CatalogError("catalog snapshot must be a JSON object")
+        if obj.get("format") != FORMAT_VERSION:
+            raise CatalogError(f"unsupported catalog snapshot format {obj.get('format')!r}; "
+                               f"this version reads format {FORMAT_VERSION}")
+        try:
+            tables = tuple(
+                CatalogTable(
+                    int(t["oid"]), t["namespace"], t["name"], t["replica_identity"],
+                    tuple(_column(c) for c in t.get("columns") or ()),
+                )
+                for t in obj.get("tables") or ()
+            )
+            types = tuple(_type(t) for t in obj.get("types") or ())
+            return cls(str(obj["database"]), str(obj["server_version"]), tables, types)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CatalogError(f"malformed catalog snapshot: {exc!r}") from None
+
+    @classmethod
+    def load(cls, path: str) -> CatalogSnapshot:
+        """Read a snapshot from a JSON file."""
+        with open(path, encoding="utf-8") as fh:
+            return cls.from_json(fh.read())
+
+    def save(self, path: str) -> None:
+        """Write the snapshot to a JSON file."""
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(self.dumps())
+            fh.write("\n")
+
+
+def _plain(obj: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    out = {}
+    for field in attrs.fields(type(obj)):
+        if field.init and field.name not in exclude:
+            value = getattr(obj, field.name)
+            out[field.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def _column(c: Mapping[str, Any]) -> CatalogColumn:
+    return CatalogColumn(
+        c["name"], int(c["position"]), int(c["type_oid"]), int(c.get("type_modifier", -1)),
+        bool(c.get("not_null", False)), c.get("default"), c.get("generated") or "",
+        c.get("primary_key_position"), c.get("replica_identity_position"),
+    )
+
+
+def _type(t: Mapping[str, Any]) -> CatalogType:
+    labels = t.get("enum_labels")
+    return CatalogType(
+        int(t["oid"]), t["namespace"], t["name"], t["type"], t["category"],
+        t.get("delimiter") or ",", int(t.get("element_oid") or 0), int(t.get("base_oid") or 0),
+        int(t.get("base_type_modifier", -1)), bool(t.get("not_null", False)),
+        tuple(labels) if labels is not None else None,
+    )
+
+
+def load_catalog(rows: Iterable[Any]) -> CatalogSnapshot:
+    """Build a snapshot from the rows :data:`CATALOG_QUERY` returned, with any driver.
+
+    Accepts the single row as a sequence or mapping whose value is the JSON text
+    (or an already decoded dict, as some drivers return).
+    """
+    for row in rows:
+        value = next(iter(row.values())) if isinstance(row, Mapping) else row[0]
+        return CatalogSnapshot.from_json(value)
+    raise CatalogError("the catalog query returned no rows")
+
+
+def fetch_catalog(connection: Any) -> CatalogSnapshot:
+    """Run :data:`CATALOG_QUERY` over a pg8000 connection (native or DB-API) and load it."""
+    if hasattr(connection, "run"):
+        return load_catalog(connection.run(CATALOG_QUERY))
+    cursor = connection.cursor()
+    try:
+        cursor.execute(CATALOG_QUERY)
+        return load_catalog(cursor.fetchall())
+    finally:
+        cursor.close()
