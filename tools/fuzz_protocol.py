@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from pgcdc_events.errors import ProtocolError
 from pgcdc_events.protocol import PgOutputReader, encode_message, iter_capture, parse_message
@@ -83,7 +82,7 @@ def run(cases: int, seed: int) -> int:
                 if exc.offset is None and data:
                     failures += 1
                     print(f"case {i}: ProtocolError without offset: {exc} {data.hex()}")
-            except Exception as exc:  # noqa: BLE001 - the point is to catch anything else
+            except Exception as exc:
                 failures += 1
                 print(f"case {i}: {type(exc).__name__}: {exc}\n  bytes: {data.hex()}")
             if time.perf_counter() - t0 > 1.0:
@@ -93,7 +92,7 @@ def run(cases: int, seed: int) -> int:
             reader.read(data)
         except ProtocolError:
             pass
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             failures += 1
             print(f"case {i} (reader): {type(exc).__name__}: {exc}\n  bytes: {data.hex()}")
     elapsed = time.perf_counter() - started
