@@ -50,7 +50,16 @@ class ProtocolError(PgCdcError, ValueError):
 
 
 class ConversionError(PgCdcError, ValueError):
-    """A column value that does not parse as its declared PostgreSQL type."""
+    """A column value that does not parse as its declared PostgreSQL type.
+
+    ``table`` (``schema.table``), ``column``, ``type_name`` and ``value`` (the raw
+    bytes) are set when the error comes from converting a row's column.
+    """
+
+    table: str | None = None
+    column: str | None = None
+    type_name: str | None = None
+    value: bytes | None = None
 
 
 class ConfigurationError(PgCdcError, ValueError):

@@ -32,6 +32,9 @@ PRIMITIVE_TYPES: Final = frozenset(
     {"int8", "int16", "int32", "int64", "float32", "float64", "boolean", "string", "bytes"}
 )
 _TYPES: Final = PRIMITIVE_TYPES | {"array", "map", "struct"}
+#: JsonConverter spells Connect's FLOAT32/FLOAT64 as "float"/"double".
+_JSON_TYPE_NAMES: Final = {"float32": "float", "float64": "double"}
+_TYPE_FROM_JSON: Final = {v: k for k, v in _JSON_TYPE_NAMES.items()}
 
 
 class _NoDefault:
@@ -120,7 +123,7 @@ class Schema:
         Key order follows JsonConverter: ``type``, children, ``optional``, ``name``,
         ``version``, ``doc``, ``parameters``, ``default``; struct members add ``field``.
         """
-        out: dict[str, Any] = {"type": self.type}
+        out: dict[str, Any] = {"type": _JSON_TYPE_NAMES.get(self.type, self.type)}
         if self.type == "struct":
             members = []
             for f in self.fields or ():
@@ -153,7 +156,7 @@ class Schema:
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Schema:
         """Read a schema in JsonConverter's form (the inverse of :meth:`to_json`)."""
-        kind = obj["type"]
+        kind = _TYPE_FROM_JSON.get(obj["type"], obj["type"])
         fields = items = keys = values = None
         if kind == "struct":
             fields = tuple(

@@ -1,0 +1,11 @@
+"""The hstore extension type, as JSON text or a Connect map (``hstore.handling.mode``)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pgcdc_events.types.mapping import Builder
+
+__all__ = ["BUILDERS"]
+
+BUILDERS: Final[dict[str, Builder]] = {}

@@ -1,0 +1,11 @@
+"""Booleans, bit strings, integers, floating point, numeric and money."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pgcdc_events.types.mapping import Builder
+
+__all__ = ["BUILDERS"]
+
+BUILDERS: Final[dict[str, Builder]] = {}

@@ -1,0 +1,172 @@
+"""String-like types: character types, bytea, json, xml, uuid, ltree, network types, ranges,
+enums, tsvector and types Debezium does not know.
+
+Most arrive as the text PostgreSQL prints and stay strings; the semantic
+names (``io.debezium.data.Json``...) say what the string holds. ``bytea`` follows
+``binary.handling.mode``; unknown types (``include.unknown.datatypes``) are the
+bytes of their text output, also per ``binary.handling.mode``.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import uuid
+from collections.abc import Callable
+from typing import Any, Final
+
+from pgcdc_events.errors import ConversionError
+from pgcdc_events.types.config import TypeConfig
+from pgcdc_events.types.mapping import Builder, Converter, ValueMapping
+from pgcdc_events.types.registry import PgType
+from pgcdc_events.types.schema import Schema
+
+__all__ = [
+    "BUILDERS",
+    "binary_mode_schema",
+    "bytea_from_text",
+    "encode_binary",
+    "enum_mapping",
+    "unknown_mapping",
+    "utf8",
+]
+
+
+def utf8(raw: bytes) -> str:
+    """Text output bytes as a ``str`` (the stream is UTF-8)."""
+    return raw.decode("utf-8")
+
+
+def bytea_from_text(raw: bytes) -> bytes:
+    """``bytea`` text output in hex (``\\x00ff``) or escape format (``a\\000b``) to bytes."""
+    if raw[:2] == b"\\x":
+        return bytes.fromhex(raw[2:].decode("ascii"))
+    if b"\\" not in raw:
+        return raw
+    out = bytearray()
+    i, n = 0, len(raw)
+    while i < n:
+        ch = raw[i]
+        if ch != 0x5C:
+            out.append(ch)
+            i += 1
+        elif raw[i + 1:i + 2] == b"\\":
+            out.append(0x5C)
+            i += 2
+        elif len(raw[i + 1:i + 4]) == 3 and raw[i + 1:i + 4].isdigit():
+            out.append(int(raw[i + 1:i + 4], 8) & 0xFF)
+            i += 4
+        else:
+            raise ConversionError(f"invalid bytea escape at byte {i}")
+    return bytes(out)
+
+
+def binary_mode_schema(config: TypeConfig) -> Schema:
+    """The schema of binary data under ``binary.handling.mode``."""
+    return Schema("bytes") if config.binary_handling_mode == "bytes" else Schema("string")
+
+
+def encode_binary(config: TypeConfig) -> Callable[[bytes], Any]:
+    """Represent bytes as ``binary.handling.mode`` asks: bytes, base64, URL-safe base64 or hex."""
+    mode = config.binary_handling_mode
+    if mode == "bytes":
+        return bytes
+    if mode == "base64":
+        return lambda b: base64.b64encode(b).decode("ascii")
+    if mode == "base64-url-safe":
+        return lambda b: base64.urlsafe_b64encode(b).decode("ascii")
+    return lambda b: b.hex()
+
+
+def _string_mapping(name: str | None = None, from_binary: Converter | None = utf8) -> Builder:
+    schema = Schema("string", name=name, version=1 if name else None)
+
+    def build(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
+        return ValueMapping(schema, utf8, from_binary, config.placeholder_text)
+
+    return build
+
+
+def _bytea(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
+    encode = encode_binary(config)
+    placeholder = config.unavailable_value_placeholder
+    if config.binary_handling_mode == "bytes":
+        return ValueMapping(Schema("bytes"), bytea_from_text, bytes, placeholder)
+    return ValueMapping(
+        Schema("string"),
+        lambda raw: encode(bytea_from_text(raw)),
+        encode,
+        encode(placeholder),
+    )
+
+
+def _jsonb_binary(raw: bytes) -> str:
+    if raw[:1] != b"\x01":
+        raise ConversionError(f"unsupported jsonb binary version {raw[:1]!r}")
+    return raw[1:].decode("utf-8")
+
+
+_ltree_binary = _jsonb_binary  # ltree's send format is also version byte 1 + text
+
+
+def _uuid_binary(raw: bytes) -> str:
+    return str(uuid.UUID(bytes=raw))
+
+
+def _inet_binary(raw: bytes) -> str:
+    family, bits, is_cidr, size = raw[0], raw[1], raw[2], raw[3]
+    address = raw[4:4 + size]
+    if family == 2 and size == 4:
+        addr: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.IPv4Address(address)
+        full = 32
+    elif family == 3 and size == 16:
+        addr = ipaddress.IPv6Address(address)
+        full = 128
+    else:
+        raise ConversionError(f"invalid inet family {family} with {size} address bytes")
+    if is_cidr or bits != full:
+        return f"{addr.compressed}/{bits}"
+    return addr.compressed
+
+
+def _macaddr_binary(raw: bytes) -> str:
+    return ":".join(f"{b:02x}" for b in raw)
+
+
+def _enum_binary(raw: bytes) -> str:
+    return raw.decode("utf-8")
+
+
+def enum_mapping(t: PgType, config: TypeConfig) -> ValueMapping:
+    """An enum: ``io.debezium.data.Enum`` with the labels in ``allowed`` (when known)."""
+    params = None if t.enum_labels is None else (("allowed", ",".join(t.enum_labels)),)
+    schema = Schema("string", name="io.debezium.data.Enum", version=1, parameters=params)
+    return ValueMapping(schema, utf8, _enum_binary, config.placeholder_text)
+
+
+def unknown_mapping(t: PgType, config: TypeConfig) -> ValueMapping:
+    """A type Debezium does not know (``include.unknown.datatypes``): its text output's bytes."""
+    encode = encode_binary(config)
+    return ValueMapping(binary_mode_schema(config), encode, None,
+                        encode(config.unavailable_value_placeholder))
+
+
+_TEXT = _string_mapping()
+
+BUILDERS: Final[dict[str, Builder]] = {
+    "bpchar": _TEXT, "varchar": _TEXT, "text": _TEXT, "citext": _TEXT, "name": _TEXT,
+    "char": _TEXT,
+    "int4range": _string_mapping(None, None), "int8range": _string_mapping(None, None),
+    "numrange": _string_mapping(None, None), "tsrange": _string_mapping(None, None),
+    "tstzrange": _string_mapping(None, None), "daterange": _string_mapping(None, None),
+    "inet": _string_mapping(None, _inet_binary), "cidr": _string_mapping(None, _inet_binary),
+    "macaddr": _string_mapping(None, _macaddr_binary),
+    "macaddr8": _string_mapping(None, _macaddr_binary),
+    "json": _string_mapping("io.debezium.data.Json"),
+    "jsonb": _string_mapping("io.debezium.data.Json", _jsonb_binary),
+    "xml": _string_mapping("io.debezium.data.Xml"),
+    "uuid": _string_mapping("io.debezium.data.Uuid", _uuid_binary),
+    "ltree": _string_mapping("io.debezium.data.Ltree", _ltree_binary),
+    "tsvector": _string_mapping("io.debezium.data.Tsvector", None),
+    "bytea": _bytea,
+}

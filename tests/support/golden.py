@@ -1,0 +1,138 @@
+"""Golden recordings of the real Debezium connector (tests/golden, made by tools/record_debezium).
+
+Each recording holds the raw pgoutput capture of a corpus of changes and the
+records Debezium 3.6.3 emitted for the same changes under one set of connector
+properties. These helpers load them and pair every captured change with the
+Debezium record it produced.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pgcdc_events.properties import load_properties
+from pgcdc_events.protocol import (
+    CaptureRow,
+    Delete,
+    Insert,
+    Message,
+    PgOutputReader,
+    Relation,
+    Type,
+    Update,
+    iter_capture,
+)
+from pgcdc_events.types.catalog import CatalogSnapshot
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden"
+DIFFERENCES = ROOT / "docs" / "differences-from-debezium.md"
+
+
+@dataclass(eq=False)
+class Recording:
+    """One corpus recorded under one mode."""
+
+    corpus: str
+    mode: str
+    path: Path
+
+    @property
+    def key(self) -> str:
+        return f"{self.corpus}/{self.mode}"
+
+    @cached_property
+    def properties(self) -> dict[str, str]:
+        return load_properties(str(self.path / "connector.properties"))
+
+    @cached_property
+    def meta(self) -> dict[str, Any]:
+        return json.loads((self.path / "meta.json").read_text())
+
+    @cached_property
+    def records(self) -> list[dict[str, Any]]:
+        with open(self.path / "debezium.jsonl", encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+
+    @cached_property
+    def capture(self) -> list[CaptureRow]:
+        with open(self.path / "capture.jsonl", encoding="utf-8") as fh:
+            return list(iter_capture(fh))
+
+    @cached_property
+    def catalog(self) -> CatalogSnapshot | None:
+        path = self.path / "catalog.json"
+        return CatalogSnapshot.load(str(path)) if path.exists() else None
+
+
+def recordings(corpus_glob: str = "*") -> list[Recording]:
+    """Every recording whose corpus name matches ``corpus_glob``."""
+    found = []
+    for corpus_dir in sorted(GOLDEN.iterdir()):
+        if not corpus_dir.is_dir() or not fnmatch.fnmatch(corpus_dir.name, corpus_glob):
+            continue
+        for mode_dir in sorted(corpus_dir.iterdir()):
+            if (mode_dir / "debezium.jsonl").exists():
+                found.append(Recording(corpus_dir.name, mode_dir.name, mode_dir))
+    return found
+
+
+@dataclass
+class Change:
+    """A captured row change, the Relation it refers to, and Debezium's record for it."""
+
+    relation: Relation
+    message: Insert | Update | Delete
+    record: dict[str, Any] | None
+    types: list[Type] = field(default_factory=list)
+
+
+def changes(recording: Recording) -> tuple[list[Change], list[Type]]:
+    """Pair each Insert/Update/Delete with Debezium's c/u/d record for the same table, in order."""
+    reader = PgOutputReader()
+    messages: list[Message] = [reader.read(row.data) for row in recording.capture]
+    types = [m for m in messages if isinstance(m, Type)]
+    relations: dict[int, Relation] = {}
+    pending: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in recording.records:
+        value = record.get("value")
+        if value and value["payload"].get("op") in ("c", "u", "d"):
+            pending[record["topic"]].append(record)
+    out = []
+    prefix = recording.properties.get("topic.prefix", "pgcdc")
+    for m in messages:
+        if isinstance(m, Relation):
+            relations[m.relation_id] = m
+        elif isinstance(m, (Insert, Update, Delete)):
+            rel = relations[m.relation_id]
+            queue = pending[f"{prefix}.{rel.namespace}.{rel.name}"]
+            out.append(Change(rel, m, queue.pop(0) if queue else None))
+    return out, types
+
+
+@dataclass(frozen=True)
+class DocumentedDifference:
+    """One row of docs/differences-from-debezium.md's table."""
+
+    case: str  # e.g. "types/*/t_scalar.c_name" or "types/default/t_time.c_date[id=4]"
+    line: int
+
+    def matches(self, key: str) -> bool:
+        return fnmatch.fnmatchcase(key, self.case)
+
+
+def documented_differences(corpus_glob: str = "*") -> list[DocumentedDifference]:
+    """The golden cases listed in the differences document (first column, in backticks)."""
+    out = []
+    for number, line in enumerate(DIFFERENCES.read_text().splitlines(), 1):
+        match = re.match(r"\|\s*`([^`]+)`\s*\|", line)
+        if match and fnmatch.fnmatchcase(match.group(1).split("/", 1)[0], corpus_glob):
+            out.append(DocumentedDifference(match.group(1), number))
+    return out
