@@ -126,11 +126,8 @@ class TypeConfig:
 
     @property
     def placeholder_text(self) -> str:
-        """The placeholder as a string (its bytes decoded as Latin-1 when not UTF-8)."""
-        try:
-            return self.unavailable_value_placeholder.decode("utf-8")
-        except UnicodeDecodeError:
-            return self.unavailable_value_placeholder.decode("latin-1")
+        """The placeholder as a string: its bytes as UTF-8, invalid sequences replaced (as Java)."""
+        return self.unavailable_value_placeholder.decode("utf-8", "replace")
 
 
 def placeholder_bytes(text: str) -> bytes:

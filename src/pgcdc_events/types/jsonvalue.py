@@ -11,6 +11,7 @@ the default (``replace.null.with.default=true``, the default).
 from __future__ import annotations
 
 import base64
+import decimal
 import math
 from decimal import Decimal
 from typing import Any, Final
@@ -21,34 +22,30 @@ __all__ = [
     "DECIMAL_LOGICAL",
     "decimal_from_bytes",
     "decimal_to_bytes",
+    "unscaled_value",
     "value_from_json",
     "value_to_json",
 ]
 
 DECIMAL_LOGICAL: Final = "org.apache.kafka.connect.data.Decimal"
+#: Room for any PostgreSQL numeric (131072 digits before the point, 16383 after).
+_CONTEXT: Final = decimal.Context(prec=200_000, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 
 
 def decimal_to_bytes(unscaled: int) -> bytes:
     """Big-endian two's-complement bytes of ``unscaled``, as ``BigInteger.toByteArray()``."""
-    length = (unscaled.bit_length() + 8) // 8  # one sign bit always fits
-    return unscaled.to_bytes(length, "big", signed=True)
+    bits = (~unscaled if unscaled < 0 else unscaled).bit_length()
+    return unscaled.to_bytes(bits // 8 + 1, "big", signed=True)
 
 
 def decimal_from_bytes(raw: bytes, scale: int) -> Decimal:
     """The inverse of :func:`decimal_to_bytes` with the given scale."""
-    return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale)
+    return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale, context=_CONTEXT)
 
 
-def _unscaled(value: Decimal, scale: int) -> int:
-    sign, digits, exponent = value.as_tuple()
-    assert isinstance(exponent, int)
-    unscaled: int = int("".join(map(str, digits)) or "0")
-    shift = scale + exponent
-    if shift >= 0:
-        unscaled *= 10**shift
-    else:
-        unscaled //= 10**-shift
-    return -unscaled if sign else unscaled
+def unscaled_value(value: Decimal, scale: int) -> int:
+    """``value`` times ``10**scale`` as an integer (digits beyond ``scale`` are truncated)."""
+    return int(value.scaleb(scale, context=_CONTEXT))
 
 
 def _float(value: float) -> Any:
@@ -76,7 +73,7 @@ def value_to_json(
         scale = int(schema.params.get("scale", "0"))
         if decimal_format == "NUMERIC":
             return value
-        return base64.b64encode(decimal_to_bytes(_unscaled(value, scale))).decode("ascii")
+        return base64.b64encode(decimal_to_bytes(unscaled_value(value, scale))).decode("ascii")
     if kind == "bytes":
         return base64.b64encode(value).decode("ascii")
     if kind in ("float32", "float64"):

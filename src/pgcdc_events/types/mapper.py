@@ -162,11 +162,11 @@ class TypeMapper:
         config = self.config
         if not (config.column_propagate_source_type or config.datatype_propagate_source_type):
             return ()
-        full = f"{table}.{name}"
+        # Debezium matches columns as schema.table.column and types as schema.table.typename.
         type_name = pg_type.name
-        wanted = any(p.fullmatch(full) for p in config.column_propagate_source_type) or any(
-            p.fullmatch(type_name) for p in config.datatype_propagate_source_type
-        )
+        wanted = any(
+            p.fullmatch(f"{table}.{name}") for p in config.column_propagate_source_type
+        ) or any(p.fullmatch(f"{table}.{type_name}") for p in config.datatype_propagate_source_type)
         if not wanted:
             return ()
         length, scale = source_length_scale(pg_type, typmod)
