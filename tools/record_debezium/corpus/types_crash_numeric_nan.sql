@@ -3,7 +3,7 @@
 -- connector fail in decimal.handling.mode=precise; recorded in every decimal mode.
 -- A control row follows the special value to show whether streaming continued.
 --
--- @modes: default micros-double nanos-string-map-istring-base64
+-- @modes: default amicros-double-map-istring-base64-ph-colsrc nanos-string-map-istring-base64
 
 CREATE TABLE t_nan (id int PRIMARY KEY, c_num numeric);
 

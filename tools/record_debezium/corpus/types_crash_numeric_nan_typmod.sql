@@ -2,7 +2,7 @@
 -- org.apache.kafka.connect.data.Decimal in precise mode). Recorded in every
 -- decimal mode. A control row follows to show whether streaming continued.
 --
--- @modes: default micros-double nanos-string-map-istring-base64
+-- @modes: default amicros-double-map-istring-base64-ph-colsrc nanos-string-map-istring-base64
 
 CREATE TABLE t_nan_typmod (id int PRIMARY KEY, c_num_10_2 numeric(10,2));
 

@@ -10,8 +10,8 @@
 -- unavailable.value.placeholder, binary.handling.mode, hstore.handling.mode
 -- and decimal.handling.mode value.
 --
--- @modes: default amicros-double-map-istring-base64-m0-ph-colsrc connect-string-b64url-m4-hexph-unknown
--- @modes: isostring-map-istring-hex-typesrc
+-- @modes: default amicros-double-map-istring-base64-ph-colsrc connect-string-b64url-hexph-unknown
+-- @modes: isostring-map-istring-hex-money0-typesrc
 
 SET client_min_messages = warning;
 
