@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pgcdc_events.events.config import JsonConverterConfig
 from pgcdc_events.protocol import KIND_NULL, KIND_UNCHANGED_TOAST, Delete, Insert, TupleData
 from pgcdc_events.types.config import TypeConfig
 from pgcdc_events.types.jsonvalue import value_to_json
@@ -46,6 +47,7 @@ def _value(mapping: ColumnMapping, tup: TupleData, i: int, old: TupleData | None
 def compare(recording: Recording) -> tuple[Counter[str], dict[str, str]]:
     """Counts of compared values per mode, and every difference keyed by its golden case."""
     config = TypeConfig.from_properties(recording.properties)
+    json_config = JsonConverterConfig.from_properties(recording.properties)
     paired, types = changes(recording)
     registry = TypeRegistry(recording.catalog)
     for t in types:
@@ -98,8 +100,12 @@ def compare(recording: Recording) -> tuple[Counter[str], dict[str, str]]:
                 if ours_schema != their_schema:
                     diffs[key] = f"schema: ours {json.dumps(ours_schema)} theirs {json.dumps(their_schema)}"
                     continue
-                ours = value_to_json(mapping.schema, _value(mapping, tup, i,
-                                                            old if side == "after" else None, table))
+                ours = value_to_json(
+                    mapping.schema,
+                    _value(mapping, tup, i, old if side == "after" else None, table),
+                    replace_null_with_default=json_config.replace_null_with_default,
+                    decimal_format=json_config.decimal_format,
+                )
                 if ours != payload.get(col.name):
                     raw = tup.values[i]
                     diffs[key] = (f"value of {raw!r:.80}: ours {json.dumps(ours)[:200]} theirs "

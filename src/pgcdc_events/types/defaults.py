@@ -82,6 +82,8 @@ def parse_default(expression: str, mapping: ValueMapping, pg_type: PgType) -> An
         literal = _GENERATED_ZERO.get(pg_type.root.name)
         if literal is None:
             return NO_DEFAULT
+    if pg_type.root.name == "bool":  # Boolean.parseBoolean: "true" in any case, else false
+        literal = "t" if literal.strip().lower() in ("true", "t") else "f"
     try:
         value = mapping.from_text(literal.encode("utf-8"))
     except Exception:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
 from pgcdc_events.errors import ConversionError
 from pgcdc_events.types.config import TypeConfig
+from pgcdc_events.types.javafmt import java_double
 from pgcdc_events.types.mapping import Builder, Converter, ValueMapping
 from pgcdc_events.types.registry import PgType
 from pgcdc_events.types.schema import Schema
@@ -92,11 +94,13 @@ def _bytea(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
     placeholder = config.unavailable_value_placeholder
     if config.binary_handling_mode == "bytes":
         return ValueMapping(Schema("bytes"), bytea_from_text, bytes, placeholder)
+    # For unchanged TOAST Debezium's hex mode emits the placeholder itself, not its hex
+    # (golden: types_toast/*hex*/t_toast_default.c_bytea); we do so in every string mode.
     return ValueMapping(
         Schema("string"),
         lambda raw: encode(bytea_from_text(raw)),
         encode,
-        encode(placeholder),
+        config.placeholder_text,
     )
 
 
@@ -144,10 +148,29 @@ def enum_mapping(t: PgType, config: TypeConfig) -> ValueMapping:
     return ValueMapping(schema, utf8, _enum_binary, config.placeholder_text)
 
 
+_NUMBER: Final = re.compile(rb"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|-?Infinity|NaN")
+#: Geometric types pgjdbc turns into PGobject subclasses whose text prints every
+#: coordinate with Java's Double.toString: box (1,1),(0,0) becomes (1.0,1.0),(0.0,0.0).
+_PGJDBC_GEOMETRIC: Final = frozenset({"box", "circle", "line", "lseg", "path", "polygon"})
+
+
+def _java_coordinates(raw: bytes) -> bytes:
+    return _NUMBER.sub(lambda m: java_double(float(m.group())).encode("ascii"), raw)
+
+
 def unknown_mapping(t: PgType, config: TypeConfig) -> ValueMapping:
-    """A type Debezium does not know (``include.unknown.datatypes``): its text output's bytes."""
+    """A type Debezium does not know (``include.unknown.datatypes``): its text output's bytes.
+
+    For the built-in geometric types the text is pgjdbc's (Java-formatted coordinates),
+    as Debezium takes it from the driver's object (golden: types/*unknown/t_geo.c_box).
+    """
     encode = encode_binary(config)
-    return ValueMapping(binary_mode_schema(config), encode, None,
+    if t.name in _PGJDBC_GEOMETRIC and t.is_builtin:
+        def from_text(raw: bytes) -> Any:
+            return encode(_java_coordinates(raw))
+    else:
+        from_text = encode
+    return ValueMapping(binary_mode_schema(config), from_text, None,
                         encode(config.unavailable_value_placeholder))
 
 

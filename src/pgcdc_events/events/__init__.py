@@ -1,0 +1,1 @@
+"""The envelope builder: Debezium change events from pgoutput messages."""

@@ -1,0 +1,369 @@
+"""Connector configuration: Debezium property names in, a validated :class:`EventConfig` out.
+
+An existing connector configuration works as it is: every property the
+Debezium PostgreSQL connector declares is accepted. Those that shape events
+are applied; those about connections, slots, snapshots, queues and the Kafka
+Connect runtime are reported as not applicable (:attr:`EventConfig.not_applicable`).
+A misspelled or unknown property, an unsupported value, a value for a
+property that would change events in a way this library does not implement,
+or two exclusive properties together raise :class:`ConfigurationError` naming
+the property.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+import attrs
+
+from pgcdc_events import __version__
+from pgcdc_events.errors import ConfigurationError
+from pgcdc_events.events.connector_properties import CONNECTOR_PROPERTIES
+from pgcdc_events.types.config import TYPE_PROPERTIES, TypeConfig, parse_bool, parse_patterns
+
+__all__ = [
+    "APPLIED_PROPERTIES",
+    "ColumnHashMask",
+    "EventConfig",
+    "JsonConverterConfig",
+]
+
+AdjustmentMode = Literal["none", "avro", "avro_unicode"]
+FailureMode = Literal["fail", "warn", "skip"]
+
+#: Properties this library applies, with the default it uses.
+APPLIED_PROPERTIES: Final[dict[str, str]] = {
+    "topic.prefix": "",
+    "database.dbname": "",
+    "tombstones.on.delete": "true",
+    "skipped.operations": "t",
+    "provide.transaction.metadata": "false",
+    "topic.delimiter": ".",
+    "topic.transaction": "transaction",
+    "topic.heartbeat.prefix": "__debezium-heartbeat",
+    "topic.heartbeat.name": "",
+    "heartbeat.interval.ms": "0",
+    "schema.include.list": "",
+    "schema.exclude.list": "",
+    "table.include.list": "",
+    "table.exclude.list": "",
+    "column.include.list": "",
+    "column.exclude.list": "",
+    "message.prefix.include.list": "",
+    "message.prefix.exclude.list": "",
+    "message.key.columns": "",
+    "schema.name.adjustment.mode": "none",
+    "field.name.adjustment.mode": "none",
+    "event.processing.failure.handling.mode": "fail",
+    "event.converting.failure.handling.mode": "fail",
+    "skip.messages.without.change": "false",
+    "xmin.fetch.interval.ms": "0",
+    **TYPE_PROPERTIES,
+}
+
+#: Properties that would change events in ways not implemented: only their default is accepted.
+_DEFAULT_ONLY: Final[dict[str, str]] = {
+    "transforms": "", "predicates": "", "converters": "", "post.processors": "",
+    "include.schema.comments": "false", "publish.via.partition.root": "false",
+    "topic.naming.strategy": "io.debezium.schema.SchemaTopicNamingStrategy",
+    "sourceinfo.struct.maker": "io.debezium.connector.postgresql.PostgresSourceInfoStructMaker",
+    "transaction.metadata.factory":
+        "io.debezium.pipeline.txmetadata.DefaultTransactionMetadataFactory",
+    "plugin.name": "pgoutput",
+}
+
+#: Kafka Connect / embedded-engine properties that are not connector fields.
+_RUNTIME: Final = frozenset({
+    "name", "connector.class", "tasks.max", "key.converter", "value.converter",
+    "header.converter", "offset.storage", "offset.flush.interval.ms",
+    "offset.flush.timeout.ms", "offset.commit.policy", "config.action.reload",
+    "database.history", "record.processing.threads", "record.processing.order",
+    "record.processing.shutdown.timeout.ms", "record.processing.with.serial.consumer",
+    "errors.retry.delay.initial.ms", "errors.retry.delay.max.ms", "errors.tolerance",
+    "errors.log.enable", "errors.log.include.messages", "topic.creation.enable",
+})
+_RUNTIME_PREFIXES: Final = (
+    "offset.storage.", "transforms.", "predicates.", "errors.", "topic.creation.",
+    "database.", "driver.", "signal.", "notification.", "snapshot.", "incremental.snapshot.",
+    "internal.", "openlineage.", "guardrail.", "producer.", "consumer.", "schema.history.",
+    "kafka.", "key.converter.", "value.converter.", "header.converter.", "converter.",
+)
+
+_OPERATIONS: Final = {"c", "u", "d", "t"}
+_MASK_CHARS: Final = re.compile(r"column\.mask\.with\.(\d+)\.chars")
+_MASK_HASH: Final = re.compile(r"column\.mask\.hash\.(v2\.)?([^.]+)\.with\.salt\.(.+)")
+_TRUNCATE: Final = re.compile(r"column\.truncate\.to\.(\d+)\.chars")
+_HASH_ALGORITHMS: Final = {"MD2": "md2", "MD5": "md5", "SHA-1": "sha1", "SHA-224": "sha224",
+                           "SHA-256": "sha256", "SHA-384": "sha384", "SHA-512": "sha512",
+                           "SHA-512/224": "sha512_224", "SHA-512/256": "sha512_256",
+                           "SHA3-224": "sha3_224", "SHA3-256": "sha3_256",
+                           "SHA3-384": "sha3_384", "SHA3-512": "sha3_512"}
+
+
+@attrs.frozen
+class ColumnHashMask:
+    """``column.mask.hash[.v2].<algorithm>.with.salt.<salt>``: hash matching columns' values."""
+
+    algorithm: str  # Java name, e.g. "SHA-256"
+    salt: str
+    v2: bool
+    columns: tuple[re.Pattern[str], ...]
+
+
+@attrs.frozen
+class JsonConverterConfig:
+    """Kafka JsonConverter options (``converter.*``, ``key.converter.*``, ``value.converter.*``)."""
+
+    schemas_enable: bool = True
+    replace_null_with_default: bool = True
+    decimal_format: Literal["BASE64", "NUMERIC"] = "BASE64"
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> JsonConverterConfig:
+        """Read the options; ``value.converter.*`` wins over ``converter.*``."""
+        return _json_config(props)
+
+
+@attrs.frozen
+class EventConfig:
+    """Everything that shapes the events, with Debezium's defaults.
+
+    ``event_converting_failure_handling_mode`` defaults to ``fail`` where Debezium
+    defaults to ``warn`` (which replaces a value that does not convert by null):
+    this library never drops a value unless asked to.
+    """
+
+    topic_prefix: str
+    database: str = ""
+    types: TypeConfig = attrs.field(factory=TypeConfig)
+    json: JsonConverterConfig = attrs.field(factory=JsonConverterConfig)
+    tombstones_on_delete: bool = True
+    skipped_operations: frozenset[str] = frozenset({"t"})
+    provide_transaction_metadata: bool = False
+    topic_delimiter: str = "."
+    topic_transaction: str = "transaction"
+    topic_heartbeat_prefix: str = "__debezium-heartbeat"
+    topic_heartbeat_name: str = ""
+    heartbeat_interval_ms: int = 0
+    schema_include: tuple[re.Pattern[str], ...] | None = None
+    schema_exclude: tuple[re.Pattern[str], ...] | None = None
+    table_include: tuple[re.Pattern[str], ...] | None = None
+    table_exclude: tuple[re.Pattern[str], ...] | None = None
+    column_include: tuple[re.Pattern[str], ...] | None = None
+    column_exclude: tuple[re.Pattern[str], ...] | None = None
+    message_prefix_include: tuple[re.Pattern[str], ...] | None = None
+    message_prefix_exclude: tuple[re.Pattern[str], ...] | None = None
+    message_key_columns: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = ()
+    mask_with_chars: tuple[tuple[int, tuple[re.Pattern[str], ...]], ...] = ()
+    mask_with_hash: tuple[ColumnHashMask, ...] = ()
+    truncate_to_chars: tuple[tuple[int, tuple[re.Pattern[str], ...]], ...] = ()
+    schema_name_adjustment_mode: AdjustmentMode = "none"
+    field_name_adjustment_mode: AdjustmentMode = "none"
+    event_processing_failure_handling_mode: FailureMode = "fail"
+    event_converting_failure_handling_mode: FailureMode = "fail"
+    skip_messages_without_change: bool = False
+    version: str = __version__
+    not_applicable: tuple[str, ...] = ()
+
+    def __attrs_post_init__(self) -> None:
+        if not self.topic_prefix:
+            raise ConfigurationError("topic.prefix is required (the prefix of every topic name)")
+
+    # -- construction from properties ------------------------------------------------
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> EventConfig:
+        """Validate Debezium connector properties and build the configuration."""
+        values: dict[str, Any] = {}
+        not_applicable: list[str] = []
+        masks_chars: list[tuple[int, tuple[re.Pattern[str], ...]]] = []
+        masks_hash: list[ColumnHashMask] = []
+        truncates: list[tuple[int, tuple[re.Pattern[str], ...]]] = []
+        for name, raw in props.items():
+            value = str(raw).strip()
+            if name in APPLIED_PROPERTIES:
+                continue
+            if m := _MASK_CHARS.fullmatch(name):
+                masks_chars.append((int(m.group(1)), parse_patterns(value)))
+            elif m := _MASK_HASH.fullmatch(name):
+                algorithm = m.group(2)
+                if algorithm.upper() not in _HASH_ALGORITHMS:
+                    raise ConfigurationError(
+                        f"{name}: unsupported hash algorithm {algorithm!r}; allowed: "
+                        f"{', '.join(_HASH_ALGORITHMS)}")
+                masks_hash.append(ColumnHashMask(algorithm.upper(), m.group(3), bool(m.group(1)),
+                                                 parse_patterns(value)))
+            elif m := _TRUNCATE.fullmatch(name):
+                length = int(m.group(1))
+                if length <= 0:
+                    raise ConfigurationError(f"{name}: the length must be a positive integer")
+                truncates.append((length, parse_patterns(value)))
+            elif name in _DEFAULT_ONLY:
+                if value != _DEFAULT_ONLY[name]:
+                    raise ConfigurationError(
+                        f"{name}={value!r} changes events in a way pgcdc-events does not implement;"
+                        f" only {_DEFAULT_ONLY[name]!r} is supported")
+                not_applicable.append(name)
+            elif name in CONNECTOR_PROPERTIES or name in _RUNTIME or name.startswith(
+                    _RUNTIME_PREFIXES):
+                not_applicable.append(name)
+            else:
+                known = list(dict.fromkeys([*APPLIED_PROPERTIES, *CONNECTOR_PROPERTIES,
+                                            *_RUNTIME]))
+                close = difflib.get_close_matches(name, known, n=3, cutoff=0.75)
+                hint = f"; did you mean {' or '.join(close)}?" if close else ""
+                raise ConfigurationError(f"unknown connector property {name!r}{hint}")
+
+        def get(name: str) -> str:
+            return str(props.get(name, APPLIED_PROPERTIES[name])).strip()
+
+        def choice(name: str, allowed: tuple[str, ...]) -> str:
+            value = get(name).lower()
+            if value not in allowed:
+                raise ConfigurationError(
+                    f"{name}: unsupported value {get(name)!r}; allowed: {', '.join(allowed)}")
+            return value
+
+        def non_negative(name: str) -> int:
+            try:
+                number = int(get(name))
+            except ValueError:
+                number = -1
+            if number < 0:
+                raise ConfigurationError(
+                    f"{name}: expected a non-negative integer, got {get(name)!r}")
+            return number
+
+        for include, exclude in (("schema.include.list", "schema.exclude.list"),
+                                 ("table.include.list", "table.exclude.list"),
+                                 ("column.include.list", "column.exclude.list"),
+                                 ("message.prefix.include.list", "message.prefix.exclude.list")):
+            if get(include) and get(exclude):
+                raise ConfigurationError(f"{include} and {exclude} cannot be used together")
+        for name in ("schema.include.list", "schema.exclude.list", "table.include.list",
+                     "table.exclude.list", "column.include.list", "column.exclude.list",
+                     "message.prefix.include.list", "message.prefix.exclude.list"):
+            if get(name):
+                field = name.removesuffix(".list").replace("message.prefix", "message_prefix")
+                values[field.replace(".", "_")] = parse_patterns(get(name))
+
+        values["topic_prefix"] = get("topic.prefix")
+        values["database"] = get("database.dbname")
+        values["types"] = TypeConfig.from_properties(props)
+        values["json"] = JsonConverterConfig.from_properties(props)
+        values["tombstones_on_delete"] = parse_bool("tombstones.on.delete",
+                                                    get("tombstones.on.delete"))
+        values["provide_transaction_metadata"] = parse_bool(
+            "provide.transaction.metadata", get("provide.transaction.metadata"))
+        values["skip_messages_without_change"] = parse_bool(
+            "skip.messages.without.change", get("skip.messages.without.change"))
+        values["skipped_operations"] = _operations(get("skipped.operations"))
+        values["topic_delimiter"] = get("topic.delimiter")
+        values["topic_transaction"] = get("topic.transaction")
+        values["topic_heartbeat_prefix"] = get("topic.heartbeat.prefix")
+        values["topic_heartbeat_name"] = get("topic.heartbeat.name")
+        values["heartbeat_interval_ms"] = non_negative("heartbeat.interval.ms")
+        if non_negative("xmin.fetch.interval.ms"):
+            not_applicable.append("xmin.fetch.interval.ms")  # needs a database connection
+        values["message_key_columns"] = _message_key_columns(get("message.key.columns"))
+        modes = ("none", "avro", "avro_unicode")
+        values["schema_name_adjustment_mode"] = choice("schema.name.adjustment.mode", modes)
+        values["field_name_adjustment_mode"] = choice("field.name.adjustment.mode", modes)
+        failure = ("fail", "warn", "skip")
+        values["event_processing_failure_handling_mode"] = choice(
+            "event.processing.failure.handling.mode", failure)
+        values["event_converting_failure_handling_mode"] = choice(
+            "event.converting.failure.handling.mode", failure)
+        values["mask_with_chars"] = tuple(masks_chars)
+        values["mask_with_hash"] = tuple(masks_hash)
+        values["truncate_to_chars"] = tuple(truncates)
+        values["not_applicable"] = tuple(sorted(set(not_applicable)))
+        return cls(**values)
+
+    # -- selection -----------------------------------------------------------------------
+    def includes_table(self, schema: str, table: str) -> bool:
+        """Whether changes to ``schema.table`` are captured (schema and table filters)."""
+        if self.schema_include is not None and not _any(self.schema_include, schema):
+            return False
+        if self.schema_exclude is not None and _any(self.schema_exclude, schema):
+            return False
+        full = f"{schema}.{table}"
+        if self.table_include is not None and not _any(self.table_include, full):
+            return False
+        return not (self.table_exclude is not None and _any(self.table_exclude, full))
+
+    def includes_column(self, schema: str, table: str, column: str) -> bool:
+        """Whether ``column`` appears in events (``column.include.list``/``exclude.list``)."""
+        full = f"{schema}.{table}.{column}"
+        if self.column_include is not None and not _any(self.column_include, full):
+            return False
+        return not (self.column_exclude is not None and _any(self.column_exclude, full))
+
+    def includes_message_prefix(self, prefix: str) -> bool:
+        """Whether logical decoding messages with ``prefix`` become events."""
+        if self.message_prefix_include is not None:
+            return _any(self.message_prefix_include, prefix)
+        return not (self.message_prefix_exclude is not None
+                    and _any(self.message_prefix_exclude, prefix))
+
+    def key_columns_for(self, schema: str, table: str) -> tuple[str, ...] | None:
+        """The ``message.key.columns`` override for ``schema.table``, if any."""
+        full = f"{schema}.{table}"
+        for pattern, columns in self.message_key_columns:
+            if pattern.fullmatch(full):
+                return columns
+        return None
+
+
+def _any(patterns: tuple[re.Pattern[str], ...], text: str) -> bool:
+    return any(p.fullmatch(text) for p in patterns)
+
+
+def _operations(value: str) -> frozenset[str]:
+    if value.lower() == "none" or not value:
+        return frozenset()
+    ops = {v.strip().lower() for v in value.split(",") if v.strip()}
+    unknown = ops - _OPERATIONS
+    if unknown:
+        raise ConfigurationError(f"skipped.operations: unsupported operation(s) "
+                                 f"{', '.join(sorted(unknown))}; allowed: c, u, d, t or none")
+    return frozenset(ops)
+
+
+def _message_key_columns(value: str) -> tuple[tuple[re.Pattern[str], tuple[str, ...]], ...]:
+    """``schema.table:col1,col2;other\\.table:col`` (table part a regular expression)."""
+    out = []
+    for item in filter(None, (part.strip() for part in value.split(";"))):
+        table, sep, columns = item.rpartition(":")
+        names = tuple(c.strip() for c in columns.split(",") if c.strip())
+        if not sep or not table or not names:
+            raise ConfigurationError(
+                f"message.key.columns: {item!r} is not of the form <schema>.<table>:<col>[,<col>]")
+        try:
+            out.append((re.compile(table, re.IGNORECASE), names))
+        except re.error as exc:
+            raise ConfigurationError(f"message.key.columns: invalid regular expression {table!r}: "
+                                     f"{exc}") from None
+    return tuple(out)
+
+
+def _json_config(props: Mapping[str, str]) -> JsonConverterConfig:
+    def option(name: str) -> str | None:
+        for prefix in ("value.converter.", "converter."):
+            if prefix + name in props:
+                return str(props[prefix + name]).strip()
+        return None
+
+    values: dict[str, Any] = {}
+    if (v := option("schemas.enable")) is not None:
+        values["schemas_enable"] = parse_bool("converter.schemas.enable", v)
+    if (v := option("replace.null.with.default")) is not None:
+        values["replace_null_with_default"] = parse_bool("converter.replace.null.with.default", v)
+    if (v := option("decimal.format")) is not None:
+        if v.upper() not in ("BASE64", "NUMERIC"):
+            raise ConfigurationError(
+                f"converter.decimal.format: unsupported value {v!r}; allowed: BASE64, NUMERIC")
+        values["decimal_format"] = v.upper()
+    return JsonConverterConfig(**values)

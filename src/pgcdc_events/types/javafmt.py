@@ -1,0 +1,36 @@
+"""Numbers printed the way Java prints them, where Debezium's output depends on it.
+
+``Double.toString`` writes ``1.0`` for one, ``1.0E20`` and ``1.0E-5`` outside
+[10^-3, 10^7), and at least one digit after the point. Digits are the shortest
+that read back as the same double (Python's ``repr`` digits), which is what
+Java 19+ prints and what Java 17 prints for all but rare values.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+__all__ = ["java_double"]
+
+
+def java_double(value: float) -> str:
+    """``Double.toString(value)``."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    sign = "-" if value < 0 else ""
+    # Shortest round-trip digits (repr) and the position of the decimal point among them.
+    _, digit_tuple, exponent = Decimal(repr(abs(value))).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    significant = "".join(map(str, digit_tuple))
+    point = len(significant) + exponent
+    if 1e-3 <= abs(value) < 1e7:
+        if point <= 0:
+            return f"{sign}0.{'0' * -point}{significant}"
+        whole = significant[:point].ljust(point, "0")
+        return f"{sign}{whole}.{significant[point:] or '0'}"
+    return f"{sign}{significant[0]}.{significant[1:] or '0'}E{point - 1}"
