@@ -165,11 +165,10 @@ def unknown_mapping(t: PgType, config: TypeConfig) -> ValueMapping:
     as Debezium takes it from the driver's object (golden: types/*unknown/t_geo.c_box).
     """
     encode = encode_binary(config)
+    from_text: Converter = encode
     if t.name in _PGJDBC_GEOMETRIC and t.is_builtin:
         def from_text(raw: bytes) -> Any:
             return encode(_java_coordinates(raw))
-    else:
-        from_text = encode
     return ValueMapping(binary_mode_schema(config), from_text, None,
                         encode(config.unavailable_value_placeholder))
 
