@@ -58,20 +58,19 @@ _DIMS: Final = re.compile(rb"[ \t\n\r\v\f]*((?:\[[ \t\n\r\v\f]*[+-]?\d{1,10}[ \t
 _DIM: Final = re.compile(rb"\[\s*([+-]?\d{1,10})\s*(?::\s*([+-]?\d{1,10})\s*)?\]")
 _ESCAPE: Final = re.compile(rb"\\(.)", re.DOTALL)
 _PLAIN: Final = re.compile(rb"\{([^\"{}\\ \t\n\r\v\f]+)\}")
-_TOKENIZERS: dict[bytes, re.Pattern[bytes]] = {}
+_SPACE: Final = re.compile(rb"[ \t\n\r\v\f]*")
+_SPACE_BYTES: Final = frozenset(b" \t\n\r\v\f")
+# The "unrolled loop": its two parts never match the same text, so no backtracking blow-up.
+_QUOTED: Final = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)"', re.DOTALL)
+_BARE: dict[bytes, re.Pattern[bytes]] = {}
 
 
-def _tokenizer(delim: bytes) -> re.Pattern[bytes]:
-    """One token: ``{``, ``}``, the delimiter, a quoted element or an unquoted one."""
-    pattern = _TOKENIZERS.get(delim)
+def _bare(delim: bytes) -> re.Pattern[bytes]:
+    """An unquoted element: anything but braces, quotes, backslashes, spaces and ``delim``."""
+    pattern = _BARE.get(delim)
     if pattern is None:
-        d = re.escape(delim)
-        pattern = re.compile(
-            rb'[ \t\n\r\v\f]*(?:(\{)|(\})|(' + d + rb')|"((?:[^"\\]|\\.)*)"|'
-            rb'([^{}"\\ \t\n\r\v\f' + d + rb']+))[ \t\n\r\v\f]*',
-            re.DOTALL,
-        )
-        _TOKENIZERS[delim] = pattern
+        pattern = re.compile(rb'[^{}"\\ \t\n\r\v\f' + re.escape(delim) + rb"]+")
+        _BARE[delim] = pattern
     return pattern
 
 
@@ -134,54 +133,68 @@ def parse_text(raw: bytes, delim: bytes = b",") -> list[bytes | None]:
 
 def _parse_nested(raw: bytes, pos: int, delim: bytes) -> tuple[list[bytes | None], int]:
     """The elements from the ``{`` at ``pos`` on, and the number of dimensions."""
-    token = _tokenizer(delim)
+    bare = _bare(delim)
     out: list[bytes | None] = []
     shape = _Shape()
     counts: list[int] = []  # children seen so far in each open brace
     expect_item = True  # after '{' or a delimiter
+    end = len(raw)
     while True:
-        match = token.match(raw, pos)
-        if match is None:
-            raise ConversionError(f"array: unexpected input at byte {pos}")
-        pos = match.end()
-        opening, closing, delimiter, quoted, bare = match.groups()
-        depth = len(counts)
-        if opening:
+        if pos < end and raw[pos] in _SPACE_BYTES:
+            pos = _SPACE.match(raw, pos).end()  # type: ignore[union-attr]  # always matches
+        if pos >= end:
+            raise ConversionError("array: unexpected end of input")
+        char, depth = raw[pos], len(counts)
+        if char == 0x7B:  # {
             if not expect_item or depth >= MAXDIM:
-                raise ConversionError(f"array: misplaced '{{' at byte {match.start()}")
+                raise ConversionError(f"array: misplaced '{{' at byte {pos}")
             if depth:
                 counts[-1] += 1
             counts.append(0)
-        elif closing:
+            pos += 1
+        elif char == 0x7D:  # }
             if not counts or (expect_item and counts[-1]):
-                raise ConversionError(f"array: misplaced '}}' at byte {match.start()}")
+                raise ConversionError(f"array: misplaced '}}' at byte {pos}")
             if counts[-1] == 0 and depth > 1:
                 raise ConversionError("array: empty sub-array")
             shape.close(depth - 1, counts.pop())
-            expect_item = False
+            expect_item, pos = False, pos + 1
             if not counts:
                 break
-            continue
-        elif delimiter:
-            if expect_item or not counts:
-                raise ConversionError(f"array: misplaced delimiter at byte {match.start()}")
+        elif raw.startswith(delim, pos):
+            if expect_item:
+                raise ConversionError(f"array: misplaced delimiter at byte {pos}")
+            expect_item, pos = True, pos + len(delim)
         else:
             if not expect_item or not counts:
-                raise ConversionError(f"array: misplaced element at byte {match.start()}")
+                raise ConversionError(f"array: misplaced element at byte {pos}")
+            pos = _element(raw, pos, bare, out)
             shape.scalar(depth)
             counts[-1] += 1
-            if quoted is not None:
-                out.append(_ESCAPE.sub(rb"\1", quoted) if b"\\" in quoted else quoted)
-            else:
-                out.append(None if bare.upper() == b"NULL" else bare)
             expect_item = False
-            continue
-        expect_item = True
-    if pos != len(raw):
-        raise ConversionError(f"array: {len(raw) - pos} bytes after the closing '}}'")
+    pos = _SPACE.match(raw, pos).end()  # type: ignore[union-attr]  # always matches
+    if pos != end:
+        raise ConversionError(f"array: {end - pos} bytes after the closing '}}'")
     if out and shape.leaf_depth != len(shape.sizes):
         raise ConversionError("array: elements at different nesting depths")
     return out, len(shape.sizes)
+
+
+def _element(raw: bytes, pos: int, bare: re.Pattern[bytes], out: list[bytes | None]) -> int:
+    """Append the (quoted or bare) element at ``pos`` to ``out``; return the position after it."""
+    if raw[pos] == 0x22:  # "
+        match = _QUOTED.match(raw, pos)
+        if match is None:
+            raise ConversionError(f"array: unterminated quoted element at byte {pos}")
+        value = match.group(1)
+        out.append(_ESCAPE.sub(rb"\1", value) if b"\\" in value else value)
+    else:
+        match = bare.match(raw, pos)
+        if match is None:
+            raise ConversionError(f"array: unexpected {raw[pos:pos + 1]!r} at byte {pos}")
+        value = match.group()
+        out.append(None if value.upper() == b"NULL" else value)
+    return match.end()
 
 
 def _text_converter(delim: str, element: ElementConverter) -> Converter:
