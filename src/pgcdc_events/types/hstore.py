@@ -85,10 +85,13 @@ def hstore_from_text(raw: bytes) -> dict[str, str | None]:
     return out
 
 
-def _chunk(raw: bytes, pos: int, length: int, what: str) -> bytes:
+def _chunk(raw: bytes, pos: int, length: int, what: str) -> str:
     if length < 0 or pos + length > len(raw):
         raise ConversionError(f"hstore binary: {what} length {length} exceeds the value")
-    return raw[pos:pos + length]
+    try:
+        return raw[pos:pos + length].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConversionError(f"hstore binary: {what} is not UTF-8: {exc}") from None
 
 
 def hstore_from_binary(raw: bytes) -> dict[str, str | None]:
@@ -104,7 +107,7 @@ def hstore_from_binary(raw: bytes) -> dict[str, str | None]:
         if pos + 4 > len(raw):
             raise ConversionError("hstore binary: truncated key length")
         (klen,) = struct.unpack_from(">i", raw, pos)
-        key = _chunk(raw, pos + 4, klen, "key").decode("utf-8")
+        key = _chunk(raw, pos + 4, klen, "key")
         pos += 4 + klen
         if pos + 4 > len(raw):
             raise ConversionError("hstore binary: truncated value length")
@@ -113,7 +116,7 @@ def hstore_from_binary(raw: bytes) -> dict[str, str | None]:
         if vlen == -1:
             out[key] = None
         else:
-            out[key] = _chunk(raw, pos, vlen, "value").decode("utf-8")
+            out[key] = _chunk(raw, pos, vlen, "value")
             pos += vlen
     if pos != len(raw):
         raise ConversionError(f"hstore binary: {len(raw) - pos} trailing bytes")
