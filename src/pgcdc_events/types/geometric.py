@@ -59,9 +59,12 @@ def _point(x: float, y: float) -> Struct:
 
 def _point_from_text(raw: bytes) -> Struct:
     match = _POINT_TEXT.fullmatch(raw)
-    if match is None:
-        raise ConversionError("point: expected '(x,y)'")
-    return _point(float(match.group(1)), float(match.group(2)))
+    try:
+        if match is not None:
+            return _point(float(match.group(1)), float(match.group(2)))
+    except ValueError:
+        pass
+    raise ConversionError("point: expected '(x,y)' with two float8 coordinates")
 
 
 def _point_from_binary(raw: bytes) -> Struct:
