@@ -282,6 +282,9 @@ def toast_placeholder(type_name: str, items: Schema, placeholder: bytes) -> list
     any other array the placeholder string. A value that Connect's schema
     validation rejects (a string for an array, integers for a Connect ``Date``
     element, bytes for a base64 string element...) leaves the field null.
+    Golden cases: ``types_toast/*/t_toast_default.c_int4a`` (``[95, 95, 100...]``;
+    ``[-34, -83, -66, -17]`` for ``hex:deadbeef``), ``c_datea`` (null under
+    ``connect`` and ``isostring``), ``c_byteaa`` (null unless ``bytes``), ``c_uuida``.
     """
     value: list[Any]
     if type_name in _TEXT_ARRAYS:
