@@ -26,6 +26,7 @@ from pgcdc_events.types.config import TYPE_PROPERTIES, TypeConfig, parse_bool, p
 
 __all__ = [
     "APPLIED_PROPERTIES",
+    "HASH_ALGORITHMS",
     "ColumnHashMask",
     "EventConfig",
     "JsonConverterConfig",
@@ -96,7 +97,7 @@ _OPERATIONS: Final = {"c", "u", "d", "t"}
 _MASK_CHARS: Final = re.compile(r"column\.mask\.with\.(\d+)\.chars")
 _MASK_HASH: Final = re.compile(r"column\.mask\.hash\.(v2\.)?([^.]+)\.with\.salt\.(.+)")
 _TRUNCATE: Final = re.compile(r"column\.truncate\.to\.(\d+)\.chars")
-_HASH_ALGORITHMS: Final = {"MD2": "md2", "MD5": "md5", "SHA-1": "sha1", "SHA-224": "sha224",
+HASH_ALGORITHMS: Final = {"MD2": "md2", "MD5": "md5", "SHA-1": "sha1", "SHA-224": "sha224",
                            "SHA-256": "sha256", "SHA-384": "sha384", "SHA-512": "sha512",
                            "SHA-512/224": "sha512_224", "SHA-512/256": "sha512_256",
                            "SHA3-224": "sha3_224", "SHA3-256": "sha3_256",
@@ -189,10 +190,10 @@ class EventConfig:
                 masks_chars.append((int(m.group(1)), parse_patterns(value)))
             elif m := _MASK_HASH.fullmatch(name):
                 algorithm = m.group(2)
-                if algorithm.upper() not in _HASH_ALGORITHMS:
+                if algorithm.upper() not in HASH_ALGORITHMS:
                     raise ConfigurationError(
                         f"{name}: unsupported hash algorithm {algorithm!r}; allowed: "
-                        f"{', '.join(_HASH_ALGORITHMS)}")
+                        f"{', '.join(HASH_ALGORITHMS)}")
                 masks_hash.append(ColumnHashMask(algorithm.upper(), m.group(3), bool(m.group(1)),
                                                  parse_patterns(value)))
             elif m := _TRUNCATE.fullmatch(name):

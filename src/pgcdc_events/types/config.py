@@ -14,6 +14,8 @@ __all__ = [
     "DEFAULT_PLACEHOLDER",
     "TYPE_PROPERTIES",
     "TypeConfig",
+    "parse_bool",
+    "parse_patterns",
 ]
 
 TimePrecisionMode = Literal[
@@ -51,7 +53,7 @@ TYPE_PROPERTIES: Final[dict[str, str]] = {
 }
 
 
-def _patterns(text: str) -> tuple[re.Pattern[str], ...]:
+def parse_patterns(text: str) -> tuple[re.Pattern[str], ...]:
     """Debezium's comma-separated regular expressions (``\\,`` escapes a comma)."""
     parts = [p.replace("\\,", ",").strip() for p in re.split(r"(?<!\\),", text)]
     out = []
@@ -121,7 +123,7 @@ class TypeConfig:
                 "include.unknown.datatypes", props["include.unknown.datatypes"])
         for name in ("column.propagate.source.type", "datatype.propagate.source.type"):
             if name in props:
-                values[name.replace(".", "_")] = _patterns(props[name])
+                values[name.replace(".", "_")] = parse_patterns(props[name])
         return cls(**values)  # type: ignore[arg-type]
 
     @property

@@ -23,6 +23,9 @@ __all__ = ["literal_of", "parse_default"]
 _CAST: Final = re.compile(r"::[\w\s.\"\[\]()]+$")
 #: What Debezium's default-value mappers substitute for a generated (function) default.
 _GENERATED_ZERO: Final[dict[str, str]] = {
+    "int2": "0",
+    "int4": "0",
+    "int8": "0",
     "date": "1970-01-01",
     "timestamp": "1970-01-01 00:00:00",
     "timestamptz": "1970-01-01 00:00:00+00",

@@ -9,9 +9,11 @@ Java 19+ prints and what Java 17 prints for all but rare values.
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal
+from typing import Final
 
-__all__ = ["java_double"]
+__all__ = ["jackson_string", "java_double"]
 
 
 def java_double(value: float) -> str:
@@ -34,3 +36,18 @@ def java_double(value: float) -> str:
         whole = significant[:point].ljust(point, "0")
         return f"{sign}{whole}.{significant[point:] or '0'}"
     return f"{sign}{significant[0]}.{significant[1:] or '0'}E{point - 1}"
+
+
+_JSON_ESCAPES: Final = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n",
+                        "\f": "\\f", "\r": "\\r"}
+_JSON_SPECIAL: Final = re.compile(r'["\\\x00-\x1f]')
+
+
+def _json_char(match: re.Match[str]) -> str:
+    ch = match.group()
+    return _JSON_ESCAPES.get(ch) or f"\\u{ord(ch):04X}"
+
+
+def jackson_string(text: str) -> str:
+    """A JSON string as Jackson writes it: ``"``, ``\\`` and controls escaped, upper-case hex."""
+    return '"' + _JSON_SPECIAL.sub(_json_char, text) + '"'

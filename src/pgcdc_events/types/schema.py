@@ -117,7 +117,7 @@ class Schema:
         """A copy with ``changes`` applied (``attrs.evolve``)."""
         return attrs.evolve(self, **changes)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, decimal_format: str = "BASE64") -> dict[str, Any]:
         """The schema as Kafka's JsonConverter writes it (``schemas.enable=true``).
 
         Key order follows JsonConverter: ``type``, children, ``optional``, ``name``,
@@ -127,17 +127,17 @@ class Schema:
         if self.type == "struct":
             members = []
             for f in self.fields or ():
-                member = f.schema.to_json()
+                member = f.schema.to_json(decimal_format=decimal_format)
                 member["field"] = f.name
                 members.append(member)
             out["fields"] = members
         elif self.type == "array":
             assert self.items is not None
-            out["items"] = self.items.to_json()
+            out["items"] = self.items.to_json(decimal_format=decimal_format)
         elif self.type == "map":
             assert self.keys is not None and self.values is not None
-            out["keys"] = self.keys.to_json()
-            out["values"] = self.values.to_json()
+            out["keys"] = self.keys.to_json(decimal_format=decimal_format)
+            out["values"] = self.values.to_json(decimal_format=decimal_format)
         out["optional"] = self.optional
         if self.name is not None:
             out["name"] = self.name
@@ -150,7 +150,7 @@ class Schema:
         if self.default is not NO_DEFAULT and self.default is not None:
             from pgcdc_events.types.jsonvalue import value_to_json  # noqa: PLC0415 - cycle
 
-            out["default"] = value_to_json(self, self.default)
+            out["default"] = value_to_json(self, self.default, decimal_format=decimal_format)
         return out
 
     @classmethod

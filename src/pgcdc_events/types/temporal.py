@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import math
 import struct
+import sys
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -66,6 +67,17 @@ _MIN_ORDINAL_DAYS: Final = 1 - _ORDINAL_1970
 _MAX_ORDINAL_DAYS: Final = 3_652_059 - _ORDINAL_1970
 #: Microseconds per unit of the last digit of a 1..6 digit fraction.
 _FRACTION_SCALE: Final = (0, 100_000, 10_000, 1_000, 100, 10, 1)
+_ORDINAL_2000: Final = _ORDINAL_1970 + _PG_EPOCH_DAYS
+_EPOCH_1970: Final = datetime.datetime(1970, 1, 1)
+_EPOCH_2000: Final = datetime.datetime(2000, 1, 1)
+_EPOCH_2000_UTC: Final = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
+#: datetime's range (0001-01-01 to 9999-12-31 23:59:59.999999) in microseconds since 1970.
+_DATETIME_MIN_US: Final = -62_135_596_800_000_000
+_DATETIME_MAX_US: Final = 253_402_300_799_999_999
+#: From Python 3.11, fromisoformat reads every form PostgreSQL prints for years 1..9999 AD
+#: (1 to 6 fraction digits; offsets +HH, +HH:MM, +HH:MM:SS) in C, several times faster than
+#: slicing; before 3.11 the slicing parsers do all the work.
+_FROMISOFORMAT: Final = sys.version_info >= (3, 11)
 
 # Debezium's sentinels for infinite values (PostgresValueConverter, 3.6.3).
 #: date -infinity: LocalDate -5877611-06-22 (golden types/*/t_time.c_date[id=3]).
@@ -80,8 +92,6 @@ _TS_NEG_INF_US: Final = -9_223_372_036_832_400_000
 #: MicroDuration's days per month (MicroDuration.DAYS_PER_MONTH_AVG = 365.25 / 12).
 _DAYS_PER_MONTH_AVG: Final = 365.25 / 12.0
 
-_I32: Final = struct.Struct(">i")
-_I64: Final = struct.Struct(">q")
 _TIMETZ: Final = struct.Struct(">qi")
 _INTERVAL: Final = struct.Struct(">qii")
 
@@ -139,13 +149,30 @@ def _iso_time(us: int) -> str:
     return f"{hour:02d}:{minute:02d}:{second:02d}"
 
 
-def _iso_datetime(epoch_us: int) -> str:
-    """Microseconds since 1970 as ISO_LOCAL_DATE_TIME prints them, without a zone."""
+def _iso_datetime6(epoch_us: int) -> str:
+    """Microseconds since 1970 as ``[+-]YYYY-MM-DDTHH:MM:SS.ffffff`` (always 6 digits)."""
+    if _DATETIME_MIN_US <= epoch_us <= _DATETIME_MAX_US:
+        moment = _EPOCH_1970 + datetime.timedelta(microseconds=epoch_us)
+        return moment.isoformat(timespec="microseconds")
     days, us = divmod(epoch_us, _US_PER_DAY)
-    return f"{_iso_date(days)}T{_iso_time(us)}"
+    seconds, fraction = divmod(us, _US_PER_S)
+    minutes, second = divmod(seconds, 60)
+    hour, minute = divmod(minutes, 60)
+    return f"{_iso_date(days)}T{hour:02d}:{minute:02d}:{second:02d}.{fraction:06d}"
+
+
+def _iso_datetime(epoch_us: int) -> str:
+    """Microseconds since 1970 as ISO_LOCAL_DATE_TIME prints them (fraction without trailing
+    zeros), without a zone."""
+    text = _iso_datetime6(epoch_us).rstrip("0")
+    return text[:-1] if text[-1] == "." else text
 
 
 # ---------------------------------------------------------------- text parsers
+
+
+def _delta_us(delta: datetime.timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * _US_PER_S + delta.microseconds
 
 
 def _ymd(raw: bytes, bc: bool) -> int:
@@ -163,6 +190,8 @@ def parse_date(raw: bytes) -> int:
             return DATE_POS_INF
         if raw == b"-infinity":
             return DATE_NEG_INF
+    if len(raw) == 10:  # YYYY-MM-DD, years 1..9999 AD
+        return datetime.date.fromisoformat(raw.decode("ascii")).toordinal() - _ORDINAL_2000
     if raw[-3:] == b" BC":
         return _ymd(raw[:-3], True)
     return _ymd(raw, False)
@@ -170,6 +199,9 @@ def parse_date(raw: bytes) -> int:
 
 def parse_time(raw: bytes) -> int:
     """A time's text output (``HH:MM:SS[.ffffff]``, ``24:00:00`` included) as microseconds."""
+    if _FROMISOFORMAT and raw[0:2] != b"24":
+        t = datetime.time.fromisoformat(raw.decode("ascii"))
+        return ((t.hour * 60 + t.minute) * 60 + t.second) * _US_PER_S + t.microsecond
     us = (int(raw[0:2]) * 3600 + int(raw[3:5]) * 60 + int(raw[6:8])) * _US_PER_S
     if len(raw) > 9:
         fraction = raw[9:]
@@ -210,6 +242,8 @@ def _timestamp_parts(raw: bytes) -> tuple[bytes, bytes, bool]:
 
 def parse_timestamp(raw: bytes) -> int:
     """A timestamp's text output as microseconds since 2000-01-01 (or an infinity marker)."""
+    if _FROMISOFORMAT and raw[4:5] == b"-" and raw[-1:] != b"C":  # years 1..9999 AD
+        return _delta_us(datetime.datetime.fromisoformat(raw.decode("ascii")) - _EPOCH_2000)
     if raw[-1:] == b"y":
         if raw == b"infinity":
             return TS_POS_INF
@@ -221,6 +255,8 @@ def parse_timestamp(raw: bytes) -> int:
 
 def parse_timestamptz(raw: bytes) -> int:
     """A timestamptz's text output (any offset) as UTC microseconds since 2000-01-01."""
+    if _FROMISOFORMAT and raw[4:5] == b"-" and raw[-1:] != b"C":  # years 1..9999 AD
+        return _delta_us(datetime.datetime.fromisoformat(raw.decode("ascii")) - _EPOCH_2000_UTC)
     if raw[-1:] == b"y":
         if raw == b"infinity":
             return TS_POS_INF
@@ -387,19 +423,15 @@ def _zoned_timestamp(width: int) -> Callable[[int], str]:
     column's precision, 6 when unspecified: golden t_time.c_tstz ``...T03:14:08.000000Z``);
     infinities are the strings ``infinity``/``-infinity``."""
 
+    drop = 6 - width if width else 7  # trailing fraction digits (and point) to leave out
+
     def render(us: int) -> str:
         if us == TS_POS_INF:
             return "infinity"
         if us == TS_NEG_INF:
             return "-infinity"
-        days, time = divmod(us + _PG_EPOCH_US, _US_PER_DAY)
-        seconds, fraction = divmod(time, _US_PER_S)
-        minutes, second = divmod(seconds, 60)
-        hour, minute = divmod(minutes, 60)
-        text = f"{_iso_date(days)}T{hour:02d}:{minute:02d}:{second:02d}"
-        if width:
-            text += "." + f"{fraction:06d}"[:width]
-        return text + "Z"
+        text = _iso_datetime6(us + _PG_EPOCH_US)
+        return text[:len(text) - drop] + "Z"
 
     return render
 

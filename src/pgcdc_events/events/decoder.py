@@ -1,0 +1,457 @@
+"""The event decoder: pgoutput messages in, Debezium change-event records out.
+
+:class:`EventDecoder` is sans-I/O, like the protocol layer beneath it: feed it each
+message with its WAL position (:meth:`~EventDecoder.feed` for bytes,
+:meth:`~EventDecoder.feed_row` for capture rows, :meth:`~EventDecoder.handle` for
+parsed messages) and it returns the records the Debezium PostgreSQL connector
+would have produced for it, in order. It keeps the state that requires: table
+schemas per Relation version, the open transaction, buffered streamed and
+prepared transactions, and the last commit LSN for ``source.sequence``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+import attrs
+
+from pgcdc_events.errors import ConversionError, ProtocolError
+from pgcdc_events.events.config import EventConfig
+from pgcdc_events.events.metrics import StreamingMetrics
+from pgcdc_events.events.records import ChangeRecord, Header
+from pgcdc_events.events.source import sequence, source_struct
+from pgcdc_events.events.special import (
+    heartbeat_record,
+    message_record,
+    transaction_record,
+    truncate_record,
+)
+from pgcdc_events.events.tables import TRANSACTION_BLOCK_SCHEMA, TableSchema, build_table_schema
+from pgcdc_events.events.transactions import ChangeBuffer, TransactionContext
+from pgcdc_events.protocol.capture import CaptureRow
+from pgcdc_events.protocol.lsn import pg_timestamp_to_unix_us
+from pgcdc_events.protocol.messages import (
+    Begin,
+    BeginPrepare,
+    Commit,
+    CommitPrepared,
+    Delete,
+    Insert,
+    LogicalMessage,
+    Message,
+    Origin,
+    Prepare,
+    Relation,
+    RollbackPrepared,
+    StreamAbort,
+    StreamCommit,
+    StreamPrepare,
+    StreamStart,
+    StreamStop,
+    Truncate,
+    Type,
+    Update,
+)
+from pgcdc_events.protocol.reader import PgOutputReader, Streaming
+from pgcdc_events.types.catalog import CatalogSnapshot
+from pgcdc_events.types.mapper import TypeMapper
+from pgcdc_events.types.registry import TypeRegistry
+from pgcdc_events.types.schema import Schema, Struct
+
+__all__ = ["EventDecoder"]
+
+_STRING: Final = Schema("string")
+
+
+@attrs.frozen
+class _Pending:
+    """A change held until its transaction commits: the table version, message and LSN."""
+
+    table: TableSchema | None
+    message: Insert | Update | Delete | Truncate | LogicalMessage
+    lsn: int
+    tables: tuple[TableSchema | None, ...] = ()
+
+
+class EventDecoder:
+    """Turns pgoutput messages into Debezium change-event records.
+
+    ``catalog`` supplies what pgoutput does not carry (NOT NULL, primary keys,
+    defaults, enum labels, domains); without it the decoder makes the documented
+    assumptions of the type layer. ``proto_version`` and ``streaming`` are the
+    options the stream was started with (see :class:`PgOutputReader`). ``clock``
+    returns nanoseconds since the Unix epoch; it stamps the envelope's processing
+    time (``ts_ms``/``ts_us``/``ts_ns``) and heartbeats.
+    """
+
+    def __init__(
+        self,
+        config: EventConfig,
+        *,
+        catalog: CatalogSnapshot | None = None,
+        proto_version: int | None = None,
+        streaming: Streaming | None = None,
+        clock: Callable[[], int] = time.time_ns,
+        run_id: str | None = None,
+    ) -> None:
+        self.config = config
+        self.catalog = catalog
+        self.clock = clock
+        self.reader = PgOutputReader(proto_version=proto_version, streaming=streaming)
+        self.registry = TypeRegistry(catalog)
+        self.mapper = TypeMapper(config.types, self.registry)
+        self.metrics = StreamingMetrics()
+        self._tables: dict[int, TableSchema | None] = {}
+        self._txn: TransactionContext | None = None
+        self._last_commit_lsn: int | None = None
+        self._streams: dict[int, ChangeBuffer] = {}
+        self._stream_xid: int | None = None
+        self._prepared: dict[int, ChangeBuffer] = {}
+        self._prepare_buffer: ChangeBuffer | None = None
+        self._last_heartbeat_ns: int | None = None
+        self._headers = self._context_headers(run_id or str(uuid.uuid4()))
+
+    # -- input ---------------------------------------------------------------------
+    def feed(self, data: bytes | bytearray | memoryview, lsn: int) -> list[ChangeRecord]:
+        """Parse one pgoutput message at WAL position ``lsn`` and return its records."""
+        return self.handle(self.reader.read(data), lsn)
+
+    def feed_row(self, row: CaptureRow) -> list[ChangeRecord]:
+        """:meth:`feed` for one row of the capture interchange format."""
+        return self.handle(self.reader.read(row.data), row.lsn)
+
+    def feed_rows(self, rows: Iterable[CaptureRow]) -> list[ChangeRecord]:
+        """All records of a sequence of capture rows, in order."""
+        out: list[ChangeRecord] = []
+        for row in rows:
+            out += self.handle(self.reader.read(row.data), row.lsn)
+        return out
+
+    def handle(self, message: Message, lsn: int) -> list[ChangeRecord]:
+        """The records produced by one parsed message at WAL position ``lsn``."""
+        handler = _HANDLERS.get(type(message))
+        if handler is None:
+            raise ProtocolError("a pgoutput message object", detail=type(message).__name__)
+        lsn = int(lsn)
+        self.metrics.last_lsn = lsn
+        return handler(self, message, lsn)
+
+    def keepalive(self, lsn: int) -> list[ChangeRecord]:
+        """Report progress (a keepalive or an idle poll at ``lsn``); a heartbeat when one is due."""
+        return self._maybe_heartbeat(lsn)
+
+    # -- schema messages ---------------------------------------------------------------
+    def _relation(self, message: Relation, lsn: int) -> list[ChangeRecord]:
+        config = self.config
+        if config.includes_table(message.namespace, message.name):
+            ctable = self.catalog.table(message.namespace, message.name) if self.catalog else None
+            self._tables[message.relation_id] = build_table_schema(message, self.mapper, config,
+                                                                   ctable)
+        else:
+            self._tables[message.relation_id] = None
+        return []
+
+    def _type(self, message: Type, lsn: int) -> list[ChangeRecord]:
+        self.registry.observe(message)
+        return []
+
+    def table(self, relation_id: int) -> TableSchema | None:
+        """The table schema in force for a relation OID (``None`` when filtered out)."""
+        try:
+            return self._tables[relation_id]
+        except KeyError:
+            raise ProtocolError("a change to an announced relation", offset=0,
+                                detail=f"no Relation message for OID {relation_id}") from None
+
+    # -- transactions ---------------------------------------------------------------------
+    def _begin(self, message: Begin, lsn: int) -> list[ChangeRecord]:
+        self._txn = TransactionContext(message.xid, pg_timestamp_to_unix_us(message.commit_time),
+                                       lsn)
+        return self._tx_record("BEGIN", lsn)
+
+    def _origin(self, message: Origin, lsn: int) -> list[ChangeRecord]:
+        buffer = self._current_buffer()
+        if buffer is not None:
+            buffer.origin, buffer.origin_lsn = message.name, message.origin_lsn
+        elif self._txn is not None:
+            self._txn.origin, self._txn.origin_lsn = message.name, message.origin_lsn
+        return []
+
+    def _commit(self, message: Commit, lsn: int) -> list[ChangeRecord]:
+        out = self._tx_record("END", lsn)
+        self._finish(message.end_lsn)
+        return out
+
+    def _finish(self, end_lsn: int) -> None:
+        if self._txn is not None:
+            self.metrics.committed_transactions += 1
+            self.metrics.last_transaction_id = self._txn.xid
+        self._txn = None
+        self._last_commit_lsn = end_lsn
+
+    def _tx_record(self, status: str, lsn: int) -> list[ChangeRecord]:
+        txn = self._txn
+        if txn is None or not self.config.provide_transaction_metadata:
+            return []
+        return [transaction_record(self.config, status, txn, lsn, self._headers)]
+
+    # -- streamed transactions ----------------------------------------------------------------
+    def _stream_start(self, message: StreamStart, lsn: int) -> list[ChangeRecord]:
+        self._stream_xid = message.xid
+        self._streams.setdefault(message.xid, ChangeBuffer())
+        return []
+
+    def _stream_stop(self, message: StreamStop, lsn: int) -> list[ChangeRecord]:
+        self._stream_xid = None
+        return []
+
+    def _stream_abort(self, message: StreamAbort, lsn: int) -> list[ChangeRecord]:
+        if message.subxid == message.xid:
+            self._streams.pop(message.xid, None)
+        elif message.xid in self._streams:
+            self._streams[message.xid].discard(message.subxid)
+        return []
+
+    def _stream_commit(self, message: StreamCommit, lsn: int) -> list[ChangeRecord]:
+        buffer = self._streams.pop(message.xid, ChangeBuffer())
+        return self._replay(buffer, message.xid, message.commit_time, lsn, message.end_lsn)
+
+    def _stream_prepare(self, message: StreamPrepare, lsn: int) -> list[ChangeRecord]:
+        self._prepared[message.xid] = self._streams.pop(message.xid, ChangeBuffer())
+        return []
+
+    # -- two-phase transactions ------------------------------------------------------------------
+    def _begin_prepare(self, message: BeginPrepare, lsn: int) -> list[ChangeRecord]:
+        self._prepare_buffer = ChangeBuffer()
+        self._prepared[message.xid] = self._prepare_buffer
+        return []
+
+    def _prepare(self, message: Prepare, lsn: int) -> list[ChangeRecord]:
+        self._prepare_buffer = None
+        return []
+
+    def _commit_prepared(self, message: CommitPrepared, lsn: int) -> list[ChangeRecord]:
+        buffer = self._prepared.pop(message.xid, ChangeBuffer())
+        return self._replay(buffer, message.xid, message.commit_time, lsn, message.end_lsn)
+
+    def _rollback_prepared(self, message: RollbackPrepared, lsn: int) -> list[ChangeRecord]:
+        self._prepared.pop(message.xid, None)
+        return []
+
+    def _current_buffer(self) -> ChangeBuffer | None:
+        if self._stream_xid is not None:
+            return self._streams[self._stream_xid]
+        return self._prepare_buffer
+
+    def _replay(self, buffer: ChangeBuffer, xid: int, commit_time: int, lsn: int, end_lsn: int
+                ) -> list[ChangeRecord]:
+        """Emit a buffered transaction's changes now that it committed."""
+        first_lsn = next((p.lsn for p in buffer), lsn)
+        self._txn = TransactionContext(xid, pg_timestamp_to_unix_us(commit_time), first_lsn,
+                                       buffer.origin, buffer.origin_lsn)
+        out = self._tx_record("BEGIN", first_lsn)
+        for pending in buffer:
+            out += self._emit(pending)
+        out += self._tx_record("END", lsn)
+        self._finish(end_lsn)
+        return out
+
+    # -- changes ----------------------------------------------------------------------------------
+    def _change(self, message: Insert | Update | Delete | Truncate | LogicalMessage, lsn: int
+                ) -> list[ChangeRecord]:
+        buffer = self._current_buffer()
+        if isinstance(message, Truncate):
+            pending = _Pending(None, message, lsn, tuple(self.table(r) for r in
+                                                         message.relation_ids))
+        elif isinstance(message, LogicalMessage):
+            if not message.transactional:
+                # Debezium treats a non-transactional message as a transaction of its own:
+                # its LSN becomes the last commit LSN even when the prefix is filtered out.
+                self._last_commit_lsn = lsn
+                return self._message(message, lsn, None)
+            pending = _Pending(None, message, lsn)
+        else:
+            pending = _Pending(self.table(message.relation_id), message, lsn)
+        if buffer is not None:
+            buffer.append(getattr(message, "xid", None), pending)
+            return []
+        return self._emit(pending)
+
+    def _emit(self, pending: _Pending) -> list[ChangeRecord]:
+        message, lsn = pending.message, pending.lsn
+        if isinstance(message, LogicalMessage):
+            return self._message(message, lsn, self._txn)
+        if isinstance(message, Truncate):
+            return self._truncate(pending, lsn)
+        table = pending.table
+        if table is None:
+            self.metrics.events_filtered += 1
+            return []
+        try:
+            if isinstance(message, Insert):
+                return self._insert(table, message, lsn)
+            if isinstance(message, Update):
+                return self._update(table, message, lsn)
+            return self._delete(table, message, lsn)
+        except ConversionError:
+            mode = self.config.event_converting_failure_handling_mode
+            if mode == "fail":
+                raise
+            self.metrics.events_skipped_on_error += 1
+            if mode == "warn":
+                import logging  # noqa: PLC0415 - only on the rare warn path
+
+                logging.getLogger("pgcdc_events").warning(
+                    "skipped a change at LSN %s that did not convert", lsn, exc_info=True)
+            return []
+
+    def _insert(self, table: TableSchema, message: Insert, lsn: int) -> list[ChangeRecord]:
+        if "c" in self.config.skipped_operations:
+            self.metrics.events_filtered += 1
+            return []
+        row = table.row(message.new)
+        return [self._record(table, "c", None, table.value(row), table.key(row), lsn)]
+
+    def _update(self, table: TableSchema, message: Update, lsn: int) -> list[ChangeRecord]:
+        old = message.old
+        row = table.row(message.new, old if message.old_kind == "O" else None)
+        old_row = table.row(old) if old is not None else None
+        key = table.key(row)
+        old_key = table.key(old_row) if old_row is not None else None
+        if key is not None and old_key is not None and old_key != key:
+            return self._key_change(table, old_row, row, old_key, key, lsn)
+        if "u" in self.config.skipped_operations:
+            self.metrics.events_filtered += 1
+            return []
+        before = table.value(old_row) if old_row is not None else None
+        return [self._record(table, "u", before, table.value(row), key, lsn)]
+
+    def _key_change(self, table: TableSchema, old_row: Any, row: Any, old_key: Struct,
+                    key: Struct, lsn: int) -> list[ChangeRecord]:
+        """A primary-key update: delete (+ tombstone) of the old key, create of the new one."""
+        assert table.key_schema is not None
+        out: list[ChangeRecord] = []
+        skipped = self.config.skipped_operations
+        new_key = (Header("__debezium.newkey", table.key_schema, key),)
+        if "d" in skipped:
+            self.metrics.events_filtered += 1
+        else:
+            out.append(self._record(table, "d", table.value(old_row), None, old_key, lsn, new_key))
+            if self.config.tombstones_on_delete:
+                out.append(self._tombstone(table, old_key, lsn, new_key))
+        if "c" in skipped:
+            self.metrics.events_filtered += 1
+        else:
+            old_key_header = (Header("__debezium.oldkey", table.key_schema, old_key),)
+            out.append(self._record(table, "c", None, table.value(row), key, lsn, old_key_header))
+        return out
+
+    def _delete(self, table: TableSchema, message: Delete, lsn: int) -> list[ChangeRecord]:
+        if "d" in self.config.skipped_operations:
+            self.metrics.events_filtered += 1
+            return []
+        old_row = table.row(message.old)
+        key = table.key(old_row)
+        out = [self._record(table, "d", table.value(old_row), None, key, lsn)]
+        if self.config.tombstones_on_delete:
+            out.append(self._tombstone(table, key, lsn))
+        return out
+
+    def _tombstone(self, table: TableSchema, key: Struct | None, lsn: int,
+                   extra: tuple[Header, ...] = ()) -> ChangeRecord:
+        return ChangeRecord(table.topic, table.key_schema, key, table.envelope_schema, None,
+                            extra + self._headers, lsn, "tombstone")
+
+    def _record(self, table: TableSchema, op: str, before: Struct | None, after: Struct | None,
+                key: Struct | None, lsn: int, extra: tuple[Header, ...] = ()) -> ChangeRecord:
+        txn = self._txn
+        config = self.config
+        block = None
+        if txn is not None:
+            commit_us, xid, origin, origin_lsn = txn.commit_us, txn.xid, txn.origin, txn.origin_lsn
+            if config.provide_transaction_metadata:
+                total, per = txn.next_order(table.qualified)
+                block = Struct(TRANSACTION_BLOCK_SCHEMA, (f"{xid}:{lsn}", total, per))
+        else:
+            commit_us, xid, origin, origin_lsn = self.clock() // 1000, None, None, None
+        source = source_struct(
+            version=config.version, name=config.topic_prefix, ts_us=commit_us, snapshot=None,
+            db=config.database, sequence=sequence(self._last_commit_lsn, lsn),
+            schema=table.schema_name, table=table.table_name, tx_id=xid, lsn=lsn, origin=origin,
+            origin_lsn=origin_lsn,
+        )
+        now = self.clock()
+        value = Struct(table.envelope_schema,
+                       (before, after, source, block, op, now // 1_000_000, now // 1000, now))
+        self.metrics.events_seen += 1
+        self.metrics.last_event_commit_us = commit_us
+        return ChangeRecord(table.topic, table.key_schema, key, table.envelope_schema, value,
+                            extra + self._headers if extra else self._headers, lsn)
+
+    def _truncate(self, pending: _Pending, lsn: int) -> list[ChangeRecord]:
+        out = []
+        for table in pending.tables:
+            if table is None or "t" in self.config.skipped_operations:
+                self.metrics.events_filtered += 1
+            else:
+                out.append(truncate_record(self, table, lsn))
+        return out
+
+    def _message(self, message: LogicalMessage, lsn: int, txn: TransactionContext | None
+                 ) -> list[ChangeRecord]:
+        if not self.config.includes_message_prefix(message.prefix):
+            self.metrics.events_filtered += 1
+            return []
+        self.metrics.events_seen += 1
+        return [message_record(self, message, lsn, txn)]
+
+    # -- heartbeats and headers -------------------------------------------------------------------
+    def _maybe_heartbeat(self, lsn: int) -> list[ChangeRecord]:
+        interval = self.config.heartbeat_interval_ms
+        if interval <= 0:
+            return []
+        now = self.clock()
+        if self._last_heartbeat_ns is not None and now - self._last_heartbeat_ns < interval * 1e6:
+            return []
+        self._last_heartbeat_ns = now
+        return [heartbeat_record(self.config, now, lsn, self._headers)]
+
+    def _context_headers(self, run_id: str) -> tuple[Header, ...]:
+        """Debezium 3.x's ``__debezium.context.*`` headers (``extended.headers.enabled``)."""
+        return (
+            Header("__debezium.context.connectorLogicalName", _STRING, self.config.topic_prefix),
+            Header("__debezium.context.taskId", _STRING, "0"),
+            Header("__debezium.context.connectorName", _STRING, "postgresql"),
+            Header("__debezium.context.runId", _STRING, run_id),
+        )
+
+    # -- state for embedders ----------------------------------------------------------------
+    @property
+    def last_commit_lsn(self) -> int | None:
+        """End LSN of the last transaction whose records were all returned: safe to acknowledge."""
+        return self._last_commit_lsn
+
+    @property
+    def buffered_transactions(self) -> int:
+        """Streamed and prepared transactions held until their outcome is known."""
+        return len(self._streams) + len(self._prepared)
+
+
+def _dml(self: EventDecoder, message: Any, lsn: int) -> list[ChangeRecord]:
+    return self._change(message, lsn)
+
+
+_HANDLERS: Final[dict[type, Callable[..., list[ChangeRecord]]]] = {
+    Begin: EventDecoder._begin, Commit: EventDecoder._commit, Origin: EventDecoder._origin,
+    Relation: EventDecoder._relation, Type: EventDecoder._type, Insert: _dml, Update: _dml,
+    Delete: _dml, Truncate: _dml, LogicalMessage: _dml,
+    StreamStart: EventDecoder._stream_start, StreamStop: EventDecoder._stream_stop,
+    StreamCommit: EventDecoder._stream_commit, StreamAbort: EventDecoder._stream_abort,
+    BeginPrepare: EventDecoder._begin_prepare, Prepare: EventDecoder._prepare,
+    CommitPrepared: EventDecoder._commit_prepared,
+    RollbackPrepared: EventDecoder._rollback_prepared,
+    StreamPrepare: EventDecoder._stream_prepare,
+}

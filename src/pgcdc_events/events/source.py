@@ -1,0 +1,70 @@
+"""The ``source`` block of Debezium 3.x PostgreSQL events."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pgcdc_events.types.schema import Schema, Struct, struct_schema
+
+__all__ = ["SNAPSHOT_VALUES", "SOURCE_SCHEMA", "sequence", "source_struct"]
+
+SNAPSHOT_VALUES: Final = ("true", "first", "first_in_data_collection", "last_in_data_collection",
+                          "last", "false", "incremental")
+
+_OPT_INT64 = Schema("int64", optional=True)
+_OPT_STRING = Schema("string", optional=True)
+
+#: ``io.debezium.connector.postgresql.Source`` version 1, fields in the connector's order.
+SOURCE_SCHEMA: Final = struct_schema(
+    "io.debezium.connector.postgresql.Source",
+    [
+        ("version", Schema("string")),
+        ("connector", Schema("string")),
+        ("name", Schema("string")),
+        ("ts_ms", Schema("int64")),
+        ("snapshot", Schema("string", optional=True, name="io.debezium.data.Enum", version=1,
+                            parameters=(("allowed", ",".join(SNAPSHOT_VALUES)),),
+                            default="false")),
+        ("db", Schema("string")),
+        ("sequence", _OPT_STRING),
+        ("ts_us", _OPT_INT64),
+        ("ts_ns", _OPT_INT64),
+        ("schema", Schema("string")),
+        ("table", Schema("string")),
+        ("txId", _OPT_INT64),
+        ("lsn", _OPT_INT64),
+        ("xmin", _OPT_INT64),
+        ("origin", _OPT_STRING),
+        ("origin_lsn", _OPT_INT64),
+    ],
+    version=1,
+)
+
+
+def sequence(last_commit_lsn: int | None, lsn: int | None) -> str:
+    """The ``sequence`` field: a JSON array of two LSNs as strings (``null`` before any commit)."""
+    first = "null" if last_commit_lsn is None else f'"{last_commit_lsn}"'
+    second = "null" if lsn is None else f'"{lsn}"'
+    return f"[{first},{second}]"
+
+
+def source_struct(
+    *,
+    version: str,
+    name: str,
+    ts_us: int,
+    snapshot: str | None,
+    db: str,
+    sequence: str | None,
+    schema: str,
+    table: str,
+    tx_id: int | None,
+    lsn: int | None,
+    origin: str | None = None,
+    origin_lsn: int | None = None,
+) -> Struct:
+    """A source block; ``ts_us`` is the commit time in µs since the Unix epoch."""
+    return Struct(SOURCE_SCHEMA, (
+        version, "postgresql", name, ts_us // 1000, snapshot, db, sequence, ts_us, ts_us * 1000,
+        schema, table, tx_id, lsn, None, origin, origin_lsn,
+    ))

@@ -1,0 +1,229 @@
+"""Per-table schemas and row converters, built once per Relation message version.
+
+A :class:`TableSchema` holds everything needed to turn a tuple of that table into
+key and value structs: the included columns with their converters (masks and
+truncation applied), the key columns, and the Key, Value and Envelope schemas
+with Debezium's names. The decoder builds one whenever a Relation message
+arrives and reuses it for every change until the next one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+import attrs
+
+from pgcdc_events.errors import ConversionError
+from pgcdc_events.events.config import EventConfig
+from pgcdc_events.events.masking import column_transform
+from pgcdc_events.events.naming import adjuster, topic_name
+from pgcdc_events.events.source import SOURCE_SCHEMA
+from pgcdc_events.protocol.messages import (
+    KIND_BINARY,
+    KIND_NULL,
+    KIND_UNCHANGED_TOAST,
+    Relation,
+    TupleData,
+)
+from pgcdc_events.types.catalog import CatalogTable
+from pgcdc_events.types.mapper import ColumnMapping, TypeMapper, conversion_error
+from pgcdc_events.types.schema import Field, Schema, Struct, struct_schema
+
+__all__ = ["TRANSACTION_BLOCK_SCHEMA", "ColumnPlan", "TableSchema", "build_table_schema"]
+
+#: The ``transaction`` block of data events (``event.block`` version 1).
+TRANSACTION_BLOCK_SCHEMA: Final = struct_schema(
+    "event.block",
+    [("id", Schema("string")), ("total_order", Schema("int64")),
+     ("data_collection_order", Schema("int64"))],
+    optional=True,
+    version=1,
+)
+_OPT_INT64 = Schema("int64", optional=True)
+
+
+@attrs.frozen
+class ColumnPlan:
+    """One included column: where it sits in the tuple and how its values convert."""
+
+    position: int
+    name: str
+    mapping: ColumnMapping
+    from_text: Callable[[bytes], Any]
+    from_binary: Callable[[bytes], Any] | None
+    toast: Any
+    null_value: Any = None
+
+
+class TableSchema:
+    """Schemas and converters of one version of one table."""
+
+    __slots__ = ("columns", "envelope_schema", "key_positions", "key_schema", "qualified",
+                 "relation", "schema_name", "table_name", "topic", "value_positions",
+                 "value_schema")
+
+    def __init__(self, relation: Relation, topic: str, columns: tuple[ColumnPlan, ...],
+                 key_positions: tuple[int, ...], value_positions: tuple[int, ...] | None,
+                 key_schema: Schema | None, value_schema: Schema, envelope_schema: Schema
+                 ) -> None:
+        self.relation = relation
+        self.schema_name = relation.namespace
+        self.table_name = relation.name
+        self.qualified = f"{relation.namespace}.{relation.name}"
+        self.topic = topic
+        self.columns = columns
+        self.key_positions = key_positions
+        self.value_positions = value_positions
+        self.key_schema = key_schema
+        self.value_schema = value_schema
+        self.envelope_schema = envelope_schema
+
+    def row(self, tup: TupleData, old: TupleData | None = None) -> tuple[Any, ...]:
+        """Connect values of the planned columns; ``old`` fills unchanged TOAST (FULL identity).
+
+        The row holds the value's columns and any key column excluded from the value;
+        :meth:`key` and :meth:`value` pick theirs from it.
+        """
+        kinds = tup.kinds
+        values = tup.values
+        out: list[Any] = []
+        append = out.append
+        for col in self.columns:
+            pos = col.position
+            kind = kinds[pos]
+            raw = values[pos]
+            try:
+                if raw is not None:
+                    append(col.from_text(raw) if kind != KIND_BINARY else
+                           _binary(col)(raw))
+                elif kind == KIND_NULL:
+                    append(col.null_value)
+                else:  # unchanged TOAST
+                    append(self._toast(col, old))
+            except ConversionError as exc:
+                if getattr(exc, "column", None) is not None:
+                    raise
+                raise _error(self, col, raw, kind, str(exc)) from None
+            except (ValueError, ArithmeticError, IndexError, KeyError, TypeError) as exc:
+                raise _error(self, col, raw, kind, f"{type(exc).__name__}: {exc}") from None
+        return tuple(out)
+
+    def _toast(self, col: ColumnPlan, old: TupleData | None) -> Any:
+        if old is not None and old.kinds[col.position] not in (KIND_UNCHANGED_TOAST, KIND_NULL):
+            raw = old.values[col.position]
+            assert raw is not None
+            if old.kinds[col.position] == KIND_BINARY:
+                return _binary(col)(raw)
+            return col.from_text(raw)
+        return col.toast
+
+    def key(self, row: tuple[Any, ...]) -> Struct | None:
+        """The key struct of a row (``None`` for tables without a key)."""
+        if self.key_schema is None:
+            return None
+        return Struct(self.key_schema, tuple(row[i] for i in self.key_positions))
+
+    def value(self, row: tuple[Any, ...]) -> Struct:
+        """The Value struct of a row."""
+        if self.value_positions is not None:
+            row = tuple(row[i] for i in self.value_positions)
+        return Struct(self.value_schema, row)
+
+
+def _binary(col: ColumnPlan) -> Callable[[bytes], Any]:
+    if col.from_binary is None:
+        raise ConversionError(f"type {col.mapping.pg_type.name} has no binary-format converter; "
+                              "capture with text tuples (binary 'false')")
+    return col.from_binary
+
+
+def _error(table: TableSchema, col: ColumnPlan, raw: bytes | None, kind: int, reason: str
+           ) -> ConversionError:
+    return conversion_error(table.qualified, col.mapping, raw or b"", kind == KIND_BINARY, reason)
+
+
+def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConfig,
+                       catalog_table: CatalogTable | None = None) -> TableSchema:
+    """Build the schemas and converters of one Relation version under ``config``."""
+    ns, name = relation.namespace, relation.name
+    adjust_schema = adjuster(config.schema_name_adjustment_mode)
+    adjust_field = adjuster(config.field_name_adjustment_mode, field=True)
+    qualified = f"{ns}.{name}"
+    key_names = _key_columns(relation, config, catalog_table)
+    plans: list[ColumnPlan] = []
+    in_value: list[int] = []
+    key_at: dict[str, int] = {}
+    for position, column in enumerate(relation.columns):
+        wanted = config.includes_column(ns, name, column.name)
+        if not wanted and column.name not in key_names:
+            continue
+        ccol = catalog_table.column(column.name) if catalog_table is not None else None
+        mapping = mapper.relation_column(column, table=qualified,
+                                         replica_identity=relation.replica_identity,
+                                         catalog_column=ccol)
+        if mapping is None:
+            continue
+        from_text, from_binary, schema = mapping.from_text, mapping.from_binary, mapping.schema
+        transform = column_transform(config, ns, name, column.name, schema)
+        null_value = None
+        if transform is not None:
+            fn, schema = transform.fn, transform.schema
+            from_text = _compose(fn, from_text)
+            from_binary = _compose(fn, from_binary) if from_binary is not None else None
+            if transform.applies_to_null:
+                null_value = fn(None)
+        if column.name in key_names:
+            key_at[column.name] = len(plans)
+        if wanted:
+            in_value.append(len(plans))
+        plans.append(ColumnPlan(position, adjust_field(column.name),
+                                attrs.evolve(mapping, schema=schema), from_text, from_binary,
+                                mapping.toast, null_value))
+    # Schema names derive from the (sanitized) topic name, as Debezium's do.
+    topic = topic_name(config.topic_prefix, ns, name, config.topic_delimiter)
+    base = adjust_schema(topic)
+    key_schema = None
+    key_positions: tuple[int, ...] = ()
+    if key_names and all(k in key_at for k in key_names):
+        key_positions = tuple(key_at[k] for k in key_names)
+        key_schema = struct_schema(f"{base}.Key", [(plans[i].name, plans[i].mapping.schema)
+                                                   for i in key_positions])
+    value_schema = Schema("struct", optional=True, name=f"{base}.Value",
+                          fields=tuple(Field(plans[i].name, n, plans[i].mapping.schema)
+                                       for n, i in enumerate(in_value)))
+    envelope = struct_schema(
+        f"{base}.Envelope",
+        [("before", value_schema), ("after", value_schema), ("source", SOURCE_SCHEMA),
+         ("transaction", TRANSACTION_BLOCK_SCHEMA), ("op", Schema("string")),
+         ("ts_ms", _OPT_INT64), ("ts_us", _OPT_INT64), ("ts_ns", _OPT_INT64)],
+        version=2,
+    )
+    value_positions = None if len(in_value) == len(plans) else tuple(in_value)
+    return TableSchema(relation, topic, tuple(plans), key_positions, value_positions, key_schema,
+                       value_schema, envelope)
+
+
+def _compose(outer: Callable[[Any], Any], inner: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def converted(raw: bytes) -> Any:
+        return outer(inner(raw))
+
+    return converted
+
+
+def _key_columns(relation: Relation, config: EventConfig,
+                 catalog_table: CatalogTable | None) -> tuple[str, ...]:
+    """Key column names: ``message.key.columns``, else the primary key.
+
+    Without a catalog snapshot the primary key is taken to be the replica-identity
+    columns of a REPLICA IDENTITY DEFAULT table (they are its primary key); other
+    tables then have no key.
+    """
+    override = config.key_columns_for(relation.namespace, relation.name)
+    if override is not None:
+        return override
+    if catalog_table is not None:
+        return catalog_table.primary_key
+    if relation.replica_identity == "d":
+        return tuple(c.name for c in relation.columns if c.is_key)
+    return ()
