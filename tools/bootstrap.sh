@@ -22,7 +22,8 @@ if [ ! -x .venv/bin/python ]; then "$PYTHON" -m venv .venv; fi
 
 if [ "$job" = demo ]; then
     .venv/bin/python -m pip install -q -e .
-    exec .venv/bin/pgcdc-events inspect examples/demo-capture.jsonl
+    exec .venv/bin/pgcdc-events decode --capture examples/demo-capture.jsonl \
+        --catalog examples/demo-catalog.json
 fi
 
 # test: server binaries (initdb) and contrib extensions, Java 17 for Spark.

@@ -8,6 +8,7 @@ import pg8000.native
 
 from pgcdc_events.protocol import CaptureRow, Lsn, write_capture
 from pgcdc_events.testing.cluster import TempCluster
+from pgcdc_events.types.catalog import fetch_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,6 +39,7 @@ def main() -> None:
             " NULL, NULL, 'proto_version', '1', 'publication_names', 'demo_pub',"
             " 'messages', 'true')"
         )
+        fetch_catalog(con).filtered(["public"]).save(str(ROOT / "examples" / "demo-catalog.json"))
         out = ROOT / "examples" / "demo-capture.jsonl"
         with open(out, "w", encoding="utf-8") as fh:
             count = write_capture(

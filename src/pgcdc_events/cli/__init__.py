@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from pgcdc_events import __version__
-from pgcdc_events.cli import inspect_cmd
+from pgcdc_events.cli import decode_cmd, inspect_cmd
 from pgcdc_events.errors import PgCdcError
 
 __all__ = ["main"]
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     inspect_cmd.register(commands)
+    decode_cmd.register(commands)
     return parser
 
 
@@ -41,6 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PgCdcError as exc:
         print(f"pgcdc-events {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): stop quietly
+        sys.stderr.close()
+        return 0
     except OSError as exc:
         print(f"pgcdc-events {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

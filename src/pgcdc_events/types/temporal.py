@@ -71,9 +71,6 @@ _ORDINAL_2000: Final = _ORDINAL_1970 + _PG_EPOCH_DAYS
 _EPOCH_1970: Final = datetime.datetime(1970, 1, 1)
 _EPOCH_2000: Final = datetime.datetime(2000, 1, 1)
 _EPOCH_2000_UTC: Final = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
-#: datetime's range (0001-01-01 to 9999-12-31 23:59:59.999999) in microseconds since 1970.
-_DATETIME_MIN_US: Final = -62_135_596_800_000_000
-_DATETIME_MAX_US: Final = 253_402_300_799_999_999
 #: From Python 3.11, fromisoformat reads every form PostgreSQL prints for years 1..9999 AD
 #: (1 to 6 fraction digits; offsets +HH, +HH:MM, +HH:MM:SS) in C, several times faster than
 #: slicing; before 3.11 the slicing parsers do all the work.
@@ -151,11 +148,11 @@ def _iso_time(us: int) -> str:
 
 def _iso_datetime6(epoch_us: int) -> str:
     """Microseconds since 1970 as ``[+-]YYYY-MM-DDTHH:MM:SS.ffffff`` (always 6 digits)."""
-    if _DATETIME_MIN_US <= epoch_us <= _DATETIME_MAX_US:
-        moment = _EPOCH_1970 + datetime.timedelta(microseconds=epoch_us)
-        return moment.isoformat(timespec="microseconds")
     days, us = divmod(epoch_us, _US_PER_DAY)
     seconds, fraction = divmod(us, _US_PER_S)
+    if _MIN_ORDINAL_DAYS <= days <= _MAX_ORDINAL_DAYS:
+        text = (_EPOCH_1970 + datetime.timedelta(days, seconds, fraction)).isoformat()
+        return text if fraction else text + ".000000"
     minutes, second = divmod(seconds, 60)
     hour, minute = divmod(minutes, 60)
     return f"{_iso_date(days)}T{hour:02d}:{minute:02d}:{second:02d}.{fraction:06d}"
@@ -436,6 +433,22 @@ def _zoned_timestamp(width: int) -> Callable[[int], str]:
     return render
 
 
+def _zoned_timestamp_from_text(width: int) -> Callable[[bytes], str]:
+    """ZonedTimestamp from text: values printed in UTC (``+00``, years 1..9999 AD) are
+    rewritten in place; the rest are parsed and rendered."""
+    render = _zoned_timestamp(width)
+
+    def convert(raw: bytes) -> str:
+        if raw[-3:] == b"+00" and raw[4:5] == b"-":
+            text = raw[:-3].decode("ascii")  # YYYY-MM-DD HH:MM:SS[.f], f already <= width
+            if width:
+                return f"{text[:10]}T{text[11:19]}.{text[20:].ljust(width, '0')}Z"
+            return f"{text[:10]}T{text[11:19]}Z"
+        return render(parse_timestamptz(raw))
+
+    return convert
+
+
 def _interval_fields(value: tuple[int, int, int]) -> tuple[int, int, int, int, int, int, int]:
     """(years, months, days, hours, minutes, seconds, microseconds) as PostgreSQL prints them:
     each part truncated toward zero and carrying the sign of its whole (pgjdbc PGInterval)."""
@@ -492,12 +505,14 @@ def _schema(kind: str, name: str) -> Schema:
 
 
 def _mapping(schema: Schema, render: Callable[[Any], Any], parse_text: Callable[[bytes], Any],
-             parse_binary: Callable[[bytes], Any], config: TypeConfig) -> ValueMapping:
-    """The column's mapping: ``render`` applied to the parsed text or binary value."""
+             parse_binary: Callable[[bytes], Any], config: TypeConfig,
+             from_text: Callable[[bytes], Any] | None = None) -> ValueMapping:
+    """The column's mapping: ``render`` applied to the parsed text or binary value (or a
+    dedicated ``from_text``)."""
     toast = config.placeholder_text if schema.type == "string" else None
     return ValueMapping(
         schema,
-        lambda raw: render(parse_text(raw)),
+        from_text or (lambda raw: render(parse_text(raw))),
         lambda raw: render(parse_binary(raw)),
         toast,
     )
@@ -558,7 +573,8 @@ def _timestamp(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
 def _timestamptz(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
     width = typmod if 0 <= typmod <= 6 else 6
     return _mapping(_schema("string", "io.debezium.time.ZonedTimestamp"),
-                    _zoned_timestamp(width), parse_timestamptz, _int_be, config)
+                    _zoned_timestamp(width), parse_timestamptz, _int_be, config,
+                    _zoned_timestamp_from_text(width))
 
 
 def _interval(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
