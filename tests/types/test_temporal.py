@@ -10,9 +10,10 @@ computes for the stored value (``extract``, ``to_char``, float8 arithmetic).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -247,6 +248,52 @@ def test_binary_infinities_and_units() -> None:
     assert binary("timetz", struct.pack(">qi", 47655123456, -20700)) == "07:29:15.123456Z"
     # interval: microseconds, days, months.
     assert binary("interval", struct.pack(">qii", 14706789000, 3, 14)) == 37091106789000
+
+
+# ---------------------------------------------------------------- fast paths
+
+
+@contextlib.contextmanager
+def slicing_only() -> Iterator[None]:
+    """Parse as on Python 3.10, without fromisoformat."""
+    saved = temporal._FROMISOFORMAT
+    temporal._FROMISOFORMAT = False  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        temporal._FROMISOFORMAT = saved  # type: ignore[misc]
+
+
+def pg_timestamp_text(moment: datetime.datetime) -> str:
+    """``moment`` as PostgreSQL prints a timestamp (DateStyle ISO, trailing zeros trimmed)."""
+    fraction = f".{moment.microsecond:06d}".rstrip("0") if moment.microsecond else ""
+    return f"{moment.year:04d}-{moment:%m-%d %H:%M:%S}{fraction}"
+
+
+@given(st.datetimes(), st.integers(-(16 * 3600 - 1), 16 * 3600 - 1))
+def test_slicing_parsers_agree_with_fromisoformat(moment: datetime.datetime, offset: int) -> None:
+    sign, east = ("-" if offset < 0 else "+"), abs(offset)
+    zone = f"{sign}{east // 3600:02d}" + (f":{east // 60 % 60:02d}" if east % 3600 else "")
+    zone += f":{east % 60:02d}" if east % 60 else ""
+    ts = pg_timestamp_text(moment).encode()
+    tstz = ts + zone.encode()
+    time = ts[11:]
+    fast = (temporal.parse_date(ts[:10]), temporal.parse_time(time),
+            temporal.parse_timestamp(ts), temporal.parse_timestamptz(tstz))
+    with slicing_only():
+        assert (temporal.parse_date(ts[:10]), temporal.parse_time(time),
+                temporal.parse_timestamp(ts), temporal.parse_timestamptz(tstz)) == fast
+
+
+@given(st.datetimes(), st.sampled_from((0, 1, 3, 6)))
+def test_utc_text_shortcut_agrees_with_parsing(moment: datetime.datetime, width: int) -> None:
+    # ZonedTimestamp rewrites UTC text in place; it must equal parsing and rendering.
+    moment = moment.replace(microsecond=moment.microsecond // 10 ** (6 - width) * 10 ** (6 - width))
+    raw = (pg_timestamp_text(moment) + "+00").encode()
+    shortcut = temporal.BUILDERS["timestamptz"](PgType(0, "pg_catalog", "timestamptz", "base"),
+                                               width, TypeConfig()).from_text
+    assert shortcut(raw) == binary("timestamptz", struct.pack(
+        ">q", temporal.parse_timestamptz(raw)), width)
 
 
 # ---------------------------------------------------------------- calendar
