@@ -133,6 +133,8 @@ def documented_differences(corpus_glob: str = "*") -> list[DocumentedDifference]
     out = []
     for number, line in enumerate(DIFFERENCES.read_text().splitlines(), 1):
         match = re.match(r"\|\s*`([^`]+)`\s*\|", line)
-        if match and fnmatch.fnmatchcase(match.group(1).split("/", 1)[0], corpus_glob):
+        segment = match.group(1).split("/", 1)[0] if match else ""
+        if match and (fnmatch.fnmatchcase(segment, corpus_glob)
+                      or fnmatch.fnmatchcase(corpus_glob, segment)):
             out.append(DocumentedDifference(match.group(1), number))
     return out

@@ -3,8 +3,9 @@
 ``column.truncate.to.N.chars`` keeps the first N characters, ``column.mask.with.N.chars``
 replaces a value by N asterisks, and ``column.mask.hash[.v2].<algorithm>.with.salt.<salt>``
 replaces it by a salted hash in hex. Columns are matched as ``schema.table.column``;
-the first matching rule wins (truncation, then masking, then hashing). Lengths count
-UTF-16 code units, as Java strings do.
+the first matching rule wins (truncation, then masking, then hashing); the rules apply
+to columns whose values are strings. Lengths count UTF-16 code units, as Java strings
+do. The hashing was checked against Debezium's own ``MaskStrings`` converter.
 """
 
 from __future__ import annotations
@@ -69,12 +70,9 @@ def hash_mask(mask: ColumnHashMask) -> Callable[[Any], Any]:
             return None
         text = str(value)
         digest = hashlib.new(algorithm)
-        if mask.v2:
-            digest.update(text.encode("utf-8"))
-            digest.update(salt)
-        else:
-            digest.update(salt)
-            digest.update(java_serialized_string(text))
+        digest.update(salt)
+        # v1 hashes the Java-serialized String, v2 its UTF-8 bytes (read off MaskStrings).
+        digest.update(text.encode("utf-8") if mask.v2 else java_serialized_string(text))
         return digest.hexdigest()
 
     return hashed
@@ -93,6 +91,8 @@ def column_transform(config: EventConfig, schema_name: str, table: str, column: 
                      schema: Schema) -> ColumnTransform | None:
     """The transform configured for a column, if any."""
     full = f"{schema_name}.{table}.{column}"
+    if schema.type != "string":
+        return None  # the rules apply to character columns only
     for length, patterns in config.truncate_to_chars:
         if any(p.fullmatch(full) for p in patterns):
             def truncate(value: Any, n: int = length) -> Any:
