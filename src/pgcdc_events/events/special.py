@@ -72,9 +72,11 @@ def transaction_record(config: EventConfig, status: str, txn: TransactionContext
     tx_id = f"{txn.xid}:{lsn}"
     if status == "END":
         # Debezium counts per collection in a java.util.HashMap and lists them in its order.
-        names = list(txn.per_collection)
-        collections = [Struct(_COLLECTION, (names[i], txn.per_collection[names[i]]))
-                       for i in java_hashmap_order(names)]
+        tables = [k for k in txn.per_collection if isinstance(k, str)]
+        collections = [Struct(_COLLECTION, (tables[i], txn.per_collection[tables[i]]))
+                       for i in java_hashmap_order(tables)]
+        collections += [Struct(_COLLECTION, (k[0], n)) for k, n in txn.per_collection.items()
+                        if not isinstance(k, str)]
         value = Struct(TRANSACTION_VALUE_SCHEMA,
                        ("END", tx_id, txn.total_order, collections, txn.commit_us // 1000))
     else:
@@ -102,7 +104,7 @@ def message_record(decoder: EventDecoder, message: LogicalMessage, lsn: int,
         ts_us, xid = txn.commit_us, txn.xid
         block = None
         if config.provide_transaction_metadata:
-            total, per = txn.next_order(MESSAGE_COLLECTION)
+            total, per = txn.next_message_order(MESSAGE_COLLECTION)
             block = Struct(TRANSACTION_BLOCK_SCHEMA, (f"{xid}:{lsn}", total, per))
     else:
         ts_us, xid, block = decoder.clock() // 1000, None, None

@@ -29,7 +29,7 @@ class TransactionContext:
     origin: str | None = None
     origin_lsn: int | None = None
     total_order: int = 0
-    per_collection: dict[str, int] = attrs.field(factory=dict)
+    per_collection: dict[str | tuple[str, int], int] = attrs.field(factory=dict)
 
     def next_order(self, collection: str) -> tuple[int, int]:
         """Advance and return ``(total_order, data_collection_order)`` for one more event."""
@@ -37,6 +37,13 @@ class TransactionContext:
         order = self.per_collection.get(collection, 0) + 1
         self.per_collection[collection] = order
         return self.total_order, order
+
+    def next_message_order(self, collection: str) -> tuple[int, int]:
+        """Like :meth:`next_order` for a logical message, which Debezium counts as a data
+        collection of its own (each message has a distinct collection id)."""
+        self.total_order += 1
+        self.per_collection[(collection, self.total_order)] = 1
+        return self.total_order, 1
 
 
 class ChangeBuffer:
