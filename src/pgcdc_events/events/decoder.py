@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 import attrs
@@ -22,6 +22,7 @@ from pgcdc_events.errors import ConversionError, ProtocolError
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.metrics import StreamingMetrics
 from pgcdc_events.events.records import ChangeRecord, Header
+from pgcdc_events.events.snapshot import SnapshotRow, snapshot_records
 from pgcdc_events.events.source import sequence, source_struct
 from pgcdc_events.events.special import (
     heartbeat_record,
@@ -56,7 +57,7 @@ from pgcdc_events.protocol.messages import (
     Update,
 )
 from pgcdc_events.protocol.reader import PgOutputReader, Streaming
-from pgcdc_events.types.catalog import CatalogSnapshot
+from pgcdc_events.types.catalog import CatalogSnapshot, CatalogTable
 from pgcdc_events.types.mapper import TypeMapper
 from pgcdc_events.types.registry import TypeRegistry
 from pgcdc_events.types.schema import Schema, Struct
@@ -429,6 +430,17 @@ class EventDecoder:
         )
 
     # -- state for embedders ----------------------------------------------------------------
+    @property
+    def context_headers(self) -> tuple[Header, ...]:
+        """The ``__debezium.context.*`` headers every change record carries."""
+        return self._headers
+
+    def snapshot(self, tables: Iterable[tuple[CatalogTable, Iterable[SnapshotRow]]], *,
+                 lsn: int, xid: int | None = None, incremental: bool = False
+                 ) -> Iterator[ChangeRecord]:
+        """Read (``op: r``) events for rows read during a snapshot; see :mod:`.snapshot`."""
+        return snapshot_records(self, tables, lsn=lsn, xid=xid, incremental=incremental)
+
     @property
     def last_commit_lsn(self) -> int | None:
         """End LSN of the last transaction whose records were all returned: safe to acknowledge."""

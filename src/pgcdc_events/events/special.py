@@ -46,9 +46,9 @@ TRANSACTION_VALUE_SCHEMA: Final = struct_schema(
 #: identity string (``LogicalDecodingMessageId@39e1ffe4``); this stable name replaces it.
 MESSAGE_COLLECTION: Final = "message"
 HEARTBEAT_KEY_SCHEMA: Final = struct_schema(
-    "io.debezium.connector.common.ServerNameKey", [("serverName", Schema("string"))])
+    "io.debezium.connector.common.ServerNameKey", [("serverName", Schema("string"))], version=1)
 HEARTBEAT_VALUE_SCHEMA: Final = struct_schema(
-    "io.debezium.connector.common.Heartbeat", [("ts_ms", Schema("int64"))])
+    "io.debezium.connector.common.Heartbeat", [("ts_ms", Schema("int64"))], version=1)
 MESSAGE_KEY_SCHEMA: Final = struct_schema(
     "io.debezium.connector.postgresql.MessageKey", [("prefix", Schema("string", optional=True))],
     version=1)
@@ -131,4 +131,4 @@ def heartbeat_record(config: EventConfig, now_ns: int, lsn: int, headers: tuple[
     key = Struct(HEARTBEAT_KEY_SCHEMA, (config.topic_prefix,))
     value = Struct(HEARTBEAT_VALUE_SCHEMA, (now_ns // 1_000_000,))
     return ChangeRecord(topic, HEARTBEAT_KEY_SCHEMA, key, HEARTBEAT_VALUE_SCHEMA, value,
-                        headers, lsn, "heartbeat")
+                        (), lsn, "heartbeat")
