@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from pgcdc_events import __version__
-from pgcdc_events.cli import decode_cmd, inspect_cmd
+from pgcdc_events.cli import catalog_cmd, decode_cmd, inspect_cmd
 from pgcdc_events.errors import PgCdcError
 
 __all__ = ["main"]
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     inspect_cmd.register(commands)
     decode_cmd.register(commands)
+    catalog_cmd.register(commands)
     return parser
 
 

@@ -1,0 +1,43 @@
+"""``pgcdc-events catalog`` against the live server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pgcdc_events.cli import main
+from pgcdc_events.cli.catalog_cmd import connection_kwargs
+from pgcdc_events.types.catalog import CatalogSnapshot
+
+
+def test_catalog_command_writes_the_snapshot(pg_conn: Any, pg_cluster: Any, tmp_path: Path
+                                             ) -> None:
+    pg_conn.run("CREATE SCHEMA keep")
+    pg_conn.run("CREATE TABLE keep.t (id int PRIMARY KEY, v text NOT NULL DEFAULT 'x')")
+    pg_conn.run("CREATE TABLE public.other (id int)")
+    database = pg_conn.run("SELECT current_database()")[0][0]
+    out = tmp_path / "catalog.json"
+    dsn = f"postgresql://postgres@{pg_cluster.host}:{pg_cluster.port}/{database}"
+    assert main(["catalog", "--dsn", dsn, "--schema", "keep", "--output", str(out)]) == 0
+    snapshot = CatalogSnapshot.from_json(out.read_text())
+    assert [t.name for t in snapshot.tables] == ["t"]
+    table = snapshot.table("keep", "t")
+    assert table is not None and table.primary_key == ("id",)
+    assert json.loads(out.read_text())["database"] == database
+
+
+def test_catalog_reports_connection_failures(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["catalog", "--dsn", "postgresql://nobody@127.0.0.1:1/none"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot connect" in err and "Traceback" not in err
+
+
+def test_dsn_parsing() -> None:
+    assert connection_kwargs("postgresql://u:p%40ss@h:6543/db") == {
+        "user": "u", "host": "h", "port": 6543, "database": "db", "password": "p@ss"}
+    assert "ssl_context" in connection_kwargs("postgres://u@h/db?sslmode=require")
+    with pytest.raises(Exception, match="postgresql:// URL"):
+        connection_kwargs("mysql://x")
