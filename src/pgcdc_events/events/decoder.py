@@ -31,7 +31,7 @@ from pgcdc_events.events.special import (
     truncate_record,
 )
 from pgcdc_events.events.tables import TRANSACTION_BLOCK_SCHEMA, TableSchema, build_table_schema
-from pgcdc_events.events.transactions import ChangeBuffer, TransactionContext
+from pgcdc_events.events.transactions import ChangeBuffer, MemoryBudget, TransactionContext
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.protocol.lsn import pg_timestamp_to_unix_us
 from pgcdc_events.protocol.messages import (
@@ -85,7 +85,9 @@ class EventDecoder:
     assumptions of the type layer. ``proto_version`` and ``streaming`` are the
     options the stream was started with (see :class:`PgOutputReader`). ``clock``
     returns nanoseconds since the Unix epoch; it stamps the envelope's processing
-    time (``ts_ms``/``ts_us``/``ts_ns``) and heartbeats.
+    time (``ts_ms``/``ts_us``/``ts_ns``) and heartbeats. ``memory_limit`` (bytes) bounds
+    the streamed and prepared changes held in memory; beyond it they spill to a
+    temporary file (see :class:`~pgcdc_events.events.transactions.MemoryBudget`).
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class EventDecoder:
         streaming: Streaming | None = None,
         clock: Callable[[], int] = time.time_ns,
         run_id: str | None = None,
+        memory_limit: int | None = None,
     ) -> None:
         self.config = config
         self.catalog = catalog
@@ -108,6 +111,7 @@ class EventDecoder:
         self._tables: dict[int, TableSchema | None] = {}
         self._txn: TransactionContext | None = None
         self._last_commit_lsn: int | None = None
+        self._budget = None if memory_limit is None else MemoryBudget(memory_limit)
         self._streams: dict[int, ChangeBuffer] = {}
         self._stream_xid: int | None = None
         self._prepared: dict[int, ChangeBuffer] = {}
@@ -202,7 +206,7 @@ class EventDecoder:
     # -- streamed transactions ----------------------------------------------------------------
     def _stream_start(self, message: StreamStart, lsn: int) -> list[ChangeRecord]:
         self._stream_xid = message.xid
-        self._streams.setdefault(message.xid, ChangeBuffer())
+        self._streams.setdefault(message.xid, ChangeBuffer(self._budget))
         return []
 
     def _stream_stop(self, message: StreamStop, lsn: int) -> list[ChangeRecord]:
@@ -226,7 +230,7 @@ class EventDecoder:
 
     # -- two-phase transactions ------------------------------------------------------------------
     def _begin_prepare(self, message: BeginPrepare, lsn: int) -> list[ChangeRecord]:
-        self._prepare_buffer = ChangeBuffer()
+        self._prepare_buffer = ChangeBuffer(self._budget)
         self._prepared[message.xid] = self._prepare_buffer
         return []
 
