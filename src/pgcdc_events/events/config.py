@@ -26,6 +26,7 @@ from pgcdc_events.types.config import TYPE_PROPERTIES, TypeConfig, parse_bool, p
 
 __all__ = [
     "APPLIED_PROPERTIES",
+    "DEFAULT_ONLY_PROPERTIES",
     "HASH_ALGORITHMS",
     "ColumnHashMask",
     "EventConfig",
@@ -66,7 +67,7 @@ APPLIED_PROPERTIES: Final[dict[str, str]] = {
 }
 
 #: Properties that would change events in ways not implemented: only their default is accepted.
-_DEFAULT_ONLY: Final[dict[str, str]] = {
+DEFAULT_ONLY_PROPERTIES: Final[dict[str, str]] = {
     "transforms": "", "predicates": "", "converters": "", "post.processors": "",
     "include.schema.comments": "false", "publish.via.partition.root": "false",
     "topic.naming.strategy": "io.debezium.schema.SchemaTopicNamingStrategy",
@@ -201,11 +202,11 @@ class EventConfig:
                 if length <= 0:
                     raise ConfigurationError(f"{name}: the length must be a positive integer")
                 truncates.append((length, parse_patterns(value)))
-            elif name in _DEFAULT_ONLY:
-                if value != _DEFAULT_ONLY[name]:
+            elif name in DEFAULT_ONLY_PROPERTIES:
+                if value != DEFAULT_ONLY_PROPERTIES[name]:
                     raise ConfigurationError(
                         f"{name}={value!r} changes events in a way pgcdc-events does not implement;"
-                        f" only {_DEFAULT_ONLY[name]!r} is supported")
+                        f" only {DEFAULT_ONLY_PROPERTIES[name]!r} is supported")
                 not_applicable.append(name)
             elif name in CONNECTOR_PROPERTIES or name in _RUNTIME or name.startswith(
                     _RUNTIME_PREFIXES):

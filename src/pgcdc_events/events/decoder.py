@@ -332,7 +332,11 @@ class EventDecoder:
             self.metrics.events_filtered += 1
             return []
         before = table.value(old_row) if old_row is not None else None
-        return [self._record(table, "u", before, table.value(row), key, lsn)]
+        after = table.value(row)
+        if self.config.skip_messages_without_change and before is not None and before == after:
+            self.metrics.events_filtered += 1
+            return []
+        return [self._record(table, "u", before, after, key, lsn)]
 
     def _key_change(self, table: TableSchema, old_row: Any, row: Any, old_key: Struct,
                     key: Struct, lsn: int) -> list[ChangeRecord]:

@@ -35,9 +35,7 @@ def _utf16_prefix(text: str, units: int) -> str:
     for ch in text:
         size = 2 if ord(ch) > 0xFFFF else 1
         if used + size > units:
-            if size == 2 and used + 1 == units:  # Java would cut the surrogate pair in half
-                out.append(chr(0xD800 + ((ord(ch) - 0x10000) >> 10)))
-            break
+            break  # Java would cut a surrogate pair in half; a lone surrogate is not text
         out.append(ch)
         used += size
     return "".join(out)

@@ -1,0 +1,120 @@
+"""Connector properties: validation, not-applicable reporting, and the rules they drive."""
+
+from __future__ import annotations
+
+import pytest
+
+from pgcdc_events.errors import ConfigurationError
+from pgcdc_events.events import EventConfig, EventDecoder
+from pgcdc_events.events.masking import _utf16_prefix, java_serialized_string
+from pgcdc_events.properties import parse_properties
+from pgcdc_events.protocol import (
+    Begin,
+    Commit,
+    Relation,
+    RelationColumn,
+    TupleData,
+    Update,
+)
+
+
+def config(**props: str) -> EventConfig:
+    return EventConfig.from_properties({"topic.prefix": "p", **{k.replace("_", "."): v
+                                                               for k, v in props.items()}})
+
+
+def test_a_real_connector_configuration_is_accepted() -> None:
+    props = parse_properties("""
+        name=inventory-connector
+        connector.class=io.debezium.connector.postgresql.PostgresConnector
+        tasks.max=1
+        database.hostname=db
+        database.port=5432
+        database.user=debezium
+        database.password=secret
+        database.dbname=inventory
+        topic.prefix=dbserver1
+        plugin.name=pgoutput
+        slot.name=debezium
+        publication.autocreate.mode=filtered
+        snapshot.mode=initial
+        key.converter=org.apache.kafka.connect.json.JsonConverter
+        value.converter.schemas.enable=false
+        offset.storage.file.filename=/tmp/offsets.dat
+        table.include.list=inventory\\\\.customers
+    """.splitlines())
+    cfg = EventConfig.from_properties(props)
+    assert cfg.topic_prefix == "dbserver1" and cfg.database == "inventory"
+    assert not cfg.json.schemas_enable
+    assert {"database.hostname", "slot.name", "snapshot.mode", "tasks.max"} <= set(
+        cfg.not_applicable)
+    assert cfg.includes_table("inventory", "customers")
+    assert not cfg.includes_table("inventory", "orders")
+
+
+@pytest.mark.parametrize("props, message", [
+    ({"tombstone.on.delete": "false"}, "did you mean tombstones.on.delete"),
+    ({"decimal.handling.mode": "exact"}, "allowed: precise, double, string"),
+    ({"time.precision.mode": "millis"}, "time.precision.mode"),
+    ({"skipped.operations": "c,x"}, "unsupported operation"),
+    ({"table.include.list": "a", "table.exclude.list": "b"}, "cannot be used together"),
+    ({"plugin.name": "decoderbufs"}, "only 'pgoutput' is supported"),
+    ({"transforms": "unwrap"}, "changes events"),
+    ({"column.mask.hash.NOPE.with.salt.x": "a.b.c"}, "unsupported hash algorithm"),
+    ({"column.truncate.to.0.chars": "a.b.c"}, "positive integer"),
+    ({"message.key.columns": "justatable"}, "<schema>.<table>:<col>"),
+    ({"heartbeat.interval.ms": "-5"}, "non-negative integer"),
+    ({"table.include.list": "bad(regex"}, "invalid regular expression"),
+    ({"unavailable.value.placeholder": "hex:zz"}, "not valid hex"),
+])
+def test_bad_configurations_name_the_property(props: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message.replace("(", "\\(")):
+        EventConfig.from_properties({"topic.prefix": "p", **props})
+
+
+def test_topic_prefix_is_required() -> None:
+    with pytest.raises(ConfigurationError, match="topic.prefix is required"):
+        EventConfig.from_properties({})
+
+
+def test_filters_match_whole_names_case_insensitively() -> None:
+    cfg = EventConfig.from_properties({"topic.prefix": "p", "schema.exclude.list": "audit",
+                                       "column.exclude.list": "public\\.t\\.sec.*",
+                                       "message.prefix.include.list": "app\\..*"})
+    assert not cfg.includes_table("AUDIT", "x") and cfg.includes_table("audit2", "x")
+    assert not cfg.includes_column("public", "t", "secret")
+    assert cfg.includes_column("public", "t", "public_secret")
+    assert cfg.includes_message_prefix("app.audit") and not cfg.includes_message_prefix("other")
+
+
+def test_message_key_columns() -> None:
+    cfg = EventConfig.from_properties({"topic.prefix": "p",
+                                       "message.key.columns": "s\\.t:a,b; other.x:c"})
+    assert cfg.key_columns_for("s", "t") == ("a", "b")
+    assert cfg.key_columns_for("other", "x") == ("c",)
+    assert cfg.key_columns_for("s", "u") is None
+
+
+def test_utf16_truncation_and_java_serialization() -> None:
+    assert _utf16_prefix("héllo", 2) == "hé"
+    assert _utf16_prefix("a😀b", 3) == "a😀"
+    assert _utf16_prefix("a😀b", 2) == "a"  # a character that does not fit whole is left out
+    # Bytes read off MaskStrings' V1 strategy for the same strings.
+    assert java_serialized_string("ada@example.org").hex() == (
+        "aced000574000f616461406578616d706c652e6f7267")
+    assert java_serialized_string("héllo ✓").hex() == "aced000574000a68c3a96c6c6f20e29c93"
+
+
+def test_skip_messages_without_change() -> None:
+    relation = Relation(1, "public", "t", "f", (RelationColumn(1, "id", 23, -1),
+                                                 RelationColumn(1, "v", 25, -1)))
+    row = TupleData.from_text(("1", "a"))
+    changed = TupleData.from_text(("1", "b"))
+    for skip, expected in (("true", ["u"]), ("false", ["u", "u"])):
+        decoder = EventDecoder(config(skip_messages_without_change=skip))
+        decoder.handle(Begin(10, 0, 5), 1)
+        decoder.handle(relation, 1)
+        ops = [r.op for m in (Update(1, "O", row, row), Update(1, "O", row, changed))
+               for r in decoder.handle(m, 2)]
+        decoder.handle(Commit(0, 10, 11, 0), 3)
+        assert ops == expected
