@@ -73,7 +73,7 @@ def test_bad_configurations_name_the_property(props: dict[str, str], message: st
 
 
 def test_topic_prefix_is_required() -> None:
-    with pytest.raises(ConfigurationError, match="topic.prefix is required"):
+    with pytest.raises(ConfigurationError, match=r"topic\.prefix is required"):
         EventConfig.from_properties({})
 
 
