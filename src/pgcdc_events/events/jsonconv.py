@@ -3,27 +3,32 @@
 With ``schemas.enable=true`` a key, value or header is ``{"schema":…,"payload":…}``;
 with ``false`` only the payload. A tombstone's value and a missing key are JSON
 ``null``. Output is compact, as Jackson writes it, with doubles in Java's
-``Double.toString`` form. The JSON text of every schema is computed once and
-reused for every record that carries it.
+``Double.toString`` form and strings escaped as Jackson escapes them.
+
+Speed comes from doing per schema what can be done per schema: the JSON text of
+each schema is rendered once, and each struct schema gets a payload writer
+generated as Python source (one expression per field, defaults and null handling
+resolved in advance). :meth:`JsonRecordWriter.source_for` shows that source.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import math
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 from pgcdc_events.events.config import JsonConverterConfig
-from pgcdc_events.events.records import ChangeRecord
+from pgcdc_events.events.records import ChangeRecord, Header
 from pgcdc_events.types.javafmt import jackson_string, java_double
 from pgcdc_events.types.jsonvalue import DECIMAL_LOGICAL, decimal_to_bytes, unscaled_value
-from pgcdc_events.types.schema import Schema, Struct
+from pgcdc_events.types.schema import Schema
 
-__all__ = ["JsonRecordWriter", "json_text", "record_to_json"]
+__all__ = ["JsonRecordWriter", "jackson_string", "json_text", "record_to_json"]
 
-_dumps = jackson_string
+_b64 = base64.b64encode
+Writer = Callable[[Any], str]
 
 
 def json_text(obj: Any) -> str:
@@ -39,7 +44,7 @@ def json_text(obj: Any) -> str:
     if isinstance(obj, int):
         return str(obj)
     if isinstance(obj, float):
-        return java_double(obj) if math.isfinite(obj) else '"' + java_double(obj) + '"'
+        return _double(obj)
     if isinstance(obj, Decimal):
         return _decimal_numeric(obj, max(0, -int(obj.as_tuple().exponent)))
     if isinstance(obj, dict):
@@ -49,121 +54,16 @@ def json_text(obj: Any) -> str:
     raise TypeError(f"cannot write {type(obj).__name__} as JSON")
 
 
-class JsonRecordWriter:
-    """Serializes records as JsonConverter does, caching each schema's JSON text."""
+def _double(value: float) -> str:
+    return java_double(value) if math.isfinite(value) else '"' + java_double(value) + '"'
 
-    def __init__(self, config: JsonConverterConfig | None = None) -> None:
-        self.config = config or JsonConverterConfig()
-        self._schema_text: dict[int, tuple[Schema, str]] = {}
 
-    def schema_text(self, schema: Schema) -> str:
-        """The compact JSON of ``schema`` (cached per schema object)."""
-        cached = self._schema_text.get(id(schema))
-        if cached is None or cached[0] is not schema:
-            cached = (schema, json_text(schema.to_json(decimal_format=self.config.decimal_format)))
-            self._schema_text[id(schema)] = cached
-        return cached[1]
+def _bytes(value: bytes) -> str:
+    return '"' + _b64(value).decode("ascii") + '"'
 
-    def converted(self, schema: Schema | None, value: Any) -> str:
-        """One converted key, value or header as JSON text."""
-        if schema is None or (value is None and not self.config.schemas_enable):
-            return "null" if value is None else self.payload(schema, value)
-        if value is None:
-            return "null"
-        payload = self.payload(schema, value)
-        if not self.config.schemas_enable:
-            return payload
-        return f'{{"schema":{self.schema_text(schema)},"payload":{payload}}}'
 
-    def payload(self, schema: Schema | None, value: Any) -> str:
-        """The JSON text of a payload under its schema."""
-        parts: list[str] = []
-        self._write(schema, value, parts)
-        return "".join(parts)
-
-    def _write(self, schema: Schema | None, value: Any, out: list[str]) -> None:
-        if (value is None and schema is not None and self.config.replace_null_with_default
-                and schema.has_default and schema.default is not None):
-            value = schema.default
-        if value is None:
-            out.append("null")
-            return
-        if schema is None:
-            out.append(json_text(value))
-            return
-        kind = schema.type
-        if kind == "struct":
-            assert isinstance(value, Struct)
-            out.append("{")
-            first = True
-            for field, item in zip(schema.fields or (), value.values, strict=True):
-                if not first:
-                    out.append(",")
-                first = False
-                out.append(_dumps(field.name))
-                out.append(":")
-                self._write(field.schema, item, out)
-            out.append("}")
-        elif schema.name == DECIMAL_LOGICAL:
-            scale = int(schema.params.get("scale", "0"))
-            if self.config.decimal_format == "NUMERIC":
-                out.append(_decimal_numeric(value, scale))
-            else:
-                raw = decimal_to_bytes(unscaled_value(value, scale))
-                out.append('"' + base64.b64encode(raw).decode("ascii") + '"')
-        elif kind == "string":
-            out.append(_dumps(value))
-        elif kind in ("int8", "int16", "int32", "int64"):
-            out.append(str(int(value)))
-        elif kind == "boolean":
-            out.append("true" if value else "false")
-        elif kind in ("float32", "float64"):
-            if math.isfinite(value):
-                out.append(java_double(value))
-            else:
-                out.append('"' + java_double(value) + '"')
-        elif kind == "bytes":
-            out.append('"' + base64.b64encode(value).decode("ascii") + '"')
-        elif kind == "array":
-            out.append("[")
-            for i, item in enumerate(value):
-                if i:
-                    out.append(",")
-                self._write(schema.items, item, out)
-            out.append("]")
-        elif kind == "map":
-            assert schema.keys is not None
-            if schema.keys.type == "string":
-                out.append("{")
-                for i, (k, v) in enumerate(value.items()):
-                    if i:
-                        out.append(",")
-                    out.append(_dumps(k))
-                    out.append(":")
-                    self._write(schema.values, v, out)
-                out.append("}")
-            else:
-                out.append("[")
-                for i, (k, v) in enumerate(value.items()):
-                    if i:
-                        out.append(",")
-                    out.append("[")
-                    self._write(schema.keys, k, out)
-                    out.append(",")
-                    self._write(schema.values, v, out)
-                    out.append("]")
-                out.append("]")
-        else:
-            out.append(json_text(value))
-
-    def record_line(self, record: ChangeRecord) -> str:
-        """The record as one line of ``decode`` output: topic, key, value and headers."""
-        headers = ",".join(f"{_dumps(h.name)}:{self.converted(h.schema, h.value)}"
-                           for h in record.headers)
-        return (f'{{"topic":{_dumps(record.topic)},'
-                f'"key":{self.converted(record.key_schema, record.key)},'
-                f'"value":{self.converted(record.value_schema, record.value)},'
-                f'"headers":{{{headers}}}}}')
+def _bool(value: Any) -> str:
+    return "true" if value else "false"
 
 
 def _decimal_numeric(value: Decimal, scale: int) -> str:
@@ -186,8 +86,174 @@ def _decimal_numeric(value: Decimal, scale: int) -> str:
     return ("-" if sign and any(digits) else "") + body
 
 
+class _Compiler:
+    """Generates one payload writer per schema, sharing helpers through a namespace."""
+
+    def __init__(self, config: JsonConverterConfig) -> None:
+        self.config = config
+        self.namespace: dict[str, Any] = {
+            "_s": jackson_string, "_d": _double, "_b": _bytes, "_bool": _bool, "_str": str,
+        }
+        self.sources: dict[int, tuple[Schema, str, str]] = {}
+        self._writers: dict[int, tuple[Schema, Writer]] = {}
+
+    def writer(self, schema: Schema) -> Writer:
+        """The payload writer of ``schema`` (a non-null value in, JSON text out)."""
+        cached = self._writers.get(id(schema))
+        if cached is not None and cached[0] is schema:
+            return cached[1]
+        name = f"_w{len(self._writers)}"
+        self._writers[id(schema)] = (schema, _placeholder)  # recursion guard
+        source = self._source(schema, name)
+        exec(compile(source, f"<pgcdc json writer {schema.name or schema.type}>", "exec"),
+             self.namespace)
+        fn: Writer = self.namespace[name]
+        self._writers[id(schema)] = (schema, fn)
+        self.sources[id(schema)] = (schema, name, source)
+        return fn
+
+    def _value(self, schema: Schema, var: str) -> str:
+        """An expression writing the non-null value ``var`` of ``schema``."""
+        kind = schema.type
+        if schema.name == DECIMAL_LOGICAL:
+            scale = int(schema.params.get("scale", "0"))
+            helper = f"_dec{scale}_{self.config.decimal_format}"
+            if helper not in self.namespace:
+                self.namespace[helper] = _decimal_writer(scale, self.config.decimal_format)
+            return f"{helper}({var})"
+        if kind in ("int8", "int16", "int32", "int64"):
+            return f"_str({var})"
+        if kind == "string":
+            return f"_s({var})"
+        if kind == "boolean":
+            return f"('true' if {var} else 'false')"
+        if kind in ("float32", "float64"):
+            return f"_d({var})"
+        if kind == "bytes":
+            return f"_b({var})"
+        sub = self.writer(schema)
+        key = f"_sub{id(schema)}"
+        self.namespace[key] = sub
+        return f"{key}({var})"
+
+    def _null(self, schema: Schema) -> str:
+        """The JSON text written for a null of ``schema`` (its default, with replacement)."""
+        if self.config.replace_null_with_default and schema.has_default \
+                and schema.default is not None:
+            return JsonRecordWriter(self.config).payload(schema.with_(default=None),
+                                                         schema.default)
+        return "null"
+
+    def _source(self, schema: Schema, name: str) -> str:
+        kind = schema.type
+        lines = [f"def {name}(v):"]
+        if kind == "struct":
+            fields = schema.fields or ()
+            if not fields:
+                lines.append("    return '{}'")
+            else:
+                lines.append("    a = v.values")
+                parts = []
+                for i, field in enumerate(fields):
+                    null = repr(self._null(field.schema))
+                    prefix = ("{" if i == 0 else ",") + jackson_string(field.name) + ":"
+                    parts.append(repr(prefix))
+                    parts.append(f"({null} if (x{i} := a[{i}]) is None else "
+                                 f"{self._value(field.schema, f'x{i}')})")
+                lines.append("    return " + " + ".join(parts) + " + '}'")
+        elif kind == "array":
+            assert schema.items is not None
+            null = repr(self._null(schema.items))
+            item = self._value(schema.items, "x")
+            lines.append(f"    return '[' + ','.join({null} if x is None else {item} "
+                         "for x in v) + ']'")
+        elif kind == "map":
+            assert schema.keys is not None and schema.values is not None
+            null = repr(self._null(schema.values))
+            value = self._value(schema.values, "y")
+            if schema.keys.type == "string":
+                lines.append(f"    return '{{' + ','.join(_s(k) + ':' + ({null} if y is None "
+                             f"else {value}) for k, y in v.items()) + '}}'")
+            else:
+                key = self._value(schema.keys, "k")
+                lines.append(f"    return '[' + ','.join('[' + {key} + ',' + ({null} if y is None"
+                             f" else {value}) + ']' for k, y in v.items()) + ']'")
+        else:
+            lines.append(f"    return {self._value(schema, 'v')}")
+        return "\n".join(lines) + "\n"
+
+
+def _placeholder(value: Any) -> str:
+    raise RuntimeError("recursive schema")
+
+
+def _decimal_writer(scale: int, decimal_format: str) -> Writer:
+    if decimal_format == "NUMERIC":
+        return lambda value: _decimal_numeric(value, scale)
+    return lambda value: _bytes(decimal_to_bytes(unscaled_value(value, scale)))
+
+
+class JsonRecordWriter:
+    """Serializes records as JsonConverter does; schema JSON and payload writers are cached."""
+
+    def __init__(self, config: JsonConverterConfig | None = None) -> None:
+        self.config = config or JsonConverterConfig()
+        self._schema_text: dict[int, tuple[Schema, str]] = {}
+        self._compiler = _Compiler(self.config)
+        self._headers: dict[int, tuple[tuple[Header, ...], str]] = {}
+
+    def schema_text(self, schema: Schema) -> str:
+        """The compact JSON of ``schema`` (cached per schema object)."""
+        cached = self._schema_text.get(id(schema))
+        if cached is None or cached[0] is not schema:
+            cached = (schema, json_text(schema.to_json(decimal_format=self.config.decimal_format)))
+            self._schema_text[id(schema)] = cached
+        return cached[1]
+
+    def payload(self, schema: Schema | None, value: Any) -> str:
+        """The JSON text of a payload under its schema."""
+        if value is None:
+            return "null" if schema is None else self._compiler._null(schema)
+        if schema is None:
+            return json_text(value)
+        return self._compiler.writer(schema)(value)
+
+    def converted(self, schema: Schema | None, value: Any) -> str:
+        """One converted key, value or header as JSON text."""
+        if value is None:
+            return "null"
+        payload = self.payload(schema, value)
+        if schema is None or not self.config.schemas_enable:
+            return payload
+        return f'{{"schema":{self.schema_text(schema)},"payload":{payload}}}'
+
+    def source_for(self, schema: Schema) -> str:
+        """The generated Python source of ``schema``'s payload writer (for debugging)."""
+        self._compiler.writer(schema)
+        return "\n".join(src for s, _, src in self._compiler.sources.values())
+
+    def _header_text(self, headers: tuple[Header, ...]) -> str:
+        cached = self._headers.get(id(headers))
+        if cached is not None and cached[0] is headers:
+            return cached[1]
+        text = ",".join(f"{jackson_string(h.name)}:{self.converted(h.schema, h.value)}"
+                        for h in headers)
+        if len(self._headers) < 4096:
+            self._headers[id(headers)] = (headers, text)
+        return text
+
+    def record_line(self, record: ChangeRecord) -> str:
+        """The record as one line of ``decode`` output: topic, key, value and headers."""
+        return (f'{{"topic":{jackson_string(record.topic)},'
+                f'"key":{self.converted(record.key_schema, record.key)},'
+                f'"value":{self.converted(record.value_schema, record.value)},'
+                f'"headers":{{{self._header_text(record.headers)}}}}}')
+
+
 def record_to_json(record: ChangeRecord, config: JsonConverterConfig | None = None
                    ) -> dict[str, Any]:
     """The record as a JSON-ready dict (``{"topic", "key", "value", "headers"}``)."""
+    import json  # noqa: PLC0415 - only this convenience needs it
+
     writer = JsonRecordWriter(config)
     return json.loads(writer.record_line(record))  # type: ignore[no-any-return]
