@@ -206,6 +206,25 @@ def variable_scale_struct(value: Decimal) -> Struct:
                                                                                    scale))))
 
 
+def _variable_scale_text(raw: bytes) -> Struct | None:
+    """``VariableScaleDecimal`` straight from plain numeric text (``None``: take the slow path).
+
+    Same result as :func:`variable_scale_struct`: trailing fraction zeros stripped,
+    scale never negative.
+    """
+    if len(raw) > 1000 or not raw or raw[-1:] == b"N" or raw[-1:] == b"y":  # NaN, Infinity
+        return None
+    whole, _, frac = raw.partition(b".")
+    frac = frac.rstrip(b"0")
+    try:
+        unscaled = int(whole + frac)
+    except ValueError:
+        return None
+    if unscaled == 0:
+        return Struct(VARIABLE_SCALE_DECIMAL, (0, b"\x00"))
+    return Struct(VARIABLE_SCALE_DECIMAL, (len(frac), decimal_to_bytes(unscaled)))
+
+
 def _numeric(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
     mode = config.decimal_handling_mode
     fixed = typmod != -1
@@ -213,7 +232,10 @@ def _numeric(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
     quantum = Decimal((0, (1,), -scale))
 
     def scaled(value: Decimal) -> Decimal:
-        return value.quantize(quantum, context=_CONTEXT) if fixed else value
+        # PostgreSQL prints numeric(p,s) with exactly s decimals: quantize only when needed.
+        if not fixed or value.as_tuple().exponent == -scale:
+            return value
+        return value.quantize(quantum, context=_CONTEXT)
 
     if mode == "double":
         def to_double(value: Decimal) -> Any:
@@ -241,6 +263,17 @@ def _numeric(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
 
     def from_text(raw: bytes) -> Any:
         return convert(_parse_decimal(raw))
+
+    if mode == "precise" and not fixed:
+        def from_text(raw: bytes) -> Any:  # noqa: F811 - the fast path of the common case
+            return _variable_scale_text(raw) or convert(_parse_decimal(raw))
+    elif mode == "precise":
+        def from_text(raw: bytes) -> Any:  # noqa: F811 - the fast path of the common case
+            dot = raw.find(b".")
+            if (len(raw) - dot - 1 == scale if dot >= 0 else scale == 0) and raw[-1:] not in (
+                    b"N", b"y"):  # already at the column's scale, and not NaN/Infinity
+                return Decimal(raw.decode("ascii"))
+            return convert(_parse_decimal(raw))
 
     def from_binary(raw: bytes) -> Any:
         return convert(decimal_from_binary(raw))
