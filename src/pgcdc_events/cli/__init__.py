@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from pgcdc_events import __version__
-from pgcdc_events.cli import catalog_cmd, decode_cmd, inspect_cmd
+from pgcdc_events.cli import capture_cmd, catalog_cmd, decode_cmd, inspect_cmd
 from pgcdc_events.errors import PgCdcError
 
 __all__ = ["main"]
@@ -31,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_cmd.register(commands)
     decode_cmd.register(commands)
     catalog_cmd.register(commands)
+    capture_cmd.register(commands)
+    capture_cmd.register_tail(commands)
     return parser
 
 

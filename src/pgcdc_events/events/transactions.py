@@ -315,6 +315,7 @@ class AttrsEntryCodec:
 # ---------------------------------------------------------------- the spilling list
 
 _RECORD = struct.Struct(">IBq")  # payload length, has-tag flag, tag
+_SLOT_OVERHEAD = 64  # the (tag, entry) tuple and its list slot
 _READ_CHUNK = 1 << 20
 
 
@@ -354,7 +355,7 @@ class SpillList(Generic[T]):
             if not self._registered:
                 budget._register(self)
                 self._registered = True
-            size = self._codec.size(entry)
+            size = self._codec.size(entry) + _SLOT_OVERHEAD
             self.memory_bytes += size
             budget._charge(size)
 
@@ -417,7 +418,8 @@ class SpillList(Generic[T]):
         if any(t == tag for t, _ in self._memory):
             kept = [(t, e) for t, e in self._memory if t != tag]
             size = self._codec.size
-            freed = sum(size(e) for t, e in self._memory if t == tag) if self._budget else 0
+            freed = sum(size(e) + _SLOT_OVERHEAD for t, e in self._memory
+                        if t == tag) if self._budget else 0
             dropped = len(self._memory) - len(kept)
             self._memory = kept
             self.memory_bytes -= freed

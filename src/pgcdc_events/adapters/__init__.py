@@ -1,0 +1,82 @@
+"""The one I/O adapter the library ships: reading a replication slot with pg8000.
+
+:class:`SlotReader` peeks at a logical slot through PostgreSQL's SQL decoding
+functions and hands out complete units (:class:`Unit`: a transaction, a
+non-transactional message); :class:`DurableOutput` appends them to a file with a
+checkpoint beside it; :func:`run_capture` ties the two together with the rule
+that delivers every change exactly once: write, ``fsync``, checkpoint, and only
+then advance the slot. pg8000 is imported only when a connection is opened
+(``pip install 'pgcdc-events[pg]'``). See docs/operations.md.
+"""
+
+from __future__ import annotations
+
+from pgcdc_events.adapters.capture import (
+    CaptureSink,
+    CaptureStats,
+    EventSink,
+    Sink,
+    run_capture,
+)
+from pgcdc_events.adapters.checkpoint import (
+    Checkpoint,
+    DurableOutput,
+    Output,
+    StreamOutput,
+    output_paths,
+)
+from pgcdc_events.adapters.errors import (
+    CheckpointError,
+    ConnectionLostError,
+    DeliveryGapError,
+    PrivilegeError,
+    PublicationNotFoundError,
+    ServerConfigError,
+    SlotBusyError,
+    SlotError,
+    SlotLostError,
+    SlotNotFoundError,
+)
+from pgcdc_events.adapters.pg8000 import (
+    BatchInfo,
+    DecodingOptions,
+    ResolvedOptions,
+    SlotInfo,
+    SlotReader,
+    SlotStatus,
+    parse_dsn,
+)
+from pgcdc_events.adapters.units import CaptureRowCodec, Unit, UnitAssembler
+
+__all__ = [
+    "BatchInfo",
+    "CaptureRowCodec",
+    "CaptureSink",
+    "CaptureStats",
+    "Checkpoint",
+    "CheckpointError",
+    "ConnectionLostError",
+    "DecodingOptions",
+    "DeliveryGapError",
+    "DurableOutput",
+    "EventSink",
+    "Output",
+    "PrivilegeError",
+    "PublicationNotFoundError",
+    "ResolvedOptions",
+    "ServerConfigError",
+    "Sink",
+    "SlotBusyError",
+    "SlotError",
+    "SlotInfo",
+    "SlotLostError",
+    "SlotNotFoundError",
+    "SlotReader",
+    "SlotStatus",
+    "StreamOutput",
+    "Unit",
+    "UnitAssembler",
+    "output_paths",
+    "parse_dsn",
+    "run_capture",
+]

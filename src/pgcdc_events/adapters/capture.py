@@ -1,0 +1,297 @@
+"""The capture loop: read the slot, write units, make them durable, then advance the slot.
+
+:func:`run_capture` repeats one cycle until it is caught up (or, when following,
+until asked to stop):
+
+1. peek at the slot (:meth:`SlotReader.read`) after the checkpoint's LSN;
+2. skip units the output already holds (``seen``), write the others through a
+   sink (capture rows, or Debezium events);
+3. commit the output (``fsync``, then the checkpoint);
+4. advance the slot to the checkpoint (never past a unit not yet delivered).
+
+Every crash between these steps leaves an output that, once reopened, holds
+each unit exactly once (see :mod:`pgcdc_events.adapters.checkpoint`). A lost
+connection or a busy slot is retried: the uncommitted part of the output is
+dropped and the read starts again after the checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import attrs
+
+from pgcdc_events.adapters.checkpoint import DurableOutput, Output
+from pgcdc_events.adapters.errors import ConnectionLostError, DeliveryGapError, SlotBusyError
+from pgcdc_events.adapters.pg8000 import ResolvedOptions, SlotReader, SlotStatus
+from pgcdc_events.adapters.units import SchemaTracker, Unit
+from pgcdc_events.events.config import EventConfig
+from pgcdc_events.events.decoder import EventDecoder
+from pgcdc_events.events.jsonconv import JsonRecordWriter
+from pgcdc_events.protocol.capture import dump_capture_row
+from pgcdc_events.protocol.lsn import Lsn
+from pgcdc_events.types.catalog import CatalogSnapshot
+
+__all__ = ["CaptureSink", "CaptureStats", "EventSink", "Sink", "run_capture"]
+
+
+class Sink(Protocol):
+    """Turns complete units into output bytes."""
+
+    kind: str
+
+    def start(self, options: ResolvedOptions) -> None:
+        """Called after each (re)connection with the options the slot is read with."""
+        ...
+
+    def write(self, unit: Unit, output: Output) -> None:
+        """Write a unit the output does not hold yet."""
+        ...
+
+    def replay(self, unit: Unit) -> None:
+        """See a unit the output already holds (to keep any decoding state in step)."""
+        ...
+
+
+class CaptureSink:
+    """Writes the capture format: one ``{"lsn", "xid", "data"}`` line per message.
+
+    A unit whose changes rely on a Relation message the output does not hold yet
+    (sent by the server in a unit written earlier in another process, or held
+    back) gets that message first (see :class:`SchemaTracker`).
+    """
+
+    kind = "capture"
+
+    def __init__(self) -> None:
+        self.schema = SchemaTracker()
+
+    def start(self, options: ResolvedOptions) -> None:
+        """Nothing to set up."""
+
+    def write(self, unit: Unit, output: Output) -> None:
+        """The unit's rows as capture lines."""
+        for row in self.schema.rows(unit):
+            output.write(dump_capture_row(row).encode("utf-8") + b"\n")
+
+    def replay(self, unit: Unit) -> None:
+        """Nothing to keep in step."""
+
+
+class EventSink:
+    """Writes Debezium records (JsonConverter JSON, one a line) decoded from the units.
+
+    Units already held by the output are still fed to the decoder (their records
+    dropped), so Relation messages they carry are known to later units.
+    """
+
+    kind = "events"
+
+    def __init__(self, config: EventConfig, *, catalog: CatalogSnapshot | None = None,
+                 memory_limit: int | None = None) -> None:
+        self.config = config
+        self.catalog = catalog
+        self.memory_limit = memory_limit
+        self.writer = JsonRecordWriter(config.json)
+        self.decoder: EventDecoder | None = None
+        self.schema = SchemaTracker()
+        self.records = 0
+
+    def start(self, options: ResolvedOptions) -> None:
+        """Create the decoder for the options the slot is read with (once)."""
+        if self.decoder is None:
+            self.decoder = EventDecoder(self.config, catalog=self.catalog,
+                                        proto_version=options.proto_version,
+                                        streaming=options.streaming,
+                                        memory_limit=self.memory_limit)
+
+    def _records(self, unit: Unit) -> list[bytes]:
+        assert self.decoder is not None, "start() was not called"
+        decoder = self.decoder
+        line = self.writer.record_line
+        out = []
+        for row in self.schema.rows(unit):
+            for record in decoder.feed_row(row):
+                out.append(line(record).encode("utf-8") + b"\n")
+        return out
+
+    def write(self, unit: Unit, output: Output) -> None:
+        """The unit's records as JSON lines."""
+        for data in self._records(unit):
+            output.write(data)
+            self.records += 1
+
+    def replay(self, unit: Unit) -> None:
+        """Decode and drop."""
+        self._records(unit)
+
+
+@attrs.define
+class CaptureStats:
+    """Progress of one :func:`run_capture` call."""
+
+    changes: int = 0
+    units: int = 0
+    skipped_units: int = 0
+    batches: int = 0
+    reconnects: int = 0
+    lsn: Lsn | None = None
+    lag_bytes: int | None = None
+    started: float = attrs.field(factory=time.monotonic)
+    stopped_by: str = ""
+
+
+def run_capture(
+    reader: SlotReader,
+    output: Output,
+    sink: Sink,
+    *,
+    follow: bool = False,
+    poll_interval: float = 1.0,
+    max_changes: int | None = None,
+    batch_rows: int = 10_000,
+    create_slot: bool = False,
+    create_publication: bool = False,
+    tables: tuple[str, ...] | None = None,
+    retry_for: float = 60.0,
+    should_stop: Callable[[], bool] = lambda: False,
+    progress: Callable[[CaptureStats, SlotStatus | None], None] | None = None,
+    progress_every: float = 2.0,
+    sleep: Callable[[float], None] = time.sleep,
+    advance: bool = True,
+) -> CaptureStats:
+    """Capture from ``reader`` into ``output`` (already opened) through ``sink``.
+
+    Stops when caught up (unless ``follow``), after ``max_changes`` changes (at a
+    unit boundary), or when ``should_stop()`` turns true (checked between reads,
+    so the current read is finished and committed first). A lost connection or a
+    busy slot is retried for ``retry_for`` seconds (for ever when following).
+    ``advance=False`` never moves the slot (a read-only tail).
+    ``progress(stats, status)`` is called at most every ``progress_every`` seconds
+    and once at the end.
+    """
+    stats = CaptureStats()
+    after = output.checkpoint.lsn
+    stats.lsn = None if after is None else Lsn(after)
+    limit = batch_rows
+    connected = False
+    failing_since: float | None = None
+    last_report = 0.0
+    reported: tuple[int, int, int | None] | None = None
+    backoff = 0.1
+
+    def report(final: bool = False) -> None:
+        nonlocal last_report, reported
+        now = time.monotonic()
+        state = (stats.changes, stats.units, stats.lsn)
+        if progress is None or (not final and now - last_report < progress_every) \
+                or (final and state == reported):
+            return
+        last_report, reported = now, state
+        status = None
+        if connected:
+            try:
+                status = reader.status()
+                stats.lag_bytes = status.lag_bytes
+            except (ConnectionLostError, SlotBusyError):
+                status = None
+        progress(stats, status)
+
+    while not should_stop():
+        try:
+            if not connected:
+                reader.connect()
+                info = reader.prepare(create_slot=create_slot,
+                                      create_publication=create_publication, tables=tables)
+                create_slot = create_publication = False  # created (or found) once is enough
+                if after is not None and info.confirmed_lsn is not None \
+                        and info.confirmed_lsn > after:
+                    raise DeliveryGapError(
+                        f"the slot {reader.slot!r} is at {info.confirmed_lsn}, past the "
+                        f"checkpoint at {Lsn(after)}: the changes in between were never "
+                        "captured (was the slot dropped and re-created, or read by another "
+                        "client?); see docs/operations.md, 'When the slot is lost'",
+                        checkpoint_lsn=after, slot_lsn=int(info.confirmed_lsn))
+                sink.start(info.options)
+                if isinstance(output, DurableOutput):
+                    output.options = info.options.as_dict()
+                connected = True
+            remaining = None if max_changes is None else max_changes - stats.changes
+            read_limit = limit if remaining is None else max(min(limit, remaining), 1)
+            units = changes = 0
+            written_end: int | None = None
+            reached_max = False
+            reading = reader.read(after, read_limit)
+            try:
+                for unit in reading:
+                    try:
+                        if unit.seen:
+                            sink.replay(unit)
+                            stats.skipped_units += 1
+                            continue
+                        sink.write(unit, output)
+                        units += len(unit) > 0
+                        changes += unit.changes
+                        written_end = unit.end_lsn
+                    finally:
+                        unit.close()
+                    if max_changes is not None and stats.changes + changes >= max_changes:
+                        reached_max = True
+                        break
+            finally:
+                reading.close()
+            batch = reader.last_batch
+            moved = False
+            if written_end is not None:
+                output.commit(written_end, units, changes)
+                after = written_end
+                stats.units += units
+                stats.changes += changes
+                stats.lsn = Lsn(after)
+            stats.batches += 1
+            if advance and after is not None:
+                before = reader.confirmed_lsn
+                moved = reader.advance(after) != before
+            failing_since, backoff = None, 0.1
+            report()
+            if reached_max:
+                stats.stopped_by = "max-changes"
+                break
+            if batch.hit_limit and not reached_max:
+                # More is waiting. A read that delivered nothing new and could not move the
+                # slot stopped inside one big transaction: read more rows next time.
+                limit = batch_rows if (written_end is not None or moved) else limit * 2
+                continue
+            limit = batch_rows
+            if not follow:
+                stats.stopped_by = "caught-up"
+                break
+            _pause(poll_interval, should_stop, sleep)
+        except (ConnectionLostError, SlotBusyError):
+            output.rollback()
+            reader.close()
+            connected = False
+            now = time.monotonic()
+            failing_since = failing_since or now
+            if not follow and now - failing_since >= retry_for:
+                raise
+            stats.reconnects += 1
+            _pause(backoff, should_stop, sleep)
+            backoff = min(backoff * 2, 5.0)
+    else:
+        stats.stopped_by = "stopped"
+    report(final=True)
+    return stats
+
+
+def _pause(seconds: float, should_stop: Callable[[], bool], sleep: Callable[[float], None]
+           ) -> None:
+    """Sleep ``seconds`` in short steps, returning early when asked to stop."""
+    deadline = time.monotonic() + seconds
+    while not should_stop():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        sleep(min(left, 0.1))

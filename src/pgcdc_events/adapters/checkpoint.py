@@ -1,0 +1,377 @@
+"""An append-only output file and its checkpoint: after any crash, exactly the committed units.
+
+The checkpoint is a small JSON file beside the output (``<output>.checkpoint.json``)
+that records the end LSN of the last unit in the output and the output's size
+in bytes once that unit was written. :class:`DurableOutput` keeps the two in step:
+
+1. units are appended to the output (buffered);
+2. :meth:`~DurableOutput.commit` flushes and ``fsync``\\ s the output, then
+   replaces the checkpoint atomically (write a temporary file, ``fsync``,
+   ``rename``, ``fsync`` the directory);
+3. only then may the caller advance the replication slot.
+
+A crash before step 2 completes leaves bytes past the checkpoint's offset: they
+are cut off when the output is opened again (:meth:`~DurableOutput.open`), and
+the slot, never advanced past the checkpoint, hands those units out again. A
+crash after step 2 but before the slot moved makes the slot hand out units at or
+before the checkpoint's LSN again: the reader skips them. Either way the output
+holds every unit exactly once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+import attrs
+
+from pgcdc_events.adapters.errors import CheckpointError
+from pgcdc_events.errors import ConfigurationError, ProtocolError
+from pgcdc_events.protocol.lsn import Lsn
+
+__all__ = ["Checkpoint", "DurableOutput", "Output", "StreamOutput", "output_paths"]
+
+FORMAT = "pgcdc-events checkpoint 1"
+_FLUSH_BYTES = 1 << 20
+
+
+@attrs.frozen
+class Checkpoint:
+    """The durable state of one output: its last unit's end LSN and its size then.
+
+    ``lsn`` is ``None`` until the first unit is committed. ``kind`` is
+    ``"capture"`` (capture JSON Lines) or ``"events"`` (Debezium records);
+    ``options`` records the decoding options the output was read with.
+    """
+
+    lsn: int | None
+    offset: int
+    units: int
+    changes: int
+    kind: str
+    slot: str
+    publications: tuple[str, ...]
+    options: Mapping[str, Any] = attrs.field(factory=dict)
+    updated: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The checkpoint as the JSON object written to disk."""
+        return {
+            "format": FORMAT,
+            "lsn": None if self.lsn is None else str(Lsn(self.lsn)),
+            "offset": self.offset,
+            "units": self.units,
+            "changes": self.changes,
+            "kind": self.kind,
+            "slot": self.slot,
+            "publications": list(self.publications),
+            "options": dict(self.options),
+            "updated": self.updated,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any, *, path: str) -> Checkpoint:
+        """Validate and load a checkpoint object; errors name the file and the field."""
+        if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+            raise CheckpointError(f"not a checkpoint (expected \"format\": \"{FORMAT}\")",
+                                  path=path)
+
+        def field(name: str, kind: type | tuple[type, ...]) -> Any:
+            value = obj.get(name)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise CheckpointError(f"field {name!r} is missing or malformed: {value!r}",
+                                      path=path)
+            return value
+
+        lsn_text = obj.get("lsn")
+        lsn: int | None = None
+        if lsn_text is not None:
+            try:
+                lsn = int(Lsn.parse(field("lsn", str)))
+            except ProtocolError:
+                raise CheckpointError(f"field 'lsn' is not an LSN: {lsn_text!r}",
+                                      path=path) from None
+        offset = field("offset", int)
+        if offset < 0:
+            raise CheckpointError(f"field 'offset' is negative: {offset}", path=path)
+        publications = field("publications", list)
+        if not all(isinstance(p, str) for p in publications):
+            raise CheckpointError("field 'publications' must list strings", path=path)
+        return cls(lsn, offset, field("units", int), field("changes", int), field("kind", str),
+                   field("slot", str), tuple(publications), field("options", dict),
+                   str(obj.get("updated", "")))
+
+
+def output_paths(path: str | os.PathLike[str], kind: str) -> tuple[Path, Path]:
+    """The output file and its checkpoint for ``--output PATH``.
+
+    A directory (existing, or written with a trailing slash) holds ``capture.jsonl``
+    or ``events.jsonl``; anything else is the output file itself. The checkpoint
+    is ``<output>.checkpoint.json``.
+    """
+    text = os.fspath(path)
+    target = Path(text)
+    if target.is_dir() or text.endswith(("/", os.sep)):
+        target = target / ("capture.jsonl" if kind == "capture" else "events.jsonl")
+    return target, target.with_name(target.name + ".checkpoint.json")
+
+
+class Output(Protocol):
+    """Where the capture loop writes units: :class:`DurableOutput` or :class:`StreamOutput`."""
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The last committed state."""
+        ...
+
+    def write(self, data: bytes) -> None:
+        """Append bytes (not durable until :meth:`commit`)."""
+        ...
+
+    def commit(self, lsn: int, units: int, changes: int) -> Checkpoint:
+        """Make everything written durable up to the unit ending at ``lsn``."""
+        ...
+
+    def rollback(self) -> None:
+        """Forget everything written since the last commit."""
+        ...
+
+    def close(self) -> None:
+        """Release the output."""
+        ...
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory handles
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class DurableOutput:
+    """An output file plus its checkpoint; see the module docstring for the protocol.
+
+    ``slot``, ``publications``, ``kind`` and ``options`` describe what is
+    written; reopening an output with a different slot or kind is refused.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, kind: str, slot: str,
+                 publications: tuple[str, ...], options: Mapping[str, Any] | None = None
+                 ) -> None:
+        self.path, self.checkpoint_path = output_paths(path, kind)
+        self._kind = kind
+        self._slot = slot
+        self._publications = tuple(publications)
+        #: The decoding options recorded in the next checkpoint (set once they are known).
+        self.options: dict[str, Any] = dict(options or {})
+        self._fd: int | None = None
+        self._buffer = bytearray()
+        self._checkpoint: Checkpoint | None = None
+        #: Bytes cut from the output's end when it was opened (an uncommitted tail).
+        self.truncated = 0
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The last committed checkpoint (after :meth:`open`)."""
+        if self._checkpoint is None:
+            raise CheckpointError("the output is not open", path=str(self.path))
+        return self._checkpoint
+
+    # -- opening and recovery ---------------------------------------------------------------
+    def open(self) -> Checkpoint:
+        """Load the checkpoint, cut any uncommitted tail off the output, open it for appending."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        checkpoint = self._load()
+        out = str(self.path)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as exc:
+            raise CheckpointError(f"cannot open the output: {exc.strerror}", path=out) from None
+        try:
+            size = os.fstat(fd).st_size
+            if checkpoint is None:
+                if size:
+                    raise CheckpointError(
+                        f"the output holds {size} bytes but has no checkpoint "
+                        f"({self.checkpoint_path.name}); refusing to append to a file of unknown "
+                        "origin: choose a new output", path=out)
+                checkpoint = Checkpoint(None, 0, 0, 0, self._kind, self._slot,
+                                        self._publications, self.options, _now())
+                self._store(checkpoint)
+            elif size < checkpoint.offset:
+                raise CheckpointError(
+                    f"the output has {size} bytes but its checkpoint says {checkpoint.offset} "
+                    "were committed: it was truncated or replaced after the checkpoint",
+                    path=out)
+            elif size > checkpoint.offset:
+                os.ftruncate(fd, checkpoint.offset)
+                os.fsync(fd)
+                self.truncated = size - checkpoint.offset
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self._checkpoint = checkpoint
+        return checkpoint
+
+    def _load(self) -> Checkpoint | None:
+        path = str(self.checkpoint_path)
+        try:
+            text = self.checkpoint_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CheckpointError(f"cannot read the checkpoint: {exc}", path=path) from None
+        try:
+            obj = json.loads(text)
+        except ValueError as exc:
+            raise CheckpointError(f"the checkpoint is not valid JSON: {exc}", path=path) from None
+        checkpoint = Checkpoint.from_json(obj, path=path)
+        if checkpoint.kind != self._kind:
+            raise ConfigurationError(
+                f"{self.path} holds {checkpoint.kind} output; it cannot be continued as "
+                f"{self._kind} output (--decode)")
+        if checkpoint.slot != self._slot:
+            raise ConfigurationError(
+                f"--slot {self._slot!r}: {self.path} was captured from slot "
+                f"{checkpoint.slot!r}; continuing it from another slot would lose or repeat "
+                "changes")
+        return checkpoint
+
+    def _store(self, checkpoint: Checkpoint) -> None:
+        tmp = self.checkpoint_path.with_name(self.checkpoint_path.name + ".tmp")
+        data = (json.dumps(checkpoint.to_json(), indent=1) + "\n").encode("utf-8")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.checkpoint_path)
+            _fsync_dir(self.checkpoint_path.parent)
+        except OSError as exc:
+            raise CheckpointError(f"cannot write the checkpoint: {exc.strerror or exc}",
+                                  path=str(self.checkpoint_path)) from None
+
+    # -- writing ---------------------------------------------------------------------------
+    def write(self, data: bytes) -> None:
+        """Append bytes; they reach the disk at :meth:`commit` (or in 1 MiB chunks before)."""
+        self._buffer += data
+        if len(self._buffer) >= _FLUSH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._fd is None:
+            raise CheckpointError("the output is not open", path=str(self.path))
+        if self._buffer:
+            try:
+                _write_all(self._fd, self._buffer)
+            except OSError as exc:
+                raise CheckpointError(f"cannot write the output: {exc.strerror or exc}",
+                                      path=str(self.path)) from None
+            self._buffer = bytearray()
+
+    def commit(self, lsn: int, units: int, changes: int) -> Checkpoint:
+        """``fsync`` the output, then record ``lsn`` and the output's size in the checkpoint.
+
+        ``units`` and ``changes`` are added to the checkpoint's running totals.
+        """
+        self._flush()
+        assert self._fd is not None
+        previous = self.checkpoint
+        try:
+            os.fsync(self._fd)
+            offset = os.fstat(self._fd).st_size
+        except OSError as exc:
+            raise CheckpointError(f"cannot fsync the output: {exc.strerror or exc}",
+                                  path=str(self.path)) from None
+        checkpoint = attrs.evolve(previous, lsn=lsn, offset=offset,
+                                  units=previous.units + units,
+                                  changes=previous.changes + changes, updated=_now(),
+                                  options=self.options or previous.options)
+        self._store(checkpoint)
+        self._checkpoint = checkpoint
+        return checkpoint
+
+    def rollback(self) -> None:
+        """Drop what was written since the last commit (buffer and file tail)."""
+        self._buffer = bytearray()
+        if self._fd is not None and self._checkpoint is not None:
+            try:
+                os.ftruncate(self._fd, self._checkpoint.offset)
+            except OSError as exc:
+                raise CheckpointError(f"cannot truncate the output: {exc.strerror or exc}",
+                                      path=str(self.path)) from None
+
+    def close(self) -> None:
+        """Close the output, dropping anything not committed."""
+        if self._fd is not None:
+            with contextlib.suppress(CheckpointError):
+                self.rollback()
+            os.close(self._fd)
+            self._fd = None
+
+
+class StreamOutput:
+    """Units written to a stream (standard output) as they complete; nothing is durable.
+
+    The position lives in memory only: a restarted process starts from the
+    slot's position again.
+    """
+
+    def __init__(self, stream: IO[bytes] | None = None, *, kind: str = "events",
+                 slot: str = "", publications: tuple[str, ...] = ()) -> None:
+        self._stream = stream if stream is not None else sys.stdout.buffer
+        self._buffer = bytearray()
+        self._checkpoint = Checkpoint(None, 0, 0, 0, kind, slot, publications, {}, _now())
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The in-memory position of the last unit flushed."""
+        return self._checkpoint
+
+    def write(self, data: bytes) -> None:
+        """Buffer bytes until the unit is committed."""
+        self._buffer += data
+
+    def commit(self, lsn: int, units: int, changes: int) -> Checkpoint:
+        """Flush the buffered bytes to the stream."""
+        self._stream.write(self._buffer)
+        self._stream.flush()
+        previous = self._checkpoint
+        self._checkpoint = attrs.evolve(previous, lsn=lsn,
+                                        offset=previous.offset + len(self._buffer),
+                                        units=previous.units + units,
+                                        changes=previous.changes + changes)
+        self._buffer = bytearray()
+        return self._checkpoint
+
+    def rollback(self) -> None:
+        """Drop the bytes not flushed yet."""
+        self._buffer = bytearray()
+
+    def close(self) -> None:
+        """Drop the bytes not flushed yet (the stream stays open)."""
+        self._buffer = bytearray()
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -1,0 +1,96 @@
+"""Errors of the slot reader and the capture loop; every one is a :class:`PgCdcError`.
+
+Driver exceptions never escape the adapter: each is translated into one of these,
+naming the slot, the publication or the server setting at fault and, when the
+server sent one, its SQLSTATE.
+"""
+
+from __future__ import annotations
+
+from pgcdc_events.errors import PgCdcError
+
+__all__ = [
+    "CheckpointError",
+    "ConnectionLostError",
+    "DeliveryGapError",
+    "PrivilegeError",
+    "PublicationNotFoundError",
+    "ServerConfigError",
+    "SlotBusyError",
+    "SlotError",
+    "SlotLostError",
+    "SlotNotFoundError",
+]
+
+
+class SlotError(PgCdcError):
+    """Reading or moving a replication slot failed.
+
+    ``slot`` names the slot, ``sqlstate`` is the server's error code (``None`` when
+    the error did not come from the server) and ``hint`` says what to do about it.
+    """
+
+    def __init__(self, message: str, *, slot: str | None = None, sqlstate: str | None = None,
+                 hint: str | None = None) -> None:
+        self.slot = slot
+        self.sqlstate = sqlstate
+        self.hint = hint
+        text = message
+        if sqlstate:
+            text += f" [SQLSTATE {sqlstate}]"
+        if hint:
+            text += f"; {hint}"
+        super().__init__(text)
+
+
+class ServerConfigError(SlotError):
+    """The server is not configured for logical decoding (``wal_level``, version, options)."""
+
+
+class SlotNotFoundError(SlotError):
+    """The replication slot does not exist (and creating it was not asked for)."""
+
+
+class SlotLostError(SlotError):
+    """The slot exists but was invalidated: the WAL it needed has been removed."""
+
+
+class SlotBusyError(SlotError):
+    """Another session is reading the slot right now; retrying later may succeed."""
+
+
+class PublicationNotFoundError(SlotError):
+    """A publication named for decoding does not exist (and creating it was not asked for)."""
+
+
+class PrivilegeError(SlotError):
+    """The role may not read replication slots (it needs REPLICATION or superuser)."""
+
+
+class ConnectionLostError(SlotError):
+    """The connection to the server failed or was closed (server restart, network); transient."""
+
+
+class CheckpointError(PgCdcError):
+    """The output and its checkpoint disagree, or the checkpoint cannot be read or written.
+
+    ``path`` is the checkpoint or output file concerned.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class DeliveryGapError(CheckpointError):
+    """The slot is past the checkpoint: changes in between were never captured.
+
+    Happens when the slot was dropped and re-created, or advanced or consumed by
+    another client. ``checkpoint_lsn`` and ``slot_lsn`` give the gap's bounds.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, checkpoint_lsn: int,
+                 slot_lsn: int) -> None:
+        self.checkpoint_lsn = checkpoint_lsn
+        self.slot_lsn = slot_lsn
+        super().__init__(message, path=path)

@@ -1,0 +1,643 @@
+"""Read a logical replication slot over pg8000 through the SQL decoding interface.
+
+pg8000 cannot stream a replication connection (COPY BOTH), so :class:`SlotReader`
+uses the SQL functions: it *peeks* at the slot with
+``pg_logical_slot_peek_binary_changes`` (through a server-side cursor, so a large
+read never sits in client memory whole), hands complete units to the caller,
+and moves the slot with ``pg_replication_slot_advance`` only when the caller
+says what is durable (:meth:`SlotReader.advance`). It never calls the consuming
+``pg_logical_slot_get_binary_changes``: nothing leaves the slot behind the
+caller's back.
+
+It creates the slot and the publication only when asked to, chooses the
+pgoutput options the server supports, and turns every driver or server error
+into one of the exceptions of :mod:`pgcdc_events.adapters.errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+from collections.abc import Callable, Generator, Mapping, Sequence
+from typing import Any, Literal
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import attrs
+
+from pgcdc_events.adapters.errors import (
+    ConnectionLostError,
+    PrivilegeError,
+    PublicationNotFoundError,
+    ServerConfigError,
+    SlotBusyError,
+    SlotError,
+    SlotLostError,
+    SlotNotFoundError,
+)
+from pgcdc_events.adapters.units import Unit, UnitAssembler
+from pgcdc_events.errors import ConfigurationError
+from pgcdc_events.events.transactions import MemoryBudget
+from pgcdc_events.protocol.capture import CaptureRow
+from pgcdc_events.protocol.lsn import Lsn
+
+__all__ = [
+    "BatchInfo",
+    "DecodingOptions",
+    "ResolvedOptions",
+    "SlotInfo",
+    "SlotReader",
+    "SlotStatus",
+    "parse_dsn",
+]
+
+StreamingMode = Literal["off", "on", "parallel"]
+
+#: Server versions (``server_version_num``) that introduced each protocol version.
+_PROTO_SINCE = {1: 100000, 2: 140000, 3: 150000, 4: 160000}
+_DEFAULT_MEMORY = 64 * 1024 * 1024
+_CURSOR = "pgcdc_events_peek"
+
+
+# ---------------------------------------------------------------- connection parameters
+
+
+def parse_dsn(dsn: str | Mapping[str, Any]) -> dict[str, Any]:
+    """pg8000 keyword arguments from a ``postgresql://`` URL or ``key=value`` string.
+
+    Unset parts come from ``PGHOST``, ``PGPORT``, ``PGUSER``, ``PGDATABASE`` and
+    ``PGPASSWORD``. ``sslmode`` other than disable/allow/prefer turns TLS on. A
+    mapping is taken as pg8000 arguments already.
+    """
+    if not isinstance(dsn, str):
+        return dict(dsn)
+    params: dict[str, str] = {}
+    if dsn.startswith(("postgresql://", "postgres://")):
+        parts = urlsplit(dsn)
+        try:
+            url_port = parts.port
+        except ValueError:
+            raise ConfigurationError(f"--dsn: invalid port in {_redact(dsn)!r}") from None
+        if parts.hostname:
+            params["host"] = unquote(parts.hostname)
+        if url_port:
+            params["port"] = str(url_port)
+        if parts.username:
+            params["user"] = unquote(parts.username)
+        if parts.password is not None:
+            params["password"] = unquote(parts.password)
+        if parts.path.strip("/"):
+            params["dbname"] = unquote(parts.path.lstrip("/"))
+        for key, values in parse_qs(parts.query).items():
+            params[key] = values[-1]
+    elif dsn.strip():
+        try:
+            words = shlex.split(dsn)
+        except ValueError as exc:
+            raise ConfigurationError(f"--dsn: cannot parse {_redact(dsn)!r}: {exc}") from None
+        for word in words:
+            key, sep, value = word.partition("=")
+            if not sep or not key:
+                raise ConfigurationError(f"--dsn: expected key=value, got {word!r}")
+            params[key.strip()] = value
+    env = os.environ
+    kwargs: dict[str, Any] = {
+        "host": params.get("host") or env.get("PGHOST") or "localhost",
+        "user": params.get("user") or env.get("PGUSER") or "postgres",
+        "database": params.get("dbname") or params.get("database") or env.get("PGDATABASE"),
+        "application_name": params.get("application_name", "pgcdc-events"),
+    }
+    port = params.get("port") or env.get("PGPORT") or "5432"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigurationError(f"--dsn: port must be a number from 1 to 65535, got {port!r}")
+    kwargs["port"] = int(port)
+    password = params.get("password") or env.get("PGPASSWORD")
+    if password is not None:
+        kwargs["password"] = password
+    if "connect_timeout" in params:
+        try:
+            kwargs["timeout"] = float(params["connect_timeout"]) or None
+        except ValueError:
+            raise ConfigurationError("--dsn: connect_timeout must be a number of seconds, got "
+                                     f"{params['connect_timeout']!r}") from None
+    if params.get("sslmode", "disable") not in ("disable", "allow", "prefer"):
+        import ssl  # noqa: PLC0415 - only for TLS connections
+
+        kwargs["ssl_context"] = ssl.create_default_context()
+        if params["sslmode"] == "require":  # encrypt, do not verify (libpq's meaning)
+            kwargs["ssl_context"].check_hostname = False
+            kwargs["ssl_context"].verify_mode = ssl.CERT_NONE
+    if kwargs["host"].startswith("/"):  # a Unix socket directory
+        kwargs["unix_sock"] = f"{kwargs.pop('host')}/.s.PGSQL.{kwargs['port']}"
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def _redact(dsn: str) -> str:
+    parts = urlsplit(dsn) if "://" in dsn else None
+    if parts is not None and parts.password:
+        return dsn.replace(f":{parts.password}@", ":***@")
+    return dsn
+
+
+def quote_literal(value: str) -> str:
+    """``value`` as an SQL string literal that means the same whatever
+    ``standard_conforming_strings`` is."""
+    return "E'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def quote_ident(name: str) -> str:
+    """``name`` as an always-quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _table_name(name: str) -> str:
+    """A table for CREATE PUBLICATION: ``schema.table`` parts quoted unless already quoted."""
+    if '"' in name:
+        return name
+    return ".".join(quote_ident(part) for part in name.split("."))
+
+
+# ---------------------------------------------------------------- options
+
+
+@attrs.frozen
+class DecodingOptions:
+    """The pgoutput options to read with; ``None`` means "what the server and slot allow".
+
+    ``proto_version`` defaults to the highest the server speaks (up to 4);
+    ``messages`` to on where supported (PostgreSQL 14+); ``two_phase`` to what the
+    slot was created with. ``streaming`` (``"on"``, or ``"parallel"`` for protocol
+    4) makes the server send large transactions before they commit; they are
+    still delivered whole. ``binary`` asks for the types' binary send format.
+    """
+
+    proto_version: int | None = None
+    binary: bool = False
+    messages: bool | None = None
+    streaming: StreamingMode = "off"
+    two_phase: bool | None = None
+
+    def resolve(self, server_version: int, slot_two_phase: bool) -> ResolvedOptions:
+        """Concrete options for a server; unsupported requests raise :class:`ServerConfigError`."""
+        major = f"{server_version // 10000}"
+        supported = [v for v, since in _PROTO_SINCE.items() if server_version >= since]
+        if not supported:
+            raise ServerConfigError(f"PostgreSQL {major} has no pgoutput logical decoding "
+                                    "(version 10 or later is needed)")
+        proto = self.proto_version if self.proto_version is not None else max(supported)
+        if proto not in _PROTO_SINCE:
+            raise ConfigurationError(f"proto_version must be 1 to 4, got {proto}")
+        if proto not in supported:
+            raise ServerConfigError(f"proto_version {proto} needs PostgreSQL "
+                                    f"{_PROTO_SINCE[proto] // 10000}; the server is {major}")
+        if self.binary and server_version < 140000:
+            raise ServerConfigError(f"binary needs PostgreSQL 14; the server is {major}")
+        messages = self.messages if self.messages is not None else server_version >= 140000
+        if messages and server_version < 140000:
+            raise ServerConfigError(f"messages needs PostgreSQL 14; the server is {major}")
+        needs = {"on": 2, "parallel": 4}.get(self.streaming)
+        if needs is not None and proto < needs:
+            raise ConfigurationError(f"streaming {self.streaming!r} needs proto_version "
+                                     f"{needs} or higher, got {proto}")
+        two_phase = self.two_phase if self.two_phase is not None else slot_two_phase
+        if two_phase and proto < 3:
+            raise ConfigurationError(f"two_phase needs proto_version 3 or higher, got {proto}")
+        if two_phase and not slot_two_phase:
+            raise ConfigurationError("two_phase: the slot was created without two-phase "
+                                     "decoding; create it with two_phase (or do not ask for it)")
+        return ResolvedOptions(proto, self.binary, messages, self.streaming, two_phase)
+
+
+@attrs.frozen
+class ResolvedOptions:
+    """The options actually sent to pgoutput."""
+
+    proto_version: int
+    binary: bool
+    messages: bool
+    streaming: StreamingMode
+    two_phase: bool
+
+    def pgoutput_args(self, publications: Sequence[str]) -> list[tuple[str, str]]:
+        """The option pairs for the decoding functions (defaults left out)."""
+        # publication_names is parsed as a list of SQL identifiers: quote each.
+        names = ",".join(quote_ident(p) for p in publications)
+        args = [("proto_version", str(self.proto_version)), ("publication_names", names)]
+        if self.binary:
+            args.append(("binary", "true"))
+        if self.messages:
+            args.append(("messages", "true"))
+        if self.streaming != "off":
+            args.append(("streaming", self.streaming))
+        if self.two_phase:
+            args.append(("two_phase", "true"))
+        return args
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options as a JSON-able mapping (stored in checkpoints)."""
+        return attrs.asdict(self)
+
+
+# ---------------------------------------------------------------- state objects
+
+
+@attrs.frozen
+class SlotInfo:
+    """What :meth:`SlotReader.prepare` found (or created)."""
+
+    slot: str
+    database: str
+    server_version: int
+    confirmed_lsn: Lsn | None
+    restart_lsn: Lsn | None
+    two_phase: bool
+    created_slot: bool
+    created_publications: tuple[str, ...]
+    options: ResolvedOptions
+
+
+@attrs.frozen
+class SlotStatus:
+    """The slot's positions and how far behind the server's WAL it is."""
+
+    confirmed_lsn: Lsn | None
+    restart_lsn: Lsn | None
+    current_lsn: Lsn
+    active_pid: int | None
+    wal_status: str | None
+
+    @property
+    def lag_bytes(self) -> int | None:
+        """WAL bytes written since the slot's confirmed position (what is not yet delivered)."""
+        return None if self.confirmed_lsn is None else max(self.current_lsn - self.confirmed_lsn,
+                                                           0)
+
+    @property
+    def retained_bytes(self) -> int | None:
+        """WAL bytes the server keeps for this slot (from its restart position)."""
+        return None if self.restart_lsn is None else max(self.current_lsn - self.restart_lsn, 0)
+
+
+@attrs.define
+class BatchInfo:
+    """What the last :meth:`SlotReader.read` saw."""
+
+    rows: int = 0
+    units: int = 0
+    limit: int | None = None
+    last_end: int | None = None
+    hold_lsn: int | None = None
+    incomplete: int = 0
+
+    @property
+    def hit_limit(self) -> bool:
+        """Whether the read stopped at its row limit (more may be waiting)."""
+        return self.limit is not None and self.rows >= self.limit
+
+
+# ---------------------------------------------------------------- error translation
+
+
+def _server_fields(exc: BaseException) -> tuple[str | None, str]:
+    args = getattr(exc, "args", ())
+    if args and isinstance(args[0], dict):
+        fields = args[0]
+        return fields.get("C"), str(fields.get("M", "")) or str(exc)
+    return None, str(exc)
+
+
+def translate_error(exc: BaseException, *, slot: str, publications: Sequence[str] = (),
+                    action: str = "") -> SlotError:
+    """One of our exceptions for a pg8000 or socket error (see the module docstring)."""
+    code, message = _server_fields(exc)
+    where = f"{action}: " if action else ""
+    pubs = ", ".join(repr(p) for p in publications)
+    if code is None:
+        return ConnectionLostError(f"{where}connection to the server lost or refused: {message}",
+                                   slot=slot, hint="the reader reconnects when following")
+    text = f"{where}{message}"
+    lowered = message.lower()
+    if code == "42704" and "publication" in lowered:
+        return PublicationNotFoundError(text, slot=slot, sqlstate=code,
+                                        hint=f"create it (CREATE PUBLICATION ... FOR ALL TABLES)"
+                                        f" or pass --create-publication; asked for {pubs}")
+    if code == "42704":
+        return SlotNotFoundError(text, slot=slot, sqlstate=code,
+                                 hint="create it with --create-slot")
+    if code == "55006":
+        return SlotBusyError(text, slot=slot, sqlstate=code,
+                             hint="another session is reading the slot; retry later")
+    if code == "55000" and "wal_level" in lowered:
+        return ServerConfigError(text, slot=slot, sqlstate=code,
+                                 hint="set wal_level = logical and restart the server")
+    if code == "55000" and ("invalidated" in lowered or "no longer" in lowered):
+        return SlotLostError(text, slot=slot, sqlstate=code,
+                             hint="see docs/operations.md, 'When the slot is lost'")
+    if code == "42501" or code.startswith("28"):
+        return PrivilegeError(text, slot=slot, sqlstate=code,
+                              hint="the role needs the REPLICATION attribute (or superuser)")
+    if code.startswith(("08", "57P")):
+        return ConnectionLostError(text, slot=slot, sqlstate=code,
+                                   hint="the reader reconnects when following")
+    return SlotError(text, slot=slot, sqlstate=code)
+
+
+# ---------------------------------------------------------------- the reader
+
+
+Connector = Callable[[], Any]
+
+
+class SlotReader:
+    """Peek at a logical slot, hand out complete units, advance only to durable positions.
+
+    ``dsn`` is a ``postgresql://`` URL, a libpq ``key=value`` string or pg8000
+    keyword arguments; ``connector`` (tests) replaces the connection factory.
+    ``memory_limit`` bounds the rows of incomplete units held in memory (they
+    spill to a temporary file beyond it); ``fetch_rows`` is how many rows each
+    cursor FETCH brings; ``session_settings`` are ``SET`` before reading (for
+    instance ``logical_decoding_work_mem``).
+
+    Typical use::
+
+        reader = SlotReader(dsn, slot="s", publications=["p"])
+        reader.connect()
+        reader.prepare()
+        for unit in reader.read(after=checkpoint_lsn, limit=10_000):
+            ...write the unit's rows somewhere durable...
+        reader.advance(last_durable_end_lsn)
+    """
+
+    def __init__(self, dsn: str | Mapping[str, Any] | None = None, *, slot: str,
+                 publications: Sequence[str], options: DecodingOptions | None = None,
+                 memory_limit: int | None = _DEFAULT_MEMORY, fetch_rows: int = 1000,
+                 session_settings: Mapping[str, str] | None = None,
+                 connector: Connector | None = None) -> None:
+        if not slot:
+            raise ConfigurationError("--slot: a replication slot name is required")
+        if not publications or not all(publications):
+            raise ConfigurationError("--publication: at least one publication name is required")
+        if fetch_rows < 1:
+            raise ConfigurationError(f"fetch_rows must be positive, got {fetch_rows}")
+        self.slot = slot
+        self.publications = tuple(publications)
+        self.requested = options or DecodingOptions()
+        self.fetch_rows = fetch_rows
+        self.session_settings = dict(session_settings or {})
+        self._kwargs = parse_dsn(dsn) if dsn is not None else {}
+        self._connector = connector
+        self._budget = MemoryBudget(memory_limit) if memory_limit is not None else None
+        self._conn: Any = None
+        self.info: SlotInfo | None = None
+        self.last_batch = BatchInfo()
+        self._confirmed: Lsn | None = None
+
+    # -- connection ------------------------------------------------------------------------
+    def connect(self) -> None:
+        """Open the connection (closing any previous one)."""
+        self.close()
+        try:
+            if self._connector is not None:
+                self._conn = self._connector()
+            else:
+                try:
+                    import pg8000.native  # noqa: PLC0415 - the optional 'pg' extra
+                except ImportError:
+                    raise ConfigurationError("reading a slot needs pg8000: pip install "
+                                             "'pgcdc-events[pg]'") from None
+                self._conn = pg8000.native.Connection(**self._kwargs)
+        except (ConfigurationError, SlotError):
+            raise
+        except Exception as exc:
+            raise translate_error(exc, slot=self.slot, action="connect") from None
+        version = int(self._run("SHOW server_version_num", action="connect")[0][0])
+        settings = dict(self.session_settings)
+        if version >= 140000:
+            # Let the server notice a vanished client (killed process) during a long read.
+            settings.setdefault("client_connection_check_interval", "1s")
+        for name, value in settings.items():
+            self._run(f"SET {quote_ident(name)} = {quote_literal(value)}", action=f"SET {name}")
+
+    def close(self) -> None:
+        """Close the connection if open (never raises)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):  # the connection may already be dead
+                conn.close()
+
+    def __enter__(self) -> SlotReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self, sql: str, *, action: str, **params: Any) -> list[list[Any]]:
+        if self._conn is None:
+            raise ConnectionLostError(f"{action}: not connected", slot=self.slot)
+        try:
+            rows = self._conn.run(sql, **params)
+        except Exception as exc:
+            error = translate_error(exc, slot=self.slot, publications=self.publications,
+                                    action=action)
+            if isinstance(error, ConnectionLostError):
+                self.close()
+            raise error from None
+        return list(rows or [])
+
+    # -- checks and creation ---------------------------------------------------------------
+    def prepare(self, *, create_slot: bool = False, create_publication: bool = False,
+                tables: Sequence[str] | None = None) -> SlotInfo:
+        """Check that the slot can be read; create slot and publication only when asked.
+
+        Raises :class:`ServerConfigError` (``wal_level``), :class:`PrivilegeError`,
+        :class:`PublicationNotFoundError`, :class:`SlotNotFoundError`,
+        :class:`SlotLostError` or :class:`SlotError` (wrong plugin or database).
+        ``tables`` limits a created publication (``FOR ALL TABLES`` otherwise).
+        """
+        version = int(self._run("SHOW server_version_num", action="check")[0][0])
+        wal_level = self._run("SHOW wal_level", action="check")[0][0]
+        if wal_level != "logical":
+            raise ServerConfigError(
+                f"wal_level is {wal_level!r}: logical decoding needs wal_level = logical",
+                slot=self.slot, hint="ALTER SYSTEM SET wal_level = logical; then restart the "
+                "server")
+        database, allowed = self._run(
+            "SELECT current_database(), (SELECT rolsuper OR rolreplication FROM pg_roles"
+            " WHERE rolname = current_user)", action="check")[0]
+        if not allowed:
+            raise PrivilegeError(
+                "the role may not read replication slots", slot=self.slot,
+                hint="ALTER ROLE ... REPLICATION (or use a superuser)")
+        created_pubs = self._publications(create_publication, tables)
+        created_slot = False
+        row = self._slot_row(version)
+        if row is None:
+            if not create_slot:
+                raise SlotNotFoundError(
+                    f"replication slot {self.slot!r} does not exist", slot=self.slot,
+                    hint="create it with --create-slot (it decodes only changes made after)")
+            self._create_slot(version)
+            created_slot = True
+            row = self._slot_row(version)
+            assert row is not None
+        slot_type, plugin, slot_db, two_phase, confirmed, restart, wal_status = row
+        if slot_type != "logical" or plugin != "pgoutput":
+            raise SlotError(f"replication slot {self.slot!r} is a {slot_type} slot of plugin "
+                            f"{plugin!r}; a logical pgoutput slot is needed", slot=self.slot)
+        if slot_db != database:
+            raise SlotError(f"replication slot {self.slot!r} belongs to database {slot_db!r}, "
+                            f"not {database!r}", slot=self.slot,
+                            hint=f"connect to database {slot_db!r}")
+        if wal_status == "lost":
+            raise SlotLostError(
+                f"replication slot {self.slot!r} was invalidated: the WAL it needs is gone",
+                slot=self.slot, hint="see docs/operations.md, 'When the slot is lost'")
+        options = self.requested.resolve(version, bool(two_phase))
+        self._confirmed = Lsn.parse(confirmed) if confirmed else None
+        self.info = SlotInfo(self.slot, database, version, self._confirmed,
+                             Lsn.parse(restart) if restart else None, bool(two_phase),
+                             created_slot, created_pubs, options)
+        return self.info
+
+    def _publications(self, create: bool, tables: Sequence[str] | None) -> tuple[str, ...]:
+        found = {r[0] for r in self._run(
+            "SELECT pubname FROM pg_publication WHERE pubname = ANY(CAST(:names AS text[]))",
+            action="check publications", names=list(self.publications))}
+        missing = [p for p in self.publications if p not in found]
+        if missing and not create:
+            raise PublicationNotFoundError(
+                f"publication(s) {', '.join(repr(p) for p in missing)} do not exist in this "
+                "database", slot=self.slot,
+                hint="create them (CREATE PUBLICATION ... FOR ALL TABLES) or pass "
+                "--create-publication")
+        target = ("ALL TABLES" if not tables
+                  else "TABLE " + ", ".join(_table_name(t) for t in tables))
+        for name in missing:
+            self._run(f"CREATE PUBLICATION {quote_ident(name)} FOR {target}",
+                      action=f"create publication {name!r}")
+        return tuple(missing)
+
+    def _slot_row(self, version: int) -> list[Any] | None:
+        two_phase = "two_phase" if version >= 140000 else "false"
+        wal_status = "wal_status" if version >= 130000 else "NULL"
+        rows = self._run(
+            f"SELECT slot_type, plugin, (SELECT datname FROM pg_database d WHERE d.oid = s.datoid),"
+            f" {two_phase}, confirmed_flush_lsn::text, restart_lsn::text, {wal_status}"
+            " FROM pg_replication_slots s WHERE slot_name = :slot",
+            action="check slot", slot=self.slot)
+        return rows[0] if rows else None
+
+    def _create_slot(self, version: int) -> None:
+        two_phase = self.requested.two_phase
+        if two_phase and version < 150000:
+            raise ServerConfigError(f"two_phase needs PostgreSQL 15; the server is "
+                                    f"{version // 10000}", slot=self.slot)
+        extra = f", false, {'true' if two_phase else 'false'}" if version >= 140000 else ""
+        self._run(f"SELECT lsn::text FROM pg_create_logical_replication_slot("
+                  f"{quote_literal(self.slot)}, 'pgoutput'{extra})",
+                  action=f"create slot {self.slot!r}")
+
+    # -- reading ---------------------------------------------------------------------------
+    def peek_sql(self, limit: int | None) -> str:
+        """The ``SELECT`` over ``pg_logical_slot_peek_binary_changes`` a read runs."""
+        if self.info is None:
+            raise SlotError("call prepare() before reading", slot=self.slot)
+        args = [quote_literal(self.slot), "NULL", "NULL" if limit is None else str(int(limit))]
+        for key, value in self.info.options.pgoutput_args(self.publications):
+            args += [quote_literal(key), quote_literal(value)]
+        return ("SELECT lsn::text, xid::text, data FROM "
+                f"pg_logical_slot_peek_binary_changes({', '.join(args)})")
+
+    def rows(self, limit: int | None = None) -> Generator[CaptureRow, None, None]:
+        """The raw rows of one peek at the slot, fetched through a cursor."""
+        sql = self.peek_sql(limit)
+        self._run("BEGIN", action="read")
+        try:
+            self._run(f"DECLARE {_CURSOR} NO SCROLL CURSOR FOR {sql}", action="read")
+            fetch = f"FETCH FORWARD {self.fetch_rows} FROM {_CURSOR}"
+            while True:
+                batch = self._run(fetch, action="read slot")
+                for lsn, xid, data in batch:
+                    yield CaptureRow(Lsn.parse(lsn), int(xid) if xid else None, bytes(data))
+                if len(batch) < self.fetch_rows:
+                    break
+        finally:
+            if self._conn is not None:
+                try:
+                    self._run("ROLLBACK", action="end read")
+                except SlotError:
+                    self.close()
+
+    def read(self, after: int | None = None, limit: int | None = None
+             ) -> Generator[Unit, None, None]:
+        """Complete units of one peek, in commit order; see :class:`UnitAssembler`.
+
+        ``after`` is the end LSN of the last unit already delivered durably (units at
+        or before it come out with ``seen`` set); ``limit`` caps the rows the server
+        decodes for this read (it stops at the first message boundary past it).
+        The caller must consume or close the iterator before calling anything else.
+        """
+        if self.info is None:
+            raise SlotError("call prepare() before reading", slot=self.slot)
+        options = self.info.options
+        assembler = UnitAssembler(proto_version=options.proto_version,
+                                  streaming=options.streaming, budget=self._budget, after=after)
+        batch = self.last_batch = BatchInfo(limit=limit)
+        rows = self.rows(limit)
+        try:
+            for row in rows:
+                batch.rows += 1
+                unit = assembler.feed(row)
+                if unit is not None:
+                    batch.units += 1
+                    batch.last_end = unit.end_lsn
+                    batch.hold_lsn = assembler.hold_lsn
+                    yield unit
+            batch.hold_lsn = assembler.hold_lsn
+            batch.incomplete = assembler.incomplete
+        finally:
+            rows.close()  # ends the read's transaction now, not when garbage-collected
+            assembler.reset()
+
+    def advance(self, lsn: int) -> Lsn | None:
+        """Move the slot to ``lsn`` (the end of the last durable unit), never past a unit
+        the last read did not deliver or an unresolved PREPARE, never backwards.
+
+        Returns the slot's confirmed position afterwards.
+        """
+        batch = self.last_batch
+        target = int(lsn)
+        if batch.last_end is None:
+            return self._confirmed
+        target = min(target, batch.last_end)
+        if batch.hold_lsn is not None:
+            target = min(target, batch.hold_lsn)
+        if self._confirmed is not None and target <= self._confirmed:
+            return self._confirmed
+        rows = self._run("SELECT end_lsn::text FROM pg_replication_slot_advance(:slot, "
+                         "CAST(:lsn AS pg_lsn))", action="advance slot", slot=self.slot,
+                         lsn=str(Lsn(target)))
+        if rows and rows[0][0]:
+            self._confirmed = Lsn.parse(rows[0][0])
+        return self._confirmed
+
+    def status(self) -> SlotStatus:
+        """The slot's confirmed and restart positions and the server's current WAL position."""
+        rows = self._run(
+            "SELECT confirmed_flush_lsn::text, restart_lsn::text, pg_current_wal_lsn()::text,"
+            " active_pid, " + ("wal_status" if (self.info and self.info.server_version >= 130000)
+                               else "NULL") + " FROM pg_replication_slots WHERE slot_name = :slot",
+            action="slot status", slot=self.slot)
+        if not rows:
+            raise SlotNotFoundError(f"replication slot {self.slot!r} no longer exists",
+                                    slot=self.slot, hint="see docs/operations.md, 'When the "
+                                    "slot is lost'")
+        confirmed, restart, current, pid, wal_status = rows[0]
+        self._confirmed = Lsn.parse(confirmed) if confirmed else None
+        return SlotStatus(self._confirmed, Lsn.parse(restart) if restart else None,
+                          Lsn.parse(current), pid, wal_status)
+
+    @property
+    def confirmed_lsn(self) -> Lsn | None:
+        """The slot's confirmed position as last seen (after prepare, advance or status)."""
+        return self._confirmed

@@ -1,0 +1,391 @@
+"""Group the messages a slot hands out into complete units: the grain of delivery.
+
+Every read of a slot (``pg_logical_slot_peek_binary_changes``) starts again at
+the slot's confirmed position, so the same messages arrive again until the slot
+is advanced past them, and a read may stop with a transaction half received: a
+streamed transaction whose commit is still to come, or a prepared one still
+waiting for COMMIT PREPARED. :class:`UnitAssembler` turns the rows of one read
+into :class:`Unit` objects, each complete and contiguous:
+
+- an ordinary transaction, Begin to Commit;
+- a streamed transaction: all its stream blocks (and subtransaction aborts) in
+  arrival order, then its Stream Commit, moved together to where it committed;
+- a two-phase transaction: Begin Prepare to Prepare (or its streamed blocks and
+  Stream Prepare), then Commit Prepared;
+- a non-transactional logical message;
+- a rolled-back prepared transaction, with no rows (so the position can move
+  past it).
+
+A unit's ``end_lsn`` is where the slot may be advanced once the unit is durable:
+the end of its commit record (the ``end_lsn`` of Commit, Stream Commit or Commit
+Prepared, the rollback's end LSN) or, for a non-transactional message, one past
+the message's LSN. Units come out in the order of ``end_lsn``, which is commit
+order. A unit whose ``end_lsn`` is at or before the ``after`` position given to
+the assembler is marked ``seen``: it was delivered before. Streamed transactions
+that have not committed and prepared ones that are not resolved when a read ends
+are dropped at :meth:`UnitAssembler.reset`; the next read hands them out again
+from their first message, because the slot is never advanced past them
+(:attr:`UnitAssembler.hold_lsn`).
+
+Rows are held in :class:`~pgcdc_events.events.transactions.SpillList` buffers
+under a shared :class:`~pgcdc_events.events.transactions.MemoryBudget`, so a
+transaction of millions of changes spills to disk instead of filling memory.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Literal
+
+import attrs
+
+from pgcdc_events.errors import ProtocolError
+from pgcdc_events.events.transactions import MemoryBudget, SpillList
+from pgcdc_events.protocol.capture import CaptureRow
+from pgcdc_events.protocol.decoder import parse_message
+from pgcdc_events.protocol.encoder import encode_message
+from pgcdc_events.protocol.lsn import Lsn
+from pgcdc_events.protocol.messages import (
+    Begin,
+    BeginPrepare,
+    Commit,
+    CommitPrepared,
+    Delete,
+    Insert,
+    LogicalMessage,
+    Message,
+    Prepare,
+    Relation,
+    RollbackPrepared,
+    StreamAbort,
+    StreamCommit,
+    StreamPrepare,
+    StreamStart,
+    StreamStop,
+    Truncate,
+    Type,
+    Update,
+)
+from pgcdc_events.protocol.reader import PgOutputReader, Streaming
+
+__all__ = ["CaptureRowCodec", "SchemaTracker", "Unit", "UnitAssembler", "UnitKind"]
+
+UnitKind = Literal["transaction", "streamed", "prepared", "message", "rolled_back"]
+
+_CHANGE_TYPES = frozenset(b"IUDTM")
+_ROW_HEAD = struct.Struct(">Qq")
+
+
+class CaptureRowCodec:
+    """Spill format of a :class:`CaptureRow`: LSN, xid (-1 for none), then the message bytes."""
+
+    def size(self, entry: CaptureRow) -> int:
+        """Estimated bytes of the row object, its LSN and its data."""
+        return 160 + len(entry.data)
+
+    def encode(self, entry: CaptureRow) -> bytes:
+        """The row as bytes."""
+        xid = -1 if entry.xid is None else entry.xid
+        return _ROW_HEAD.pack(entry.lsn, xid) + entry.data
+
+    def decode(self, data: bytes) -> CaptureRow:
+        """The row back from :meth:`encode`'s bytes."""
+        lsn, xid = _ROW_HEAD.unpack_from(data)
+        return CaptureRow(Lsn(lsn), None if xid < 0 else xid, data[_ROW_HEAD.size:])
+
+
+_CODEC = CaptureRowCodec()
+
+
+@attrs.define(eq=False)
+class Unit:
+    """One complete unit of delivery; iterate it for its rows in order.
+
+    ``changes`` counts its Insert, Update, Delete, Truncate and logical messages;
+    ``seen`` says it ends at or before the position it was read after. ``schema``
+    holds the Relation and Type messages its changes rely on that the server sent
+    earlier in the read, outside the unit (see :class:`SchemaTracker`).
+    """
+
+    kind: UnitKind
+    xid: int | None
+    first_lsn: int
+    end_lsn: int
+    changes: int
+    seen: bool
+    _rows: SpillList[CaptureRow]
+    schema: tuple[CaptureRow, ...] = ()
+
+    def __iter__(self) -> Iterator[CaptureRow]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def close(self) -> None:
+        """Release the rows (and their spill file)."""
+        self._rows.close()
+
+
+class _Open:
+    """A unit still being received."""
+
+    __slots__ = ("announced", "changes", "first_lsn", "hold", "kind", "rows", "schema", "xid")
+
+    def __init__(self, kind: UnitKind, xid: int | None, first_lsn: int,
+                 budget: MemoryBudget | None) -> None:
+        self.kind: UnitKind = kind
+        self.xid = xid
+        self.first_lsn = first_lsn
+        self.rows: SpillList[CaptureRow] = SpillList(_CODEC, budget)
+        self.changes = 0
+        self.hold: int | None = None  # the PREPARE's LSN while waiting for its outcome
+        # Relations and types announced so far, inside the unit or in its schema rows.
+        self.announced: set[tuple[int, int]] = set()
+        self.schema: list[CaptureRow] = []
+
+    def add(self, row: CaptureRow) -> None:
+        self.rows.append(None, row)
+        if row.data and row.data[0] in _CHANGE_TYPES:
+            self.changes += 1
+
+
+class UnitAssembler:
+    """Rows of one slot read in, complete :class:`Unit` objects out (sans I/O).
+
+    ``proto_version`` and ``streaming`` are the options the slot is read with
+    (see :class:`~pgcdc_events.protocol.PgOutputReader`, which validates every
+    message); ``budget`` bounds the rows held in memory; ``after`` is the position
+    at or before which units count as ``seen``. Call :meth:`reset` before each read.
+    """
+
+    def __init__(self, *, proto_version: int | None = None, streaming: Streaming | None = None,
+                 budget: MemoryBudget | None = None, after: int | None = None) -> None:
+        self._reader = PgOutputReader(proto_version=proto_version, streaming=streaming)
+        self._budget = budget
+        self.after = after
+        self._current: _Open | None = None
+        self._streams: dict[int, _Open] = {}
+        self._prepared: dict[int, _Open] = {}
+        self._preamble: list[CaptureRow] = []
+        self._block: _Open | None = None
+        # The latest Relation/Type row sent outside stream blocks in this read, by OID.
+        self._schema_rows: dict[tuple[int, int], CaptureRow] = {}
+        #: Rows fed since the last :meth:`reset`.
+        self.rows_read = 0
+
+    def reset(self, after: int | None = None) -> None:
+        """Start a new read: drop every incomplete unit (it will be handed out again)."""
+        for unit in (self._current, *self._streams.values(), *self._prepared.values()):
+            if unit is not None:
+                unit.rows.close()
+        self._current = None
+        self._streams = {}
+        self._prepared = {}
+        self._preamble = []
+        self._block = None
+        self._schema_rows = {}
+        self._reader.reset()
+        self.after = after
+        self.rows_read = 0
+
+    @property
+    def hold_lsn(self) -> int | None:
+        """The slot must not be advanced past this (the earliest unresolved PREPARE), if any."""
+        holds = [u.hold for u in self._prepared.values() if u.hold is not None]
+        return min(holds) if holds else None
+
+    @property
+    def incomplete(self) -> int:
+        """Units received in part: open, streamed but not committed, prepared but unresolved."""
+        return (self._current is not None) + len(self._streams) + len(self._prepared)
+
+    # -- feeding ---------------------------------------------------------------------------
+    def feed(self, row: CaptureRow) -> Unit | None:
+        """Take the next row of the read; returns the unit it completes, if any."""
+        message = self._reader.read(row.data)
+        self.rows_read += 1
+        if isinstance(message, StreamStart):
+            block = self._streams.get(message.xid)
+            if block is None:
+                block = self._streams[message.xid] = self._open("streamed", message.xid, row)
+            block.add(row)
+            self._block = block
+            return None
+        if self._block is not None:  # inside a stream block, up to its Stream Stop
+            self._block.add(row)
+            if isinstance(message, StreamStop):
+                self._block = None
+            return None
+        if isinstance(message, (Relation, Type)):
+            self._schema_message(message, row)
+        if self._current is not None:
+            if isinstance(message, (Insert, Update, Delete, Truncate)):
+                self._needs(self._current, message)
+            self._current.add(row)
+            if isinstance(message, Commit):
+                unit, self._current = self._current, None
+                return self._complete(unit, message.end_lsn)
+            if isinstance(message, Prepare):  # wait for COMMIT/ROLLBACK PREPARED
+                unit, self._current = self._current, None
+                self._prepared[message.xid] = unit
+            return None
+        return self._outside(message, row)
+
+    def _outside(self, message: Message, row: CaptureRow) -> Unit | None:
+        """A message outside any transaction or stream block."""
+        if isinstance(message, Begin):
+            self._current = self._open("transaction", message.xid, row)
+            self._current.add(row)
+        elif isinstance(message, BeginPrepare):
+            self._current = self._open("prepared", message.xid, row)
+            self._current.hold = message.prepare_lsn
+            self._current.add(row)
+        elif isinstance(message, StreamCommit):
+            unit = self._take_stream(message.xid, "c", "Stream Commit")
+            unit.add(row)
+            return self._complete(unit, message.end_lsn)
+        elif isinstance(message, StreamAbort):
+            if message.subxid == message.xid:
+                aborted = self._streams.pop(message.xid, None)
+                if aborted is not None:
+                    aborted.rows.close()
+            elif message.xid in self._streams:
+                self._streams[message.xid].add(row)  # the decoder drops the subtransaction
+        elif isinstance(message, StreamPrepare):
+            unit = self._take_stream(message.xid, "p", "Stream Prepare")
+            unit.add(row)
+            unit.kind, unit.hold = "prepared", message.prepare_lsn
+            self._prepared[message.xid] = unit
+        elif isinstance(message, CommitPrepared):
+            pending = self._prepared.pop(message.xid, None)
+            if pending is None:
+                raise ProtocolError(
+                    "the prepared transaction before its Commit Prepared", message_type="K",
+                    offset=0, detail=f"xid {message.xid} ({message.gid!r}) was prepared before "
+                    "this read started: the slot was advanced past its PREPARE elsewhere")
+            pending.add(row)
+            pending.hold = None
+            return self._complete(pending, message.end_lsn)
+        elif isinstance(message, RollbackPrepared):
+            rolled_back = self._prepared.pop(message.xid, None)
+            if rolled_back is not None:
+                rolled_back.rows.close()
+            empty = self._open("rolled_back", message.xid, row)
+            return self._complete(empty, message.rollback_end_lsn)
+        elif isinstance(message, LogicalMessage):  # non-transactional: a unit of its own
+            unit = self._open("message", None, row)
+            unit.add(row)
+            return self._complete(unit, int(row.lsn) + 1)
+        else:  # Relation/Type outside a transaction: keep them with the next unit
+            self._preamble.append(row)
+        return None
+
+    def _open(self, kind: UnitKind, xid: int | None, row: CaptureRow) -> _Open:
+        unit = _Open(kind, xid, int(row.lsn), self._budget)
+        for early in self._preamble:
+            unit.add(early)
+            unit.announced.add(_schema_key(parse_message(early.data)))
+        self._preamble = []
+        return unit
+
+    # -- Relation and Type messages ----------------------------------------------------------
+    def _schema_message(self, message: Relation | Type, row: CaptureRow) -> None:
+        """A Relation or Type outside stream blocks: the version later changes rely on."""
+        key = _schema_key(message)
+        self._schema_rows[key] = row
+        if self._current is not None:
+            self._current.announced.add(key)
+
+    def _needs(self, unit: _Open, message: Insert | Update | Delete | Truncate) -> None:
+        """Record the schema rows a change relies on that its unit has not announced."""
+        relids = message.relation_ids if isinstance(message, Truncate) else (
+            message.relation_id,)
+        for relid in relids:
+            key = (82, relid)
+            if key in unit.announced:
+                continue
+            unit.announced.add(key)
+            row = self._schema_rows.get(key)
+            relation = self._reader.relations.get(relid)
+            if relation is None:
+                continue
+            for column in relation.columns:  # the Type messages its columns rely on
+                type_key = (89, column.type_oid)
+                if type_key not in unit.announced:
+                    unit.announced.add(type_key)
+                    type_row = self._schema_rows.get(type_key)
+                    if type_row is None and column.type_oid in self._reader.types:
+                        type_row = _row_of(self._reader.types[column.type_oid], unit.first_lsn)
+                    if type_row is not None:
+                        unit.schema.append(type_row)
+            # Sent only in a stream block of this read: the version the reader knows.
+            unit.schema.append(row if row is not None else _row_of(relation, unit.first_lsn))
+
+    def _take_stream(self, xid: int, message_type: str, what: str) -> _Open:
+        unit = self._streams.pop(xid, None)
+        if unit is None:
+            raise ProtocolError(f"stream blocks before this {what}", message_type=message_type,
+                                offset=0, detail=f"xid {xid} streamed nothing in this read")
+        return unit
+
+    def _complete(self, unit: _Open, end_lsn: int) -> Unit:
+        seen = self.after is not None and end_lsn <= self.after
+        return Unit(unit.kind, unit.xid, unit.first_lsn, end_lsn, unit.changes, seen, unit.rows,
+                    tuple(unit.schema))
+
+
+def _schema_key(message: Message) -> tuple[int, int]:
+    if isinstance(message, Relation):
+        return (82, message.relation_id)
+    if isinstance(message, Type):
+        return (89, message.type_oid)
+    return (0, 0)
+
+
+def _row_of(message: Relation | Type, lsn: int) -> CaptureRow:
+    """A schema message as a row outside any stream block (no xid prefix)."""
+    return CaptureRow(Lsn(lsn), None, encode_message(attrs.evolve(message, xid=None)))
+
+
+class SchemaTracker:
+    """The Relation and Type messages a consumer of units has been given, by OID.
+
+    Units are delivered in commit order, not in the order the server sent them, and
+    units already delivered are skipped after a restart; a change may thus rely on a
+    Relation the server sent in a unit that comes later, or not at all, in what the
+    consumer sees. :meth:`rows` yields a unit's rows preceded by the schema rows it
+    relies on whose version the consumer has not seen (a repeated Relation message
+    is harmless: readers just take the latest one).
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[int, int], bytes] = {}
+
+    def rows(self, unit: Unit) -> Iterator[CaptureRow]:
+        """The rows to hand on for ``unit``, schema rows first where needed."""
+        known = self._known
+        for row in unit.schema:
+            key = _schema_key(parse_message(row.data))
+            if known.get(key) != row.data:
+                known[key] = row.data
+                yield row
+        in_stream = False
+        for row in unit:
+            t = row.data[0]
+            if t == 83:  # S
+                in_stream = True
+            elif t == 69:  # E
+                in_stream = False
+            elif t in (82, 89):  # R, Y: remember the version, in its out-of-stream form
+                message = parse_message(row.data, in_stream=in_stream)
+                if isinstance(message, (Relation, Type)):
+                    data = row.data if not in_stream else encode_message(
+                        attrs.evolve(message, xid=None))
+                    known[_schema_key(message)] = data
+            yield row
+
+    def forget(self) -> None:
+        """Forget everything (the consumer starts over)."""
+        self._known = {}

@@ -1,0 +1,231 @@
+"""``pgcdc-events capture`` and ``tail``: read a replication slot into capture or event lines.
+
+``capture`` appends capture JSON Lines (or, with ``--decode``, Debezium records)
+to ``--output``, with a checkpoint beside it, and advances the slot only past
+what is on disk: the output holds every change exactly once, across crashes and
+restarts. ``tail`` prints Debezium records of the slot's changes (to standard
+output unless ``--output`` is given); on standard output it leaves the slot
+where it is unless ``--advance`` is given. Needs pg8000 (the ``pg`` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pgcdc_events.adapters import (
+    CaptureSink,
+    CaptureStats,
+    DecodingOptions,
+    DurableOutput,
+    EventSink,
+    Output,
+    SlotReader,
+    SlotStatus,
+    StreamOutput,
+    run_capture,
+)
+from pgcdc_events.cli.decode_cmd import load_config
+from pgcdc_events.errors import ConfigurationError
+from pgcdc_events.protocol.lsn import Lsn
+from pgcdc_events.types.catalog import CatalogSnapshot
+
+__all__ = ["register", "register_tail"]
+
+_MIB = 1024 * 1024
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    slot = parser.add_argument_group("slot")
+    slot.add_argument("--dsn", required=True,
+                      help="postgresql://user[:password]@host[:port]/database, or libpq "
+                      "key=value pairs (PG* environment variables fill the gaps)")
+    slot.add_argument("--slot", required=True, help="the logical replication slot to read")
+    slot.add_argument("--publication", required=True, action="append", metavar="NAME",
+                      help="publication to decode (repeatable, or comma-separated)")
+    slot.add_argument("--create-slot", action="store_true",
+                      help="create the slot if it does not exist (never otherwise)")
+    slot.add_argument("--create-publication", action="store_true",
+                      help="create missing publications FOR ALL TABLES (or --table)")
+    slot.add_argument("--table", action="append", default=None, metavar="SCHEMA.TABLE",
+                      help="the tables of a created publication (repeatable)")
+    opts = parser.add_argument_group("pgoutput options (default: what the server supports)")
+    opts.add_argument("--proto-version", type=int, choices=(1, 2, 3, 4))
+    opts.add_argument("--binary", action="store_true", help="binary tuple format")
+    opts.add_argument("--messages", action=argparse.BooleanOptionalAction, default=None,
+                      help="logical decoding messages (default: on for PostgreSQL 14+)")
+    opts.add_argument("--streaming", choices=("off", "on", "parallel"), default="off",
+                      help="let the server send big transactions before they commit "
+                      "(they are still delivered whole)")
+    opts.add_argument("--two-phase", action=argparse.BooleanOptionalAction, default=None,
+                      help="decode prepared transactions at PREPARE (default: as the slot was "
+                      "created)")
+    loop = parser.add_argument_group("loop")
+    loop.add_argument("--follow", "-f", action="store_true",
+                      help="keep polling until interrupted (Ctrl-C stops after the current read)")
+    loop.add_argument("--poll-interval", type=float, default=1.0, metavar="S",
+                      help="seconds between polls when caught up (default 1)")
+    loop.add_argument("--max-changes", type=int, metavar="N",
+                      help="stop after N changes (at a transaction boundary)")
+    loop.add_argument("--batch-rows", type=int, default=10_000, metavar="N",
+                      help="messages per read (default 10000; grows for bigger transactions)")
+    loop.add_argument("--memory-limit", type=float, default=64.0, metavar="MIB",
+                      help="memory for transactions being assembled; beyond it they spill to "
+                      "a temporary file (default 64)")
+    loop.add_argument("--retry-for", type=float, default=60.0, metavar="S",
+                      help="without --follow, give up reconnecting after S seconds (default 60)")
+    loop.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    events = parser.add_argument_group("events (Debezium records)")
+    events.add_argument("--config", help="connector .properties file")
+    events.add_argument("-c", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="a connector property (repeatable)")
+    events.add_argument("--catalog", help="catalog snapshot JSON (pgcdc-events catalog)")
+
+
+def register(commands: Any) -> None:
+    """Add ``capture`` to the CLI's subparsers."""
+    parser = commands.add_parser(
+        "capture",
+        help="read a replication slot into capture JSON Lines, exactly once",
+        description="Read a logical replication slot (pg_logical_slot_peek_binary_changes) "
+        "and append its messages to --output as capture JSON Lines, or Debezium records with "
+        "--decode. The output is fsync'ed and checkpointed (OUTPUT.checkpoint.json) before "
+        "the slot is advanced, so after any crash a restart continues with every change "
+        "exactly once.",
+    )
+    parser.add_argument("--output", "-o", required=True, metavar="DIR_OR_FILE",
+                        help="output file, or a directory for capture.jsonl / events.jsonl")
+    parser.add_argument("--decode", action="store_true",
+                        help="write Debezium records instead of capture rows")
+    _common(parser)
+    parser.set_defaults(run=lambda args: run(args, "capture"))
+
+
+def register_tail(commands: Any) -> None:
+    """Add ``tail`` to the CLI's subparsers."""
+    parser = commands.add_parser(
+        "tail",
+        help="print the Debezium records of a replication slot's changes",
+        description="Decode a logical replication slot into Debezium records (JsonConverter "
+        "JSON, one a line). On standard output the slot is only peeked at (use --advance to "
+        "consume it); with --output it behaves as 'capture --decode'.",
+    )
+    parser.add_argument("--output", "-o", metavar="DIR_OR_FILE",
+                        help="checkpointed output instead of standard output")
+    parser.add_argument("--advance", action="store_true",
+                        help="on standard output, advance the slot past what was printed")
+    _common(parser)
+    parser.set_defaults(run=lambda args: run(args, "tail"), decode=True)
+
+
+@contextmanager
+def _graceful_interrupts(name: str, quiet: bool) -> Iterator[Callable[[], bool]]:
+    """First Ctrl-C (or SIGTERM): stop after the current read; a second Ctrl-C: stop now."""
+    stop = False
+
+    def handler(signum: int, frame: Any) -> None:
+        nonlocal stop
+        if stop and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop = True
+        if not quiet:
+            print(f"pgcdc-events {name}: stopping after the current read "
+                  "(Ctrl-C again to stop now)", file=sys.stderr, flush=True)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield lambda: stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)  # pragma: no cover
+
+
+def run(args: argparse.Namespace, name: str) -> int:
+    """Run capture or tail."""
+    publications = tuple(p.strip() for item in args.publication for p in item.split(",")
+                         if p.strip())
+    for flag, value in (("--poll-interval", args.poll_interval),
+                        ("--memory-limit", args.memory_limit), ("--retry-for", args.retry_for)):
+        if value < 0:
+            raise ConfigurationError(f"{flag} must not be negative, got {value}")
+    if args.max_changes is not None and args.max_changes < 1:
+        raise ConfigurationError(f"--max-changes must be positive, got {args.max_changes}")
+    if args.batch_rows < 1:
+        raise ConfigurationError(f"--batch-rows must be positive, got {args.batch_rows}")
+    if args.table and not args.create_publication:
+        raise ConfigurationError("--table only shapes a publication created with "
+                                 "--create-publication")
+    decode = bool(args.decode)
+    if not decode and (args.config or args.overrides or args.catalog):
+        raise ConfigurationError("--config, -c and --catalog shape Debezium records: "
+                                 "add --decode")
+    memory = int(args.memory_limit * _MIB)
+    options = DecodingOptions(proto_version=args.proto_version, binary=args.binary,
+                              messages=args.messages, streaming=args.streaming,
+                              two_phase=args.two_phase)
+    sink: CaptureSink | EventSink
+    if decode:
+        config = load_config(args.config, args.overrides)
+        catalog = CatalogSnapshot.load(args.catalog) if args.catalog else None
+        sink = EventSink(config, catalog=catalog, memory_limit=memory)
+    else:
+        sink = CaptureSink()
+    reader = SlotReader(args.dsn, slot=args.slot, publications=publications, options=options,
+                        memory_limit=memory)
+    output: Output
+    to_stdout = args.output in (None, "-")
+    if to_stdout:
+        output = StreamOutput(kind=sink.kind, slot=args.slot, publications=publications)
+        advance = bool(getattr(args, "advance", False))
+    else:
+        durable = DurableOutput(args.output, kind=sink.kind, slot=args.slot,
+                                publications=publications)
+        checkpoint = durable.open()
+        if not args.quiet:
+            at = "the slot's position" if checkpoint.lsn is None else f"{Lsn(checkpoint.lsn)}"
+            cut = f", cut {durable.truncated} uncommitted bytes" if durable.truncated else ""
+            print(f"pgcdc-events {name}: {durable.path}: {checkpoint.units} transactions, "
+                  f"{checkpoint.changes} changes so far; continuing after {at}{cut}",
+                  file=sys.stderr, flush=True)
+        output = durable
+        advance = True
+
+    def progress(stats: CaptureStats, status: SlotStatus | None) -> None:
+        if args.quiet:
+            return
+        lag = "" if status is None else f", lag {_size(status.lag_bytes)}"
+        print(f"pgcdc-events {name}: {stats.changes:,} changes, {stats.units:,} transactions"
+              f", lsn {stats.lsn if stats.lsn is not None else '-'}{lag}",
+              file=sys.stderr, flush=True)
+
+    try:
+        with _graceful_interrupts(name, args.quiet) as should_stop:
+            stats = run_capture(
+                reader, output, sink, follow=args.follow, poll_interval=args.poll_interval,
+                max_changes=args.max_changes, batch_rows=args.batch_rows,
+                create_slot=args.create_slot, create_publication=args.create_publication,
+                tables=tuple(args.table) if args.table else None, retry_for=args.retry_for,
+                should_stop=should_stop, progress=progress, advance=advance,
+            )
+    finally:
+        output.close()
+        reader.close()
+    if not args.quiet:
+        print(f"pgcdc-events {name}: done ({stats.stopped_by}), {stats.changes:,} changes in "
+              f"{stats.units:,} transactions; position {stats.lsn or '-'}",
+              file=sys.stderr, flush=True)
+    return 0
