@@ -23,7 +23,7 @@ from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.metrics import StreamingMetrics
 from pgcdc_events.events.records import ChangeRecord, Header
 from pgcdc_events.events.snapshot import SnapshotRow, snapshot_records
-from pgcdc_events.events.source import sequence, source_struct
+from pgcdc_events.events.source import SOURCE_SCHEMA
 from pgcdc_events.events.special import (
     heartbeat_record,
     message_record,
@@ -295,12 +295,16 @@ class EventDecoder:
         if table is None:
             self.metrics.events_filtered += 1
             return []
+        return self._emit_row(table, message, lsn)
+
+    def _emit_row(self, table: TableSchema, message: Insert | Update | Delete, lsn: int
+                  ) -> list[ChangeRecord]:
         try:
-            if isinstance(message, Insert):
+            if type(message) is Insert:
                 return self._insert(table, message, lsn)
-            if isinstance(message, Update):
+            if type(message) is Update:
                 return self._update(table, message, lsn)
-            return self._delete(table, message, lsn)
+            return self._delete(table, message, lsn)  # type: ignore[arg-type]
         except ConversionError:
             mode = self.config.event_converting_failure_handling_mode
             if mode == "fail":
@@ -386,12 +390,12 @@ class EventDecoder:
                 block = Struct(TRANSACTION_BLOCK_SCHEMA, (f"{xid}:{lsn}", total, per))
         else:
             commit_us, xid, origin, origin_lsn = self.clock() // 1000, None, None, None
-        source = source_struct(
-            version=config.version, name=config.topic_prefix, ts_us=commit_us, snapshot=None,
-            db=config.database, sequence=sequence(self._last_commit_lsn, lsn),
-            schema=table.schema_name, table=table.table_name, tx_id=xid, lsn=lsn, origin=origin,
-            origin_lsn=origin_lsn,
-        )
+        last = self._last_commit_lsn
+        source = Struct(SOURCE_SCHEMA, (
+            config.version, "postgresql", config.topic_prefix, commit_us // 1000, None,
+            config.database, f'["{last}","{lsn}"]' if last is not None else f'[null,"{lsn}"]',
+            commit_us, commit_us * 1000, table.schema_name, table.table_name, xid, lsn, None,
+            origin, origin_lsn))
         now = self.clock()
         value = Struct(table.envelope_schema,
                        (before, after, source, block, op, now // 1_000_000, now // 1000, now))
@@ -464,10 +468,25 @@ def _dml(self: EventDecoder, message: Any, lsn: int) -> list[ChangeRecord]:
     return self._change(message, lsn)
 
 
+def _row_change(self: EventDecoder, message: Insert | Update | Delete, lsn: int
+                ) -> list[ChangeRecord]:
+    """Insert, Update and Delete outside any buffered transaction take this direct path."""
+    if self._stream_xid is not None or self._prepare_buffer is not None:
+        return self._change(message, lsn)
+    try:
+        table = self._tables[message.relation_id]
+    except KeyError:
+        return self._change(message, lsn)  # raises the protocol error
+    if table is None:
+        self.metrics.events_filtered += 1
+        return []
+    return self._emit_row(table, message, lsn)
+
+
 _HANDLERS: Final[dict[type, Callable[..., list[ChangeRecord]]]] = {
     Begin: EventDecoder._begin, Commit: EventDecoder._commit, Origin: EventDecoder._origin,
-    Relation: EventDecoder._relation, Type: EventDecoder._type, Insert: _dml, Update: _dml,
-    Delete: _dml, Truncate: _dml, LogicalMessage: _dml,
+    Relation: EventDecoder._relation, Type: EventDecoder._type, Insert: _row_change,
+    Update: _row_change, Delete: _row_change, Truncate: _dml, LogicalMessage: _dml,
     StreamStart: EventDecoder._stream_start, StreamStop: EventDecoder._stream_stop,
     StreamCommit: EventDecoder._stream_commit, StreamAbort: EventDecoder._stream_abort,
     BeginPrepare: EventDecoder._begin_prepare, Prepare: EventDecoder._prepare,

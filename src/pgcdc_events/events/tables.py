@@ -59,9 +59,9 @@ class ColumnPlan:
 class TableSchema:
     """Schemas and converters of one version of one table."""
 
-    __slots__ = ("columns", "envelope_schema", "key_positions", "key_schema", "qualified",
-                 "relation", "schema_name", "table_name", "topic", "value_positions",
-                 "value_schema")
+    __slots__ = ("_all_text", "_fast_row", "columns", "envelope_schema", "fast_row_source",
+                 "key_positions", "key_schema", "qualified", "relation", "schema_name",
+                 "table_name", "topic", "value_positions", "value_schema")
 
     def __init__(self, relation: Relation, topic: str, columns: tuple[ColumnPlan, ...],
                  key_positions: tuple[int, ...], value_positions: tuple[int, ...] | None,
@@ -78,13 +78,25 @@ class TableSchema:
         self.key_schema = key_schema
         self.value_schema = value_schema
         self.envelope_schema = envelope_schema
+        self.fast_row_source, self._fast_row = _compile_fast_row(relation, columns)
+        self._all_text = b"t" * len(relation.columns)
 
     def row(self, tup: TupleData, old: TupleData | None = None) -> tuple[Any, ...]:
         """Connect values of the planned columns; ``old`` fills unchanged TOAST (FULL identity).
 
         The row holds the value's columns and any key column excluded from the value;
-        :meth:`key` and :meth:`value` pick theirs from it.
+        :meth:`key` and :meth:`value` pick theirs from it. Rows whose columns all came as
+        text take a generated path (``fast_row_source``); any other row, or a value that
+        fails to convert there, takes the general loop, which names the failing column.
         """
+        if tup.kinds == self._all_text:
+            try:
+                return self._fast_row(tup.values)
+            except Exception:
+                pass
+        return self._row(tup, old)
+
+    def _row(self, tup: TupleData, old: TupleData | None) -> tuple[Any, ...]:
         kinds = tup.kinds
         values = tup.values
         out: list[Any] = []
@@ -129,6 +141,16 @@ class TableSchema:
         if self.value_positions is not None:
             row = tuple(row[i] for i in self.value_positions)
         return Struct(self.value_schema, row)
+
+
+def _compile_fast_row(relation: Relation, columns: tuple[ColumnPlan, ...]
+                      ) -> tuple[str, Callable[[tuple[bytes | None, ...]], tuple[Any, ...]]]:
+    """Generate ``fast_row(values)`` for all-text tuples: one converter call per column."""
+    namespace: dict[str, Any] = {f"c{i}": col.from_text for i, col in enumerate(columns)}
+    items = "".join(f"c{i}(v[{col.position}]), " for i, col in enumerate(columns))
+    source = f"def fast_row(v):\n    return ({items})\n"
+    exec(compile(source, f"<pgcdc row {relation.namespace}.{relation.name}>", "exec"), namespace)
+    return source, namespace["fast_row"]
 
 
 def _binary(col: ColumnPlan) -> Callable[[bytes], Any]:

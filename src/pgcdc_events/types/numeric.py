@@ -265,10 +265,10 @@ def _numeric(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
         return convert(_parse_decimal(raw))
 
     if mode == "precise" and not fixed:
-        def from_text(raw: bytes) -> Any:  # noqa: F811 - the fast path of the common case
+        def from_text(raw: bytes) -> Any:
             return _variable_scale_text(raw) or convert(_parse_decimal(raw))
     elif mode == "precise":
-        def from_text(raw: bytes) -> Any:  # noqa: F811 - the fast path of the common case
+        def from_text(raw: bytes) -> Any:
             dot = raw.find(b".")
             if (len(raw) - dot - 1 == scale if dot >= 0 else scale == 0) and raw[-1:] not in (
                     b"N", b"y"):  # already at the column's scale, and not NaN/Infinity
