@@ -63,6 +63,7 @@ _NICE: Final = ("", " ", "NULL", "null", 'quo"te', "back\\slash", "comma,semi;",
                 "ünïcödé", "日本語", "emoji 🙂", "tab\there", "new\nline", "'single'")
 
 
+@functools.lru_cache(maxsize=64)
 def text_strings(max_size: int = 12) -> st.SearchStrategy[str]:
     """Any Unicode text PostgreSQL can store (no NUL), with tricky samples mixed in."""
     return st.one_of(st.sampled_from(_NICE), st.text(_TEXT_CHARS, max_size=max_size))
@@ -430,6 +431,12 @@ def values(type_sql: str | ColumnType, *, enums: Mapping[str, Sequence[str]] | N
     ``long_values`` adds TOAST-sized values for the types in :data:`TOASTABLE_TYPES`.
     """
     t = type_sql if isinstance(type_sql, ColumnType) else column_type(type_sql, enums)
+    return _values(t, long_values, max_items)
+
+
+@functools.lru_cache(maxsize=1024)
+def _values(t: ColumnType, long_values: bool, max_items: int) -> st.SearchStrategy[PgValue]:
+    """:func:`values`, built once per type (building and validating strategies is costly)."""
     element_sql = t.sql.removesuffix("[]")
     element = _scalar(t, long_values and not t.is_array).map(lambda v: _typed(v, element_sql))
     if not t.is_array:
