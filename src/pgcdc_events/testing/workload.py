@@ -20,6 +20,7 @@ valid workloads; :func:`render` also renders hand-built ones.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -251,9 +252,11 @@ class TableState:
         raise KeyError(row)
 
     def apply(self, change: Change) -> None:
-        """Apply one change (the old row must be present)."""
+        """Apply one change (an old row the state does not hold is ignored: hand-built
+        workloads may change rows that existed before them)."""
         if change.old is not None:
-            del self.rows[self.find(change.old)]
+            with contextlib.suppress(KeyError):
+                del self.rows[self.find(change.old)]
         if change.new is not None:
             self.rows[self.key(change.new)] = change.new
 
