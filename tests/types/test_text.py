@@ -76,3 +76,24 @@ def test_text_family_text_and_binary_agree_with_sql(pg_conn: Any, rows: list[Any
                     elif column.name == "u":
                         want = str(uuid.UUID(want))
                     assert value == want, (column.name, binary, mode)
+
+
+def test_ipv6_forms_print_as_postgresql_prints_them(pg_conn: Any) -> None:
+    """Found by the property test above: IPv4-mapped and -compatible IPv6 in binary tuples."""
+    addresses = ["::ffff:0.0.0.0", "::2", "::", "::0.0.1.2", "::1:2", "0:0:0:0:0:1:2:3",
+                 "2001:db8::ffff:1.2.3.4", "::ffff:1.2.3.4/120"]
+    pg_conn.run("CREATE TABLE ip6 (id int PRIMARY KEY, a inet)")
+    cap = Capturer(pg_conn, slot="ip6", publication="ip6_pub")
+    for n, address in enumerate(addresses):
+        pg_conn.run(f"INSERT INTO ip6 VALUES ({n}, '{address}')")
+    expected = [r[0] for r in pg_conn.run("SELECT format('%s', a) FROM ip6 ORDER BY id")]
+    reader = PgOutputReader()
+    got = []
+    for row in cap.changes(binary=True):
+        message = reader.read(row.data)
+        if isinstance(message, Relation):
+            mapping = TypeMapper().column("a", message.columns[1].type_oid)
+        elif isinstance(message, Insert):
+            assert mapping is not None and message.new.is_binary(1)
+            got.append(mapping.convert(message.new.values[1], binary=True))
+    assert got == expected

@@ -126,10 +126,25 @@ def _inet_binary(raw: bytes) -> str:
     elif family == 3 and size == 16:
         addr = ipaddress.IPv6Address(address)
         full = 128
+        text = _ipv6_text(address, addr)
+        return f"{text}/{bits}" if is_cidr or bits != full else text
     else:
         raise ConversionError(f"invalid inet family {family} with {size} address bytes")
     if is_cidr or bits != full:
         return f"{addr.compressed}/{bits}"
+    return addr.compressed
+
+
+def _ipv6_text(raw: bytes, addr: ipaddress.IPv6Address) -> str:
+    """IPv6 as PostgreSQL's ``inet_net_ntop`` prints it: ``::a.b.c.d`` and ``::ffff:a.b.c.d``
+    for the IPv4-compatible and IPv4-mapped forms, compressed hex otherwise."""
+    words = [raw[i] << 8 | raw[i + 1] for i in range(0, 16, 2)]
+    zeros = 0
+    while zeros < 8 and words[zeros] == 0:
+        zeros += 1
+    if zeros == 6 or (zeros == 5 and words[5] == 0xFFFF):
+        dotted = ".".join(str(b) for b in raw[12:])
+        return "::" + ("ffff:" if zeros == 5 else "") + dotted
     return addr.compressed
 
 
