@@ -123,29 +123,11 @@ def _tuple(data: bytes, pos: int) -> tuple[TupleData, int]:
             kind, size = data[pos], -1
         else:
             raise _fail(data, pos, f"the kind of column {i + 1} of {ncols}", "truncated")
-        if kind == 116:  # 't'
-            if size < 0:
-                raise _fail(
-                    data,
-                    pos + 1,
-                    f"the length of column {i + 1} (Int32 >= 0)",
-                    "truncated" if pos + 5 > n else str(size),
-                )
-            pos += 5
-            end = pos + size
-            if end > n:
-                raise _fail(
-                    data, pos, f"{size} bytes of column {i + 1}", f"{n - pos} left (truncated?)"
-                )
-            values[i] = data[pos:end]
-            pos = end
-            if kinds is not None:
-                kinds[i] = kind
-            continue
-        if kinds is None:
-            kinds = bytearray(b"t" * ncols)
-        kinds[i] = kind
-        if kind == 98:  # 'b'
+        if kind != 116:  # not 't': the tuple needs its own kinds
+            if kinds is None:
+                kinds = bytearray(b"t" * ncols)
+            kinds[i] = kind
+        if kind in {116, 98}:  # "t", "b": Int32 length, then the value
             if size < 0:
                 raise _fail(
                     data,
