@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pgcdc_events.events.config import DEFAULT_ONLY_PROPERTIES, APPLIED_PROPERTIES
+from pgcdc_events.events.config import APPLIED_PROPERTIES, DEFAULT_ONLY_PROPERTIES
 from pgcdc_events.events.connector_properties import CONNECTOR_PROPERTIES, DEBEZIUM_VERSION
 from pgcdc_events.types.config import TypeConfig
 from pgcdc_events.types.mapper import TypeMapper
@@ -161,7 +161,7 @@ def types_page() -> str:
         "Connect type, the semantic schema name and its parameters. *dropped* means the",
         "column is left out of events, as Debezium leaves it out; set",
         "`include.unknown.datatypes=true` to get types Debezium does not know as bytes of",
-        "their text, or `TypeConfig(map_unsupported_types=True)` to map the arrays Debezium",
+        "their text, or `pgcdc.map.unsupported.types=true` to map the arrays Debezium",
         "drops with their element's mapping.",
         "",
         "## With the default configuration",
@@ -247,6 +247,8 @@ def configuration_page() -> str:
         "xmin.fetch.interval.ms": "needs a database connection: values other than 0 are "
                                   "reported as not applicable and `source.xmin` stays null",
         "heartbeat.interval.ms": "heartbeats are produced by `EventDecoder.keepalive()`",
+        "pgcdc.map.unsupported.types": "**ours**, not Debezium's: map the array columns "
+                                       "Debezium drops (`money[]`, `interval[]`...)",
         "skip.messages.without.change": "drops updates whose included columns did not change "
                                         "(needs the old row: REPLICA IDENTITY FULL)",
     }

@@ -16,6 +16,8 @@ from pgcdc_events.protocol import (
     TupleData,
     Update,
 )
+from pgcdc_events.types.mapper import TypeMapper
+from pgcdc_events.types.oids import OID_BY_NAME
 
 
 def config(**props: str) -> EventConfig:
@@ -118,3 +120,11 @@ def test_skip_messages_without_change() -> None:
                for r in decoder.handle(m, 2)]
         decoder.handle(Commit(0, 10, 11, 0), 3)
         assert ops == expected
+
+
+def test_map_unsupported_types_property() -> None:
+    for value, mapped in (("false", False), ("true", True)):
+        cfg = EventConfig.from_properties({"topic.prefix": "p",
+                                           "pgcdc.map.unsupported.types": value})
+        column = TypeMapper(cfg.types).column("m", OID_BY_NAME["_money"])
+        assert (column is not None) is mapped

@@ -48,6 +48,7 @@ TYPE_PROPERTIES: Final[dict[str, str]] = {
     "money.fraction.digits": "2",
     "unavailable.value.placeholder": DEFAULT_PLACEHOLDER,
     "include.unknown.datatypes": "false",
+    "pgcdc.map.unsupported.types": "false",
     "column.propagate.source.type": "",
     "datatype.propagate.source.type": "",
 }
@@ -78,8 +79,9 @@ def parse_bool(name: str, value: str) -> bool:
 class TypeConfig:
     """How PostgreSQL values become Connect values; the defaults are Debezium's.
 
-    ``map_unsupported_types`` is ours: map columns whose types Debezium 3.6 drops
-    (``money[]``, ``interval[]``, ``point[]``...) instead of dropping them too.
+    ``map_unsupported_types`` (property ``pgcdc.map.unsupported.types``) is ours: map
+    array columns whose types Debezium 3.6 drops (``money[]``, ``interval[]``,
+    ``point[]``...) with their element's mapping instead of dropping them too.
     """
 
     time_precision_mode: TimePrecisionMode = "adaptive"
@@ -118,6 +120,9 @@ class TypeConfig:
         if "unavailable.value.placeholder" in props:
             values["unavailable_value_placeholder"] = placeholder_bytes(
                 props["unavailable.value.placeholder"])
+        if "pgcdc.map.unsupported.types" in props:
+            values["map_unsupported_types"] = parse_bool(
+                "pgcdc.map.unsupported.types", props["pgcdc.map.unsupported.types"])
         if "include.unknown.datatypes" in props:
             values["include_unknown_datatypes"] = parse_bool(
                 "include.unknown.datatypes", props["include.unknown.datatypes"])
