@@ -25,6 +25,7 @@ from pgcdc_events.types.oids import BUILTIN_TYPES, OID_BY_NAME
 
 __all__ = [
     "EXTENSION_TYPES",
+    "TOASTABLE",
     "ColumnDef",
     "ColumnType",
     "TableDef",
@@ -44,6 +45,8 @@ EXTENSION_TYPES: Final[dict[str, tuple[str, int, int]]] = {
     "geography": ("postgis", 16_398, 16_399),
 }
 
+#: Types whose long values generated tables keep out of line (``SET STORAGE EXTERNAL``).
+TOASTABLE: Final = frozenset({"text", "varchar", "bytea", "json", "jsonb", "citext"})
 _ALIASES: Final = {
     "integer": "int4", "int": "int4", "smallint": "int2", "bigint": "int8", "boolean": "bool",
     "real": "float4", "double precision": "float8", "float": "float8", "decimal": "numeric",
@@ -278,6 +281,11 @@ class TableDef:
         if self.primary_key:
             cols.append("PRIMARY KEY (" + ", ".join(map(quote_ident, self.primary_key)) + ")")
         out.append(f"CREATE TABLE {self.sql_name} (" + ", ".join(cols) + ")")
+        for c, t in zip(self.columns, self.types(), strict=True):
+            if t.name in TOASTABLE and not t.is_array:
+                # out of line and uncompressed: long values travel as unchanged-TOAST markers
+                out.append(f"ALTER TABLE {self.sql_name} ALTER COLUMN {quote_ident(c.name)} "
+                           "SET STORAGE EXTERNAL")
         if self.replica_identity == "i":
             index = quote_ident(f"{self.name[:40]}_ident")
             out.append(f"CREATE UNIQUE INDEX {index} ON {self.sql_name} ("

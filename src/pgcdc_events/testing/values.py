@@ -27,7 +27,6 @@ from pgcdc_events.testing.tables import ColumnType, column_type
 __all__ = [
     "BINARY_TYPES",
     "SUPPORTED_TYPES",
-    "TOASTABLE_TYPES",
     "TOAST_THRESHOLD",
     "text_strings",
     "values",
@@ -53,8 +52,6 @@ ARRAY_TYPES: Final = (
 BINARY_TYPES: Final = frozenset(SUPPORTED_TYPES) - {
     "tsvector", "int4range", "int8range", "numrange", "daterange", "tsrange", "tstzrange",
     "xml", "name", "bit", "varbit"}
-#: Types whose long values PostgreSQL may store out of line (TOAST) and then not resend.
-TOASTABLE_TYPES: Final = frozenset({"text", "varchar", "bytea", "json", "jsonb", "citext"})
 #: Byte length from which generated long values count as TOASTed.
 TOAST_THRESHOLD: Final = 2100
 
@@ -182,14 +179,19 @@ def _timestamp_us(precision: int | None) -> st.SearchStrategy[int]:
     ).map(lambda us: _round_us(us, precision))
 
 
+#: Instants whose local time stays in the timestamp range at any offset (whole seconds).
+_TZ_LOW: Final = pt.TIMESTAMP_MIN + 57_600_000_000
+_TZ_HIGH: Final = pt.TIMESTAMP_MAX + 1 - 57_600_000_000
+
+
 def _timestamp(name: str, precision: int | None) -> st.SearchStrategy[PgValue]:
     inf = st.sampled_from([pt.TS_NEG_INF, pt.TS_POS_INF])
     if name == "timestamp":
         return st.one_of(inf, _timestamp_us(precision)).map(pt.timestamp_value)
     # Keep the local time inside the timestamp range when shifting by an offset.
     finite = st.tuples(_timestamp_us(precision), st.one_of(st.just(0), _offsets(minutes=True))).map(
-        lambda p: (min(max(p[0], pt.TIMESTAMP_MIN + 57_599_000_000),
-                       pt.TIMESTAMP_MAX - 57_599_000_000) if p[1] else p[0], p[1]))
+        lambda p: (_round_us(min(max(p[0], _TZ_LOW), _TZ_HIGH), precision) if p[1] else p[0],
+                   p[1]))
     return st.one_of(inf.map(lambda us: (us, 0)), finite).map(
         lambda p: pt.timestamptz_value(p[0], p[1]))
 
@@ -428,7 +430,8 @@ def values(type_sql: str | ColumnType, *, enums: Mapping[str, Sequence[str]] | N
     """Non-NULL values of a column type (as written in DDL, or resolved), edges weighted in.
 
     Arrays are one-dimensional: empty, NULL-filled, or a mix of NULLs and values.
-    ``long_values`` adds TOAST-sized values for the types in :data:`TOASTABLE_TYPES`.
+    ``long_values`` adds TOAST-sized values for the types in
+    :data:`~pgcdc_events.testing.tables.TOASTABLE`.
     """
     t = type_sql if isinstance(type_sql, ColumnType) else column_type(type_sql, enums)
     return _values(t, long_values, max_items)

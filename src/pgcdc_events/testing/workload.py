@@ -62,7 +62,7 @@ from pgcdc_events.protocol.messages import (
 )
 from pgcdc_events.protocol.reader import Streaming
 from pgcdc_events.testing.pgtext import PgValue
-from pgcdc_events.testing.tables import TableDef, catalog_for, quote_ident
+from pgcdc_events.testing.tables import TOASTABLE, TableDef, catalog_for, quote_ident
 from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = [
@@ -93,7 +93,6 @@ DEFAULT_PROPERTIES: Final[Mapping[str, str]] = {"topic.prefix": "pgcdc",
                                                 "skipped.operations": "none"}
 #: Byte length from which a value of a TOAST-able type is taken to be stored out of line.
 TOAST_THRESHOLD: Final = 2000
-_TOASTABLE: Final = frozenset({"text", "varchar", "bytea", "json", "jsonb", "citext"})
 #: Processing time the decoder's clock reports (2024-01-01T00:00:00Z), for reproducible output.
 CLOCK_NS: Final = 1_704_067_200_000_000_000
 
@@ -113,13 +112,17 @@ UNCHANGED_TOAST: Final = _Unchanged()
 def is_toasted(value: PgValue | None) -> bool:
     """Whether PostgreSQL would keep ``value`` out of line (and omit it when unchanged).
 
-    Values of variable-length text-like types of at least :data:`TOAST_THRESHOLD`
-    bytes count as TOASTed, as with ``ALTER COLUMN ... SET STORAGE EXTERNAL``.
+    Values of the :data:`~pgcdc_events.testing.tables.TOASTABLE` types stored in at least
+    :data:`TOAST_THRESHOLD` bytes count as TOASTed, as in the columns of generated tables
+    (``SET STORAGE EXTERNAL``: out of line, uncompressed).
     """
     if value is None:
         return False
     base = value.type.split("(")[0]
-    return base in _TOASTABLE and len(value.text_bytes) >= TOAST_THRESHOLD
+    if base not in TOASTABLE:
+        return False
+    stored = value.binary if base == "bytea" and value.binary is not None else value.text_bytes
+    return len(stored) >= TOAST_THRESHOLD
 
 
 # ---------------------------------------------------------------- operations
