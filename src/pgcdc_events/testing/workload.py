@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
@@ -340,18 +341,26 @@ class Workload:
         printer.text(repr(self))
 
     def script(self) -> list[str]:
-        """The workload as SQL (DDL, then each item in commit order): readable, and what a
-        server runs to produce this stream (the interleaving aside)."""
-        out: list[str] = []
+        """The workload as SQL, one line per table and per transaction (long literals
+        shortened; :meth:`statements` has them whole)."""
+        return [_LONG_LITERAL.sub(_shorten, " ".join(group))
+                for group in self._statement_groups()]
+
+    def statements(self) -> list[str]:
+        """The workload as SQL statements, one each: the DDL of the tables, then every item
+        in commit order. Run on a server (with the extensions its types need) they produce
+        this stream, the interleaving of stream blocks aside."""
+        return [stmt.split("  -- ")[0] for group in self._statement_groups() for stmt in group]
+
+    def _statement_groups(self) -> list[list[str]]:
+        out: list[list[str]] = []
         for t in self.tables:
-            out += [line + ";" for line in t.create_sql()[1:]]
+            ddl = t.create_sql()
+            out.append([line + ";" for line in (ddl if t.schema != "public" else ddl[1:])])
         for item in self.items:
             if isinstance(item, LogicalMsg):
-                out.append(_message_sql(item))
+                out.append([_message_sql(item)])
                 continue
-            notes = []
-            if item.streamed:
-                notes.append(f"streamed in {len(item.block_ends)} block(s)")
             line = ["BEGIN;"]
             sub = 0
             for op in item.ops:
@@ -374,7 +383,9 @@ class Workload:
                             + f" PREPARED {gid};")
             else:
                 line.append("COMMIT;" if item.outcome == "commit" else "ROLLBACK;")
-            out.append(" ".join(line) + (f"  -- {', '.join(notes)}" if notes else ""))
+            if item.streamed:
+                line[-1] += f"  -- streamed in {len(item.block_ends)} block(s)"
+            out.append(line)
         return out
 
     @property
@@ -742,11 +753,16 @@ class _Renderer:
                 self._expect(op, xid, lsn)
 
 
+_LONG_LITERAL: Final = re.compile(r"'(?:[^']|'')*'")
+
+
+def _shorten(match: re.Match[str]) -> str:
+    text = match.group()
+    return text if len(text) <= 60 else f"{text[:30]}...({len(text)} chars)...{text[-12:]}"
+
+
 def _sql_value(value: PgValue | None) -> str:
-    if value is None:
-        return "NULL"
-    text = value.sql()
-    return text if len(text) <= 60 else f"{text[:30]}...({len(value.text)} chars)...{text[-20:]}"
+    return "NULL" if value is None else value.sql()
 
 
 def _where(table: TableDef, row: Row) -> str:
