@@ -1,0 +1,53 @@
+"""PySpark support: Connect schemas as Spark schemas, raw WAL decoded into DataFrames.
+
+Installed with the ``spark`` extra. :func:`decode_capture` opens a capture
+DataFrame (columns ``lsn``, ``xid``, ``data`` and an ordering column) and gives
+one DataFrame of Debezium change events per table, equal to what the
+pure-Python :class:`~pgcdc_events.events.EventDecoder` produces;
+:func:`spark_type` and friends map Kafka Connect schemas to Spark types in the
+*literal* or *semantic* flavour; :func:`flatten` is Debezium's
+ExtractNewRecordState; :func:`latest_state` reduces events to a table's
+current rows. See docs/spark.md.
+"""
+
+from __future__ import annotations
+
+from pgcdc_events.spark.capture import (
+    CAPTURE_TYPE,
+    capture_dataframe,
+    read_capture,
+    write_capture_parquet,
+)
+from pgcdc_events.spark.decode import DecodedCapture, decode_capture
+from pgcdc_events.spark.errors import SparkDecodeError
+from pgcdc_events.spark.registry import RelationRegistry, catalog_table_schemas
+from pgcdc_events.spark.schema import (
+    SparkSchemaOptions,
+    envelope_type,
+    json_record_type,
+    json_type,
+    key_type,
+    spark_type,
+    struct_type,
+)
+from pgcdc_events.spark.values import ValueConverter
+
+__all__ = [
+    "CAPTURE_TYPE",
+    "DecodedCapture",
+    "RelationRegistry",
+    "SparkDecodeError",
+    "SparkSchemaOptions",
+    "ValueConverter",
+    "capture_dataframe",
+    "catalog_table_schemas",
+    "decode_capture",
+    "envelope_type",
+    "json_record_type",
+    "json_type",
+    "key_type",
+    "read_capture",
+    "spark_type",
+    "struct_type",
+    "write_capture_parquet",
+]
