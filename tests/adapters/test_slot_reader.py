@@ -267,7 +267,7 @@ def test_lost_slot_then_wal_level_replica(small_wal_cluster: TempCluster) -> Non
             conn.run("INSERT INTO filler SELECT repeat('x', 1000) FROM generate_series(1, 2000)")
             conn.run("SELECT pg_switch_wal()")
         conn.run("CHECKPOINT")
-        with pytest.raises(SlotLostError, match="invalidated|no longer") as info:
+        with pytest.raises(SlotLostError, match=r"invalidated|no longer") as info:
             reader.prepare()
             _units(reader)
         assert "operations.md" in str(info.value)

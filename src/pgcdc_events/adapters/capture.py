@@ -259,12 +259,17 @@ def run_capture(
             if reached_max:
                 stats.stopped_by = "max-changes"
                 break
-            if batch.hit_limit and not reached_max:
+            # While an unresolved PREPARE holds the slot behind the checkpoint, every read
+            # starts at the PREPARE again: read enough to get past what was delivered.
+            confirmed = reader.confirmed_lsn
+            held = after is not None and (confirmed is None or confirmed < after)
+            next_limit = batch_rows + (batch.rows_at_last_unit if held else 0)
+            if batch.hit_limit:
                 # More is waiting. A read that delivered nothing new and could not move the
                 # slot stopped inside one big transaction: read more rows next time.
-                limit = batch_rows if (written_end is not None or moved) else limit * 2
+                limit = next_limit if (written_end is not None or moved) else limit * 2
                 continue
-            limit = batch_rows
+            limit = next_limit
             if not follow:
                 stats.stopped_by = "caught-up"
                 break

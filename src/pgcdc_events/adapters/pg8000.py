@@ -286,6 +286,8 @@ class BatchInfo:
     units: int = 0
     limit: int | None = None
     last_end: int | None = None
+    #: Rows read when the last complete unit ended (the rows a re-read must cover).
+    rows_at_last_unit: int = 0
     hold_lsn: int | None = None
     incomplete: int = 0
 
@@ -591,6 +593,7 @@ class SlotReader:
                 if unit is not None:
                     batch.units += 1
                     batch.last_end = unit.end_lsn
+                    batch.rows_at_last_unit = batch.rows
                     batch.hold_lsn = assembler.hold_lsn
                     yield unit
             batch.hold_lsn = assembler.hold_lsn

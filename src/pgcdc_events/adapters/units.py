@@ -260,6 +260,10 @@ class UnitAssembler:
             self._prepared[message.xid] = unit
         elif isinstance(message, CommitPrepared):
             pending = self._prepared.pop(message.xid, None)
+            if pending is None and self.after is not None and message.end_lsn <= self.after:
+                # Delivered before: the slot was held back by a later PREPARE, past this
+                # transaction's PREPARE but not its COMMIT PREPARED, which comes again alone.
+                pending = self._open("prepared", message.xid, row)
             if pending is None:
                 raise ProtocolError(
                     "the prepared transaction before its Commit Prepared", message_type="K",

@@ -159,36 +159,37 @@ _BYTES_OVERHEAD = 33  # sys.getsizeof(b"")
 def message_size(message: Message) -> int:
     """Estimated bytes of a parsed pgoutput message object (its tuples dominate)."""
     size = _OBJECT_OVERHEAD
-    for tup in _tuples(message):
-        size += _OBJECT_OVERHEAD + 8 * len(tup.values) + _BYTES_OVERHEAD + len(tup.values)
-        for value in tup.values:
-            if value is not None:
-                size += _BYTES_OVERHEAD + len(value)
-    if isinstance(message, LogicalMessage):
-        size += _BYTES_OVERHEAD + len(message.content) + len(message.prefix)
-    elif isinstance(message, Truncate):
-        size += 8 * len(message.relation_ids)
-    elif isinstance(message, Relation):
-        size += 120 * len(message.columns)
+    kind = type(message)
+    if kind is Insert:
+        tuples: tuple[TupleData | None, ...] = (message.new,)  # type: ignore[union-attr]
+    elif kind is Update or kind is Delete:
+        tuples = (message.old, getattr(message, "new", None))  # type: ignore[union-attr]
+    else:
+        tuples = ()
+        if isinstance(message, LogicalMessage):
+            size += _BYTES_OVERHEAD + len(message.content) + len(message.prefix)
+        elif isinstance(message, Truncate):
+            size += 8 * len(message.relation_ids)
+        elif isinstance(message, Relation):
+            size += 120 * len(message.columns)
+    for tup in tuples:
+        if tup is not None:
+            values = tup.values
+            present = list(filter(None, values))
+            size += (_OBJECT_OVERHEAD + 9 * len(values) + _BYTES_OVERHEAD
+                     + _BYTES_OVERHEAD * len(present) + sum(map(len, present)))
     return size
-
-
-def _tuples(message: Message) -> tuple[TupleData, ...]:
-    if isinstance(message, Insert):
-        return (message.new,)
-    if isinstance(message, Update):
-        return (message.new,) if message.old is None else (message.old, message.new)
-    if isinstance(message, Delete):
-        return (message.old,)
-    return ()
 
 
 #: The pgoutput message classes (``Message`` is their union).
 _MESSAGE_TYPES: tuple[type, ...] = typing.get_args(Message)
 
 
+_MESSAGE_TYPE_SET: frozenset[type] = frozenset(_MESSAGE_TYPES)
+
+
 def _is_message(value: object) -> typing.TypeGuard[Message]:
-    return isinstance(value, _MESSAGE_TYPES)
+    return type(value) in _MESSAGE_TYPE_SET
 
 
 _LEN = struct.Struct(">I")
@@ -207,21 +208,30 @@ class AttrsEntryCodec:
     def __init__(self) -> None:
         self._objects: list[Any] = []
         self._index: dict[int, int] = {}
+        self._fields: dict[type, tuple[str, ...] | None] = {}
+
+    def _names(self, cls: type) -> tuple[str, ...] | None:
+        """The field names of an attrs class (``None`` for anything else), cached."""
+        try:
+            return self._fields[cls]
+        except KeyError:
+            names = tuple(f.name for f in attrs.fields(cls)) if attrs.has(cls) else None
+            self._fields[cls] = names
+            return names
 
     def size(self, entry: Any) -> int:
         """Estimated bytes of the entry and the messages it holds."""
         size = _OBJECT_OVERHEAD
-        if attrs.has(type(entry)):
-            for field in attrs.fields(type(entry)):
-                value = getattr(entry, field.name)
-                if _is_message(value):
-                    size += message_size(value)
-                elif isinstance(value, (bytes, str)):
-                    size += _BYTES_OVERHEAD + len(value)
-                elif isinstance(value, tuple):
-                    size += 40 + 8 * len(value)
-                else:
-                    size += 8
+        for name in self._names(type(entry)) or ():
+            value = getattr(entry, name)
+            if type(value) in _MESSAGE_TYPE_SET:
+                size += message_size(value)
+            elif isinstance(value, (bytes, str)):
+                size += _BYTES_OVERHEAD + len(value)
+            elif isinstance(value, tuple):
+                size += 40 + 8 * len(value)
+            else:
+                size += 8
         return size
 
     def _ref(self, obj: Any) -> int:
@@ -236,11 +246,11 @@ class AttrsEntryCodec:
     def encode(self, entry: Any) -> bytes:
         """The entry as tagged fields (an entry that is not an attrs instance: a reference)."""
         out = bytearray()
-        if attrs.has(type(entry)):
-            fields = attrs.fields(type(entry))
-            out += b"A" + _LEN.pack(self._ref(type(entry))) + _LEN.pack(len(fields))
-            for field in fields:
-                self._value(out, getattr(entry, field.name))
+        names = self._names(type(entry))
+        if names is not None:
+            out += b"A" + _LEN.pack(self._ref(type(entry))) + _LEN.pack(len(names))
+            for name in names:
+                self._value(out, getattr(entry, name))
         else:
             self._value(out, entry)
         return bytes(out)
