@@ -11,7 +11,14 @@ import sys
 from collections.abc import Sequence
 
 from pgcdc_events import __version__
-from pgcdc_events.cli import capture_cmd, catalog_cmd, decode_cmd, inspect_cmd, validate_cmd
+from pgcdc_events.cli import (
+    capture_cmd,
+    catalog_cmd,
+    decode_cmd,
+    inspect_cmd,
+    spark_cmd,
+    validate_cmd,
+)
 from pgcdc_events.errors import PgCdcError
 
 __all__ = ["main"]
@@ -34,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     capture_cmd.register(commands)
     capture_cmd.register_tail(commands)
     validate_cmd.register(commands)
+    spark_cmd.register(commands)
     return parser
 
 

@@ -105,6 +105,11 @@ class DecodedCapture:
         self._tables: dict[str, DataFrame] = {}
 
     @property
+    def broadcast_registry(self) -> Any:
+        """The registry as a Spark broadcast variable (``.value`` on the workers)."""
+        return self._broadcast
+
+    @property
     def tables(self) -> tuple[str, ...]:
         """The captured tables (``schema.table``) the configuration includes."""
         return self.registry.tables

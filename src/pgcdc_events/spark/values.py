@@ -331,8 +331,11 @@ def float32_shortest(value: float) -> float:
     packed = struct.pack(">f", value)
     for digits in range(1, 10):
         candidate = float(f"{value:.{digits}g}")
-        if struct.pack(">f", candidate) == packed:
-            return candidate
+        try:
+            if struct.pack(">f", candidate) == packed:
+                return candidate
+        except OverflowError:  # rounded past float32's range (3.4e38 at 1-2 digits)
+            continue
     return value
 
 
