@@ -82,7 +82,7 @@ def _directory(table: str) -> str:
 def run(args: argparse.Namespace) -> int:
     """Decode the capture with Spark and write each table; Spark errors become one line."""
     try:
-        from py4j.protocol import Py4JJavaError  # noqa: PLC0415
+        from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # noqa: PLC0415
         from pyspark.errors import PySparkException  # noqa: PLC0415
     except ImportError:
         raise PgCdcError("pgcdc-events spark needs pyspark: install the 'spark' extra "
