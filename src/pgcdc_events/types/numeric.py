@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import decimal
 import math
+import re
 import struct
 from decimal import Decimal
 from typing import Any, Final
@@ -142,8 +143,11 @@ def _float32_binary(raw: bytes) -> float:
         return float(value)
     for digits in range(1, 10):
         candidate = float(f"{value:.{digits}g}")
-        if _F32.pack(candidate) == raw:
-            return candidate
+        try:
+            if _F32.pack(candidate) == raw:
+                return candidate
+        except OverflowError:  # rounded past the largest float4 (3.4028235e38)
+            continue
     return float(value)
 
 
@@ -186,7 +190,14 @@ def decimal_from_binary(raw: bytes) -> Decimal:
     return value.quantize(Decimal((0, (1,), -dscale)), context=_CONTEXT)
 
 
+#: numeric_out's text: no exponent (a few bytes of ``1e999999999`` would stand for a billion
+#: digits), at most 131072 digits before the point and 16383 after.
+_NUMERIC_TEXT: Final = re.compile(rb"-?[0-9]{1,131072}(?:\.[0-9]{1,16383})?|NaN|-?Infinity")
+
+
 def _parse_decimal(raw: bytes) -> Decimal:
+    if _NUMERIC_TEXT.fullmatch(raw) is None:
+        raise ConversionError(f"not numeric text output: {raw[:80]!r}")
     try:
         return Decimal(raw.decode("ascii"))
     except (decimal.InvalidOperation, UnicodeDecodeError):
@@ -272,7 +283,7 @@ def _numeric(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
             dot = raw.find(b".")
             if (len(raw) - dot - 1 == scale if dot >= 0 else scale == 0) and raw[-1:] not in (
                     b"N", b"y"):  # already at the column's scale, and not NaN/Infinity
-                return Decimal(raw.decode("ascii"))
+                return _parse_decimal(raw)
             return convert(_parse_decimal(raw))
 
     def from_binary(raw: bytes) -> Any:
