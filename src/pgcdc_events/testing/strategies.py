@@ -134,13 +134,14 @@ def tables(draw: st.DrawFn, *, min_columns: int = 1, max_columns: int = 6,
     uses a unique index on NOT NULL columns. ``binary`` keeps to types with a binary
     form; ``extensions`` adds citext, hstore, ltree and PostGIS columns.
     """
+    rid = relation_id if relation_id is not None else draw(_RELATION_IDS)
     schema = schema if schema is not None else draw(_SCHEMAS)
     name = name if name is not None else draw(identifiers())
     n_keys = draw(_N_KEYS)
     names = draw(_column_names(max(n_keys, min_columns), n_keys + max_columns))
     enum_defs: dict[str, tuple[str, ...]] = {}
     if enums and draw(_ONE_IN_FIVE) == 0:
-        enum_defs["mood " + draw(_ENUM_NAMES)] = draw(_ENUM_LABELS)
+        enum_defs[f"mood {draw(_ENUM_NAMES)}{rid}"] = draw(_ENUM_LABELS)
     col_types = column_types(binary=binary, arrays=arrays, extensions=extensions)
     key_types = _key_types(binary)
     cols = []
@@ -160,9 +161,9 @@ def tables(draw: st.DrawFn, *, min_columns: int = 1, max_columns: int = 6,
             identity_columns = primary_key
         else:
             identity = "f" if "f" in replica_identities else "d"
-    rid = relation_id if relation_id is not None else draw(_RELATION_IDS)
+    used = {c.type.removesuffix("[]") for c in cols}
     return TableDef(schema, name, tuple(cols), primary_key, identity, identity_columns, rid,
-                    tuple(enum_defs.items()))
+                    tuple((k, v) for k, v in enum_defs.items() if k in used))
 
 
 def table_sets(*, min_tables: int = 1, max_tables: int = 3, **options: Any

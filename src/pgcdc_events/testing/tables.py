@@ -354,6 +354,8 @@ def _type_sql(oid: int, typmod: int, snapshot: CatalogSnapshot
         name = ct.name
         if ct.enum_labels is not None:
             enum = (name, ct.enum_labels)
+    if name == "char":
+        name = '"char"'  # the one-byte internal type, not char(n)
     if typmod >= 0:
         if name == "numeric":
             name += f"({(typmod - 4) >> 16},{(typmod - 4) & 0xFFFF})"

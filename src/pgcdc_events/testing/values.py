@@ -36,7 +36,7 @@ __all__ = [
 SUPPORTED_TYPES: Final = (
     "bool", "int2", "int4", "int8", "oid", "float4", "float8", "numeric", "money",
     "date", "time", "timetz", "timestamp", "timestamptz", "interval",
-    "text", "varchar", "bpchar", "name", "char", "bytea", "bit", "varbit",
+    "text", "varchar", "bpchar", "name", '"char"', "bytea", "bit", "varbit",
     "json", "jsonb", "xml", "uuid", "inet", "cidr", "macaddr", "macaddr8", "tsvector",
     "int4range", "int8range", "numrange", "daterange", "tsrange", "tstzrange", "point",
     "citext", "hstore", "ltree", "geometry", "geography",
@@ -44,7 +44,7 @@ SUPPORTED_TYPES: Final = (
 #: Element types whose arrays the type mapper maps (Debezium drops the others).
 ARRAY_TYPES: Final = (
     "bool", "int2", "int4", "int8", "oid", "float4", "float8", "numeric", "date", "time",
-    "timetz", "timestamp", "timestamptz", "text", "varchar", "bpchar", "char", "bytea",
+    "timetz", "timestamp", "timestamptz", "text", "varchar", "bpchar", '"char"', "bytea",
     "json", "jsonb", "uuid", "inet", "cidr", "macaddr", "macaddr8", "int4range",
     "daterange",
 )
