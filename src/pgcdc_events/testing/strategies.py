@@ -186,7 +186,8 @@ def rows(table: TableDef, *, long_values: bool = False) -> st.SearchStrategy[Row
     for col in table.columns:
         strategy = values(column_type(col.type, enums),
                           long_values=long_values and col.name not in keys)
-        parts.append(strategy if col.not_null else st.one_of(st.none(), strategy))
+        parts.append(strategy if col.not_null or col.name in keys
+                     else st.one_of(st.none(), strategy))
     return st.tuples(*parts)
 
 

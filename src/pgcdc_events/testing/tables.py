@@ -312,10 +312,10 @@ def table(qualified: str, columns: Mapping[str, str] | Iterable[ColumnDef | tupl
     schema, _, name = qualified.rpartition(".")
     schema = schema or "public"
     items = columns.items() if isinstance(columns, Mapping) else columns
-    nn = set(not_null)
+    keys = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key)
+    nn = set(not_null) | set(keys) | set(identity_columns)  # key columns are NOT NULL
     cols = tuple(c if isinstance(c, ColumnDef) else ColumnDef(c[0], c[1], c[0] in nn)
                  for c in items)
-    keys = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key)
     ident = {"default": "d", "full": "f", "index": "i", "nothing": "n"}.get(
         replica_identity, replica_identity)
     rid = relation_id if relation_id is not None else 16_384 + zlib.crc32(

@@ -1,0 +1,148 @@
+"""The worked example of docs/testing.md: testing a per-customer balance kept from change events.
+
+``Balances`` is the consumer under test: it reads Debezium change events of a
+``shop.payments`` table and keeps, per customer, the sum of the settled payments.
+It must survive what real streams do: updates that carry no ``before`` (REPLICA
+IDENTITY DEFAULT), deletes that carry only the key, payments moving to another
+id (a delete and a create), truncates, and amounts Debezium cannot represent.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import Decimal
+from typing import Any
+
+from hypothesis import find, given, settings
+
+from pgcdc_events.events.records import ChangeRecord
+from pgcdc_events.testing import Workload, delete, insert, table, truncate, update
+from pgcdc_events.testing.strategies import workloads
+
+PAYMENTS = table(
+    "shop.payments",
+    {"id": "bigint", "customer_id": "int4", "amount": "numeric(12,2)", "status": "pay_status"},
+    primary_key="id", not_null=["customer_id"],
+    enums={"pay_status": ["pending", "settled", "refunded"]},
+)
+CONFIG = {"topic.prefix": "shop", "skipped.operations": "none"}  # truncates included
+TOPIC = "shop.shop.payments"
+
+
+class Balances:
+    """Settled amount per customer, from the change events of shop.payments.
+
+    Keeps its own copy of each payment (by id): an update under REPLICA IDENTITY
+    DEFAULT has no ``before``, and a delete's ``before`` holds only the key.
+    """
+
+    def __init__(self) -> None:
+        self.payments: dict[int, tuple[int, Decimal]] = {}  # id -> (customer, settled amount)
+        self.balance: dict[int, Decimal] = defaultdict(Decimal)
+
+    def apply(self, record: ChangeRecord) -> None:
+        if record.topic != TOPIC or record.value is None:  # other topics; tombstones
+            return
+        op = record.value["op"]
+        if op == "t":
+            self.payments.clear()
+            self.balance.clear()
+            return
+        if op in ("u", "d"):
+            self._forget(record.key["id"] if record.key is not None else None)
+        if op in ("c", "u", "r"):
+            after = record.value["after"]
+            settled = after["status"] == "settled" and after["amount"] is not None
+            amount = after["amount"] if settled else Decimal(0)  # NaN arrives as null
+            self.payments[after["id"]] = (after["customer_id"], amount)
+            self.balance[after["customer_id"]] += amount
+
+    def _forget(self, payment_id: int | None) -> None:
+        if payment_id in self.payments:
+            customer, amount = self.payments.pop(payment_id)
+            self.balance[customer] -= amount
+
+    def totals(self) -> dict[int, Decimal]:
+        return {c: v for c, v in self.balance.items() if v}
+
+
+def expected_totals(w: Workload) -> dict[int, Decimal]:
+    """The balances the final table state implies (from the rows, not from the events)."""
+    out: dict[int, Decimal] = defaultdict(Decimal)
+    for row in w.final_state[PAYMENTS.qualified]:
+        _, customer, amount, status = row
+        assert customer is not None
+        if status is not None and status.text == "settled" and amount is not None and (
+                amount.text != "NaN"):
+            out[int(customer.text)] += Decimal(amount.text)
+    return {c: v for c, v in out.items() if v}
+
+
+# ---------------------------------------------------------------- hand-written cases
+def test_a_settled_payment_counts() -> None:
+    b = Balances()
+    b.apply(insert(PAYMENTS, {"id": 1, "customer_id": 7, "amount": Decimal("12.50"),
+                              "status": "settled"}, config=CONFIG))
+    assert b.totals() == {7: Decimal("12.50")}
+
+
+def test_an_update_without_before_replaces_the_old_amount() -> None:
+    b = Balances()
+    row = {"id": 1, "customer_id": 7, "amount": Decimal("12.50"), "status": "settled"}
+    b.apply(insert(PAYMENTS, row, config=CONFIG))
+    event = update(PAYMENTS, row, amount=Decimal("20.00"), config=CONFIG)
+    assert event.value["before"] is None  # what makes the consumer keep its own copy
+    b.apply(event)
+    assert b.totals() == {7: Decimal("20.00")}
+
+
+def test_refunds_deletes_and_truncates() -> None:
+    b = Balances()
+    paid = {"id": 1, "customer_id": 7, "amount": Decimal("5.00"), "status": "settled"}
+    other = {"id": 2, "customer_id": 8, "amount": Decimal("1.00"), "status": "settled"}
+    for row in (paid, other):
+        b.apply(insert(PAYMENTS, row, config=CONFIG))
+    b.apply(update(PAYMENTS, paid, status="refunded", config=CONFIG))
+    assert b.totals() == {8: Decimal("1.00")}
+    b.apply(delete(PAYMENTS, other, config=CONFIG))
+    assert b.totals() == {}
+    b.apply(insert(PAYMENTS, paid, config=CONFIG))
+    b.apply(truncate(PAYMENTS, config=CONFIG))
+    assert b.totals() == {}
+
+
+# ---------------------------------------------------------------- the property
+@settings(max_examples=150, deadline=None)
+@given(workloads([PAYMENTS], streaming=True, two_phase=True, max_transactions=6, max_ops=5))
+def test_balances_match_the_final_table_state(w: Workload) -> None:
+    b = Balances()
+    for record in w.records(CONFIG):
+        b.apply(record)
+    assert b.totals() == expected_totals(w)
+
+
+class TrustingBalances(Balances):
+    """A plausible bug: trusting ``before`` to undo the old amount."""
+
+    def apply(self, record: ChangeRecord) -> None:
+        if record.topic != TOPIC or record.value is None or record.value["op"] == "t":
+            return super().apply(record)
+        before, after = record.value["before"], record.value["after"]
+        for row, sign in ((before, -1), (after, 1)):
+            if row is not None and row["status"] == "settled" and row["amount"] is not None:
+                self.balance[row["customer_id"]] += sign * row["amount"]
+        return None
+
+
+def test_the_property_catches_a_consumer_that_trusts_before() -> None:
+    def wrong(w: Workload) -> bool:
+        b = TrustingBalances()
+        for record in w.records(CONFIG):
+            b.apply(record)
+        return b.totals() != expected_totals(w)
+
+    w: Any = find(workloads([PAYMENTS]), wrong, settings=settings(max_examples=500,
+                                                                 database=None))
+    print("\n".join(w.script()))  # shrunk: the table, then one or two transactions
+    assert len(w.script()) <= 3
+    assert any(e.op in ("u", "d") for e in w.expected)
