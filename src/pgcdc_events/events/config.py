@@ -188,7 +188,7 @@ class EventConfig:
             if name in APPLIED_PROPERTIES:
                 continue
             if m := _MASK_CHARS.fullmatch(name):
-                masks_chars.append((int(m.group(1)), parse_patterns(value)))
+                masks_chars.append((int(m.group(1)), parse_patterns(value, name)))
             elif m := _MASK_HASH.fullmatch(name):
                 algorithm = m.group(2)
                 if algorithm.upper() not in HASH_ALGORITHMS:
@@ -196,12 +196,12 @@ class EventConfig:
                         f"{name}: unsupported hash algorithm {algorithm!r}; allowed: "
                         f"{', '.join(HASH_ALGORITHMS)}")
                 masks_hash.append(ColumnHashMask(algorithm.upper(), m.group(3), bool(m.group(1)),
-                                                 parse_patterns(value)))
+                                                 parse_patterns(value, name)))
             elif m := _TRUNCATE.fullmatch(name):
                 length = int(m.group(1))
                 if length <= 0:
                     raise ConfigurationError(f"{name}: the length must be a positive integer")
-                truncates.append((length, parse_patterns(value)))
+                truncates.append((length, parse_patterns(value, name)))
             elif name in DEFAULT_ONLY_PROPERTIES:
                 if value != DEFAULT_ONLY_PROPERTIES[name]:
                     raise ConfigurationError(
@@ -249,7 +249,7 @@ class EventConfig:
                      "message.prefix.include.list", "message.prefix.exclude.list"):
             if get(name):
                 field = name.removesuffix(".list").replace("message.prefix", "message_prefix")
-                values[field.replace(".", "_")] = parse_patterns(get(name))
+                values[field.replace(".", "_")] = parse_patterns(get(name), name)
 
         values["topic_prefix"] = get("topic.prefix")
         values["database"] = get("database.dbname")

@@ -9,6 +9,7 @@ arrives and reuses it for every change until the next one.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -117,7 +118,8 @@ class TableSchema:
                 if getattr(exc, "column", None) is not None:
                     raise
                 raise _error(self, col, raw, kind, str(exc)) from None
-            except (ValueError, ArithmeticError, IndexError, KeyError, TypeError) as exc:
+            except (ValueError, ArithmeticError, IndexError, KeyError, TypeError,
+                    struct.error) as exc:
                 raise _error(self, col, raw, kind, f"{type(exc).__name__}: {exc}") from None
         return tuple(out)
 

@@ -112,6 +112,8 @@ def _tuple(data: bytes, pos: int) -> tuple[TupleData, int]:
     ncols = (data[pos] << 8) | data[pos + 1]
     if ncols & 0x8000:
         raise _fail(data, pos, "a non-negative column count", str(ncols - 0x10000))
+    if pos + 2 + ncols > n:  # each column takes at least its kind byte: check before allocating
+        raise _fail(data, pos, f"{ncols} columns", f"{n - pos - 2} bytes left (truncated?)")
     pos += 2
     values: list[bytes | None] = [None] * ncols
     kinds: bytearray | None = None

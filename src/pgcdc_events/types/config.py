@@ -54,7 +54,7 @@ TYPE_PROPERTIES: Final[dict[str, str]] = {
 }
 
 
-def parse_patterns(text: str) -> tuple[re.Pattern[str], ...]:
+def parse_patterns(text: str, name: str | None = None) -> tuple[re.Pattern[str], ...]:
     """Debezium's comma-separated regular expressions (``\\,`` escapes a comma)."""
     parts = [p.replace("\\,", ",").strip() for p in re.split(r"(?<!\\),", text)]
     out = []
@@ -63,7 +63,9 @@ def parse_patterns(text: str) -> tuple[re.Pattern[str], ...]:
             try:
                 out.append(re.compile(part, re.IGNORECASE))
             except re.error as exc:
-                raise ConfigurationError(f"invalid regular expression {part!r}: {exc}") from None
+                where = f"{name}: " if name else ""
+                raise ConfigurationError(f"{where}invalid regular expression {part!r}: {exc}"
+                                         ) from None
     return tuple(out)
 
 
@@ -128,7 +130,7 @@ class TypeConfig:
                 "include.unknown.datatypes", props["include.unknown.datatypes"])
         for name in ("column.propagate.source.type", "datatype.propagate.source.type"):
             if name in props:
-                values[name.replace(".", "_")] = parse_patterns(props[name])
+                values[name.replace(".", "_")] = parse_patterns(props[name], name)
         return cls(**values)  # type: ignore[arg-type]
 
     @property

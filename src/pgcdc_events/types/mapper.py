@@ -9,6 +9,7 @@ types Debezium knows nothing about) says otherwise.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import attrs
@@ -59,7 +60,7 @@ class ColumnMapping:
             return fn(raw)
         except ConversionError as exc:
             raise conversion_error(table, self, raw, binary, str(exc)) from None
-        except (ValueError, ArithmeticError, IndexError, KeyError, TypeError) as exc:
+        except (ValueError, ArithmeticError, IndexError, KeyError, TypeError, struct.error) as exc:
             reason = f"{type(exc).__name__}: {exc}"
             raise conversion_error(table, self, raw, binary, reason) from None
 

@@ -303,8 +303,9 @@ def parse_money(raw: bytes) -> Decimal:
     text = raw.decode("utf-8").strip()
     negative = text.startswith("-") or (text.startswith("(") and text.endswith(")"))
     digits = "".join(ch for ch in text if ch.isdigit() or ch == ".")
-    if not digits or digits.count(".") > 1 or digits == ".":
-        raise ConversionError(f"not a money value: {text!r}")
+    if not digits or digits.count(".") > 1 or digits == "." or len(digits) > 20:
+        # money is an int64 of minor units: 19 digits at most
+        raise ConversionError(f"not a money value: {text[:80]!r}")
     value = Decimal(digits)
     return -value if negative else value
 

@@ -314,6 +314,8 @@ def parse_interval(raw: bytes) -> tuple[int, int, int]:
 
 def _int_be(raw: bytes) -> int:
     """A big-endian signed integer: date (int32), time and timestamp[tz] (int64) send formats."""
+    if len(raw) not in (4, 8):  # any length would make an integer of any size
+        raise ConversionError(f"expected a 4- or 8-byte integer, got {len(raw)} bytes")
     return int.from_bytes(raw, "big", signed=True)
 
 
