@@ -179,3 +179,12 @@ def test_a_change_relying_on_a_held_prepared_transactions_relation_gets_it() -> 
     tracker = SchemaTracker()
     assert "".join(chr(r.data[0]) for r in tracker.rows(plain)) == "RBIC"
     assert "".join(chr(r.data[0]) for r in tracker.rows(plain)) == "BIC"  # known now
+
+
+def test_a_commit_prepared_delivered_before_may_come_alone() -> None:
+    """A later PREPARE held the slot past this transaction's PREPARE, not its COMMIT
+    PREPARED: the server sends the COMMIT PREPARED alone, and it was delivered before."""
+    message = CommitPrepared(0, 100, 200, 0, 7, "gid")
+    assembler = UnitAssembler(after=200)
+    unit = assembler.feed(CaptureRow(Lsn(200), 7, encode_message(message)))
+    assert unit is not None and unit.seen and unit.partial and unit.end_lsn == 200

@@ -124,8 +124,9 @@ class EventSink:
             self.records += 1
 
     def replay(self, unit: Unit) -> None:
-        """Decode and drop."""
-        self._records(unit)
+        """Decode and drop (a lone COMMIT PREPARED has nothing to decode)."""
+        if not unit.partial:
+            self._records(unit)
 
 
 @attrs.define

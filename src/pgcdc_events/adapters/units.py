@@ -105,7 +105,8 @@ class Unit:
     ``changes`` counts its Insert, Update, Delete, Truncate and logical messages;
     ``seen`` says it ends at or before the position it was read after. ``schema``
     holds the Relation and Type messages its changes rely on that the server sent
-    earlier in the read, outside the unit (see :class:`SchemaTracker`).
+    earlier in the read, outside the unit (see :class:`SchemaTracker`). ``partial``
+    marks a seen two-phase transaction of which only the COMMIT PREPARED came again.
     """
 
     kind: UnitKind
@@ -116,6 +117,7 @@ class Unit:
     seen: bool
     _rows: SpillList[CaptureRow]
     schema: tuple[CaptureRow, ...] = ()
+    partial: bool = False
 
     def __iter__(self) -> Iterator[CaptureRow]:
         return iter(self._rows)
@@ -131,7 +133,8 @@ class Unit:
 class _Open:
     """A unit still being received."""
 
-    __slots__ = ("announced", "changes", "first_lsn", "hold", "kind", "rows", "schema", "xid")
+    __slots__ = ("announced", "changes", "first_lsn", "hold", "kind", "partial", "rows",
+                 "schema", "xid")
 
     def __init__(self, kind: UnitKind, xid: int | None, first_lsn: int,
                  budget: MemoryBudget | None) -> None:
@@ -144,6 +147,7 @@ class _Open:
         # Relations and types announced so far, inside the unit or in its schema rows.
         self.announced: set[tuple[int, int]] = set()
         self.schema: list[CaptureRow] = []
+        self.partial = False
 
     def add(self, row: CaptureRow) -> None:
         self.rows.append(None, row)
@@ -264,6 +268,7 @@ class UnitAssembler:
                 # Delivered before: the slot was held back by a later PREPARE, past this
                 # transaction's PREPARE but not its COMMIT PREPARED, which comes again alone.
                 pending = self._open("prepared", message.xid, row)
+                pending.partial = True
             if pending is None:
                 raise ProtocolError(
                     "the prepared transaction before its Commit Prepared", message_type="K",
@@ -337,7 +342,7 @@ class UnitAssembler:
     def _complete(self, unit: _Open, end_lsn: int) -> Unit:
         seen = self.after is not None and end_lsn <= self.after
         return Unit(unit.kind, unit.xid, unit.first_lsn, end_lsn, unit.changes, seen, unit.rows,
-                    tuple(unit.schema))
+                    tuple(unit.schema), unit.partial)
 
 
 def _schema_key(message: Message) -> tuple[int, int]:
