@@ -7,7 +7,10 @@ decoded from a second slot without streaming or two-phase are the expected event
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
+
+import pg8000.native
 
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.protocol import (
@@ -110,3 +113,30 @@ def test_large_prepared_streamed_transaction(pg_conn: Any) -> None:
 def _messages(rows: list[CaptureRow]) -> list[Any]:
     reader = PgOutputReader()
     return [reader.read(r.data) for r in rows]
+
+
+def test_interleaved_streamed_transactions_match_whole_ones(pg_conn: Any, pg_cluster: Any
+                                                            ) -> None:
+    whole, streamed = _setup(pg_conn)
+    database = pg_conn.run("SELECT current_database()")[0][0]
+    other = pg8000.native.Connection(**{**pg_cluster.dsn(), "database": database})
+    try:
+        pg_conn.run("BEGIN")
+        other.run("BEGIN")
+        for batch in range(4):  # alternate big batches so both transactions stream, interleaved
+            pg_conn.run("INSERT INTO log (msg) SELECT 'first ' || repeat('a', 300) "
+                        "FROM generate_series(1, 150)")
+            other.run(f"INSERT INTO acct SELECT g, 'o', g, repeat('b', 300) FROM "
+                      f"generate_series({batch * 150 + 1}, {batch * 150 + 150}) g")
+        other.run("COMMIT")  # the later-started transaction commits first
+        pg_conn.run("COMMIT")
+    finally:
+        other.close()
+    catalog = fetch_catalog(pg_conn)
+    expected = decode(whole.changes(proto_version=1), catalog)
+    rows = streamed.changes(proto_version=2, streaming=True, work_mem=64)
+    starts = [m.xid for m in _messages(rows) if isinstance(m, StreamStart)]
+    switches = sum(a != b for a, b in itertools.pairwise(starts))
+    assert len(set(starts)) == 2 and switches >= 2, "the segments did not interleave"
+    got = decode(rows, catalog, proto_version=2, streaming="on")
+    assert got == expected and len(got) == 1200 + 4

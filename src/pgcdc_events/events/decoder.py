@@ -111,6 +111,8 @@ class EventDecoder:
         self._tables: dict[int, TableSchema | None] = {}
         self._txn: TransactionContext | None = None
         self._last_commit_lsn: int | None = None
+        #: Where each streamed or prepared transaction still held began (for flushable_lsn).
+        self._pending_since: dict[int, int] = {}
         self._budget = None if memory_limit is None else MemoryBudget(memory_limit)
         self._streams: dict[int, ChangeBuffer] = {}
         self._stream_xid: int | None = None
@@ -143,6 +145,18 @@ class EventDecoder:
         lsn = int(lsn)
         self.metrics.last_lsn = lsn
         return handler(self, message, lsn)
+
+    def reset(self) -> None:
+        """Forget the transaction in progress, e.g. after reconnecting to the server.
+
+        Table schemas are kept. Buffered streamed and prepared transactions are kept
+        too: the server sends a streamed transaction again from its first segment
+        (which replaces the buffer) and a prepared one again from its Begin Prepare.
+        """
+        self.reader.reset()
+        self._txn = None
+        self._stream_xid = None
+        self._prepare_buffer = None
 
     def keepalive(self, lsn: int) -> list[ChangeRecord]:
         """Report progress (a keepalive or an idle poll at ``lsn``); a heartbeat when one is due."""
@@ -206,7 +220,14 @@ class EventDecoder:
     # -- streamed transactions ----------------------------------------------------------------
     def _stream_start(self, message: StreamStart, lsn: int) -> list[ChangeRecord]:
         self._stream_xid = message.xid
-        self._streams.setdefault(message.xid, ChangeBuffer(self._budget))
+        if message.first_segment or message.xid not in self._streams:
+            # A first segment starts the transaction over: after a reconnect the server
+            # streams an in-progress transaction again from its beginning.
+            old = self._streams.pop(message.xid, None)
+            if old is not None:
+                old.close()
+            self._streams[message.xid] = ChangeBuffer(self._budget)
+            self._pending_since[message.xid] = lsn
         return []
 
     def _stream_stop(self, message: StreamStop, lsn: int) -> list[ChangeRecord]:
@@ -215,23 +236,46 @@ class EventDecoder:
 
     def _stream_abort(self, message: StreamAbort, lsn: int) -> list[ChangeRecord]:
         if message.subxid == message.xid:
-            self._streams.pop(message.xid, None)
+            aborted = self._streams.pop(message.xid, None)
+            if aborted is not None:
+                aborted.close()
+            self._pending_since.pop(message.xid, None)
         elif message.xid in self._streams:
             self._streams[message.xid].discard(message.subxid)
         return []
 
     def _stream_commit(self, message: StreamCommit, lsn: int) -> list[ChangeRecord]:
-        buffer = self._streams.pop(message.xid, ChangeBuffer())
+        buffer = self._take(self._streams, message.xid, "Stream Commit", "streamed")
         return self._replay(buffer, message.xid, message.commit_time, lsn, message.end_lsn)
 
     def _stream_prepare(self, message: StreamPrepare, lsn: int) -> list[ChangeRecord]:
-        self._prepared[message.xid] = self._streams.pop(message.xid, ChangeBuffer())
+        self._prepared[message.xid] = self._take(self._streams, message.xid, "Stream Prepare",
+                                                 "streamed")
+        self._pending_since.setdefault(message.xid, lsn)
         return []
+
+    def _take(self, buffers: dict[int, ChangeBuffer], xid: int, what: str, kind: str
+              ) -> ChangeBuffer:
+        """The buffer of transaction ``xid``; its absence means changes were lost."""
+        buffer = buffers.pop(xid, None)
+        if buffer is None:
+            raise ProtocolError(
+                f"the {kind} changes of transaction {xid} before its {what}", offset=0,
+                message_type={"Stream Commit": "c", "Stream Prepare": "p"}.get(what, "K"),
+                detail="none were seen: the stream was not read from before this transaction "
+                       "began (acknowledge only flushable_lsn)")
+        if what != "Stream Prepare":
+            self._pending_since.pop(xid, None)
+        return buffer
 
     # -- two-phase transactions ------------------------------------------------------------------
     def _begin_prepare(self, message: BeginPrepare, lsn: int) -> list[ChangeRecord]:
+        again = self._prepared.pop(message.xid, None)
+        if again is not None:  # sent again after a reconnect: start over
+            again.close()
         self._prepare_buffer = ChangeBuffer(self._budget)
         self._prepared[message.xid] = self._prepare_buffer
+        self._pending_since[message.xid] = lsn
         return []
 
     def _prepare(self, message: Prepare, lsn: int) -> list[ChangeRecord]:
@@ -239,11 +283,14 @@ class EventDecoder:
         return []
 
     def _commit_prepared(self, message: CommitPrepared, lsn: int) -> list[ChangeRecord]:
-        buffer = self._prepared.pop(message.xid, ChangeBuffer())
+        buffer = self._take(self._prepared, message.xid, "Commit Prepared", "prepared")
         return self._replay(buffer, message.xid, message.commit_time, lsn, message.end_lsn)
 
     def _rollback_prepared(self, message: RollbackPrepared, lsn: int) -> list[ChangeRecord]:
-        self._prepared.pop(message.xid, None)
+        rolled_back = self._prepared.pop(message.xid, None)
+        if rolled_back is not None:
+            rolled_back.close()
+        self._pending_since.pop(message.xid, None)
         return []
 
     def _current_buffer(self) -> ChangeBuffer | None:
@@ -456,6 +503,19 @@ class EventDecoder:
     @property
     def last_commit_lsn(self) -> int | None:
         """End LSN of the last transaction whose records were all returned: safe to acknowledge."""
+        return self._last_commit_lsn
+
+    @property
+    def flushable_lsn(self) -> int | None:
+        """The LSN to acknowledge to the server (the Standby status update's flush position).
+
+        The end of the last transaction whose records were all returned, held back to
+        where the earliest transaction still buffered began: a prepared transaction
+        acknowledged past its PREPARE is not sent again, so its changes would be lost.
+        """
+        held = min(self._pending_since.values(), default=None)
+        if held is not None and (self._last_commit_lsn is None or held < self._last_commit_lsn):
+            return held
         return self._last_commit_lsn
 
     @property

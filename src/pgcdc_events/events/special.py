@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Final
 
 from pgcdc_events.events.config import EventConfig
@@ -54,7 +55,9 @@ MESSAGE_KEY_SCHEMA: Final = struct_schema(
     version=1)
 
 
+@functools.cache
 def _message_value_schema(content: Schema) -> Schema:
+    """MessageValue with ``content`` as ``binary.handling.mode`` makes it (one per mode)."""
     block = struct_schema("io.debezium.connector.postgresql.Message",
                           [("prefix", Schema("string", optional=True)),
                            ("content", content.with_(optional=True))], version=1)
