@@ -28,6 +28,7 @@ from pgcdc_events.protocol.messages import (
     TupleData,
 )
 from pgcdc_events.types.catalog import CatalogTable
+from pgcdc_events.types.defaults import null_fallback
 from pgcdc_events.types.mapper import ColumnMapping, TypeMapper, conversion_error
 from pgcdc_events.types.schema import Field, Schema, Struct, struct_schema
 
@@ -190,7 +191,7 @@ def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConf
             continue
         from_text, from_binary, schema = mapping.from_text, mapping.from_binary, mapping.schema
         transform = column_transform(config, ns, name, column.name, schema)
-        null_value = None
+        null_value = null_fallback(mapping, mapping.pg_type, schema.optional, schema.default)
         if transform is not None:
             fn, schema = transform.fn, transform.schema
             from_text = _compose(fn, from_text)

@@ -12,13 +12,13 @@ gives no default.
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-from pgcdc_events.types.mapping import ValueMapping
+from pgcdc_events.types.mapping import Converter, ValueMapping
 from pgcdc_events.types.registry import PgType
-from pgcdc_events.types.schema import NO_DEFAULT, Struct
+from pgcdc_events.types.schema import NO_DEFAULT, Schema, Struct
 
-__all__ = ["literal_of", "parse_default"]
+__all__ = ["literal_of", "null_fallback", "parse_default"]
 
 _CAST: Final = re.compile(r"::[\w\s.\"\[\]()]+$")
 #: What Debezium's default-value mappers substitute for a generated (function) default.
@@ -94,3 +94,49 @@ def parse_default(expression: str, mapping: ValueMapping, pg_type: PgType) -> An
     if value is None or isinstance(value, Struct):
         return NO_DEFAULT
     return value
+
+
+#: Zero values (as PostgreSQL text) for a NOT NULL column whose value was not sent.
+_ZERO_TEXT: Final[dict[str, str]] = {
+    **_GENERATED_ZERO,
+    "oid": "0", "float4": "0", "float8": "0", "numeric": "0", "money": "0", "bool": "f",
+    "interval": "00:00:00", "uuid": "00000000-0000-0000-0000-000000000000", "bytea": "\\x",
+}
+_ZERO_BY_SCHEMA: Final[dict[str, Any]] = {
+    "int8": 0, "int16": 0, "int32": 0, "int64": 0, "float32": 0.0, "float64": 0.0,
+    "boolean": False, "string": "", "bytes": b"",
+}
+
+
+class _Mapped(Protocol):
+    @property
+    def schema(self) -> Schema: ...
+
+    @property
+    def from_text(self) -> Converter: ...
+
+
+def null_fallback(mapping: _Mapped, pg_type: PgType, optional: bool, default: Any) -> Any:
+    """What a column's value becomes when PostgreSQL did not send it, as in Debezium.
+
+    Debezium's converters return ``null`` for an optional column; for a NOT NULL
+    column (a non-key column of a delete's old key, say) they return the schema's
+    default or else the type's zero value (``0``, ``""``, the epoch...), because a
+    required field cannot be ``null`` in a Connect struct.
+    """
+    if optional:
+        return None
+    if default is not NO_DEFAULT and default is not None:
+        return default
+    literal = _ZERO_TEXT.get(pg_type.root.name)
+    if literal is not None:
+        try:
+            return mapping.from_text(literal.encode())
+        except Exception:  # fall back to the schema's zero below
+            pass
+    schema = mapping.schema
+    if schema.type == "array":
+        return []
+    if schema.type == "map":
+        return {}
+    return _ZERO_BY_SCHEMA.get(schema.type)
