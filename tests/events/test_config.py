@@ -7,6 +7,7 @@ import pytest
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.events.masking import _utf16_prefix, java_serialized_string
+from pgcdc_events.events.tables import build_table_schema
 from pgcdc_events.properties import parse_properties
 from pgcdc_events.protocol import (
     Begin,
@@ -128,3 +129,26 @@ def test_map_unsupported_types_property() -> None:
                                            "pgcdc.map.unsupported.types": value})
         column = TypeMapper(cfg.types).column("m", OID_BY_NAME["_money"])
         assert (column is not None) is mapped
+
+
+def test_masks_apply_to_character_columns_only_and_follow_the_column_length() -> None:
+    relation = Relation(1, "s", "t", "d", (
+        RelationColumn(1, "id", 23, -1),
+        RelationColumn(0, "code", 1043, 10 + 4),      # varchar(10)
+        RelationColumn(0, "short", 1042, 2 + 4),       # char(2)
+        RelationColumn(0, "u", 2950, -1),              # uuid: not a character column
+    ))
+    cfg = EventConfig.from_properties({
+        "topic.prefix": "p",
+        "column.mask.hash.SHA-256.with.salt.x": "s\\.t\\.code",
+        "column.truncate.to.3.chars": "s\\.t\\.short,s\\.t\\.id",
+        "column.mask.with.4.chars": "s\\.t\\.u",
+    })
+    table = build_table_schema(relation, TypeMapper(cfg.types), cfg)
+    fields = {f.name: f.schema for f in table.value_schema.fields or ()}
+    assert fields["code"].params == {"masked": "true"}
+    assert fields["short"].params == {}  # a char(2) is never longer than 3: no truncateLength
+    assert fields["u"].params == {} and fields["id"].params == {}
+    row = table.row(TupleData.from_text(("1", "abc", "xy", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")))
+    assert len(row[1]) == 10 and all(c in "0123456789abcdef" for c in row[1])
+    assert row[2] == "xy" and row[3] == "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"

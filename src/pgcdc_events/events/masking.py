@@ -2,9 +2,10 @@
 
 ``column.truncate.to.N.chars`` keeps the first N characters, ``column.mask.with.N.chars``
 replaces a value by N asterisks, and ``column.mask.hash[.v2].<algorithm>.with.salt.<salt>``
-replaces it by a salted hash in hex. Columns are matched as ``schema.table.column``;
-the first matching rule wins (truncation, then masking, then hashing); the rules apply
-to columns whose values are strings. Lengths count UTF-16 code units, as Java strings
+replaces it by a salted hash in hex, cut to the column's length. Columns are matched
+as ``schema.table.column``; the first matching rule wins (truncation, then masking,
+then hashing); the rules apply to character columns (char, varchar, text, name), as
+Debezium's do. Lengths count UTF-16 code units, as Java strings
 do. The hashing was checked against Debezium's own ``MaskStrings`` converter.
 """
 
@@ -13,12 +14,14 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
 from pgcdc_events.events.config import HASH_ALGORITHMS, ColumnHashMask, EventConfig
+from pgcdc_events.types.registry import PgType
 from pgcdc_events.types.schema import Schema
+from pgcdc_events.types.source_type import source_length_scale
 
 __all__ = ["ColumnTransform", "column_transform", "hash_mask", "java_serialized_string"]
 
@@ -85,18 +88,26 @@ class ColumnTransform:
     applies_to_null: bool
 
 
+#: Types whose JDBC type is character-like (CHAR, VARCHAR), the only ones Debezium's
+#: TruncateStrings and MaskStrings act on.
+CHARACTER_TYPES: Final = frozenset({"bpchar", "varchar", "text", "name", "char"})
+
+
 def column_transform(config: EventConfig, schema_name: str, table: str, column: str,
-                     schema: Schema) -> ColumnTransform | None:
-    """The transform configured for a column, if any."""
+                     schema: Schema, pg_type: PgType, typmod: int) -> ColumnTransform | None:
+    """The transform configured for a column, if any (character columns only)."""
     full = f"{schema_name}.{table}.{column}"
-    if schema.type != "string":
-        return None  # the rules apply to character columns only
+    if pg_type.root.name not in CHARACTER_TYPES or schema.type != "string":
+        return None
+    column_length, _ = source_length_scale(pg_type, typmod)
     for length, patterns in config.truncate_to_chars:
         if any(p.fullmatch(full) for p in patterns):
             def truncate(value: Any, n: int = length) -> Any:
                 return value if not isinstance(value, str) else _utf16_prefix(value, n)
-            return ColumnTransform(truncate, _with_param(schema, "truncateLength", str(length)),
-                                   False)
+            # The parameter only says something when the column can be longer.
+            truncated = (_with_param(schema, "truncateLength", str(length))
+                         if column_length > length else schema)
+            return ColumnTransform(truncate, truncated, False)
     for length, patterns in config.mask_with_chars:
         if any(p.fullmatch(full) for p in patterns):
             def mask(value: Any, stars: str = "*" * length) -> Any:
@@ -105,8 +116,18 @@ def column_transform(config: EventConfig, schema_name: str, table: str, column: 
             return ColumnTransform(mask, _with_param(schema, "masked", "true"), True)
     for rule in config.mask_with_hash:
         if any(p.fullmatch(full) for p in rule.columns):
-            return ColumnTransform(hash_mask(rule), _with_param(schema, "masked", "true"), False)
+            return ColumnTransform(_cut(hash_mask(rule), column_length),
+                                   _with_param(schema, "masked", "true"), False)
     return None
+
+
+def _cut(hashed: Callable[[Any], Any], width: int) -> Callable[[Any], Any]:
+    """Debezium cuts the hex digest to the column's length (a varchar(10) gets 10 chars)."""
+    def cut(value: Any) -> Any:
+        digest = hashed(value)
+        return digest if digest is None else digest[:width]
+
+    return cut
 
 
 def _with_param(schema: Schema, name: str, value: str) -> Schema:

@@ -190,7 +190,8 @@ def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConf
         if mapping is None:
             continue
         from_text, from_binary, schema = mapping.from_text, mapping.from_binary, mapping.schema
-        transform = column_transform(config, ns, name, column.name, schema)
+        transform = column_transform(config, ns, name, column.name, schema, mapping.pg_type,
+                                     column.type_modifier if ccol is None else ccol.type_modifier)
         null_value = null_fallback(mapping, mapping.pg_type, schema.optional, schema.default)
         if transform is not None:
             fn, schema = transform.fn, transform.schema
