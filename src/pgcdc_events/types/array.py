@@ -54,7 +54,8 @@ ElementConverter = Callable[[bytes], Any]
 # ---------------------------------------------------------------- text format
 
 _DIMS: Final = re.compile(rb"[ \t\n\r\v\f]*((?:\[[ \t\n\r\v\f]*[+-]?\d{1,10}[ \t\n\r\v\f]*"
-                          rb"(?::[ \t\n\r\v\f]*[+-]?\d{1,10}[ \t\n\r\v\f]*)?\])+)[ \t\n\r\v\f]*=")
+                          rb"(?::[ \t\n\r\v\f]*[+-]?\d{1,10}[ \t\n\r\v\f]*)?\]){1,6})"
+                          rb"[ \t\n\r\v\f]*=")  # at most MAXDIM: no scanning of longer prefixes
 _DIM: Final = re.compile(rb"\[\s*([+-]?\d{1,10})\s*(?::\s*([+-]?\d{1,10})\s*)?\]")
 _ESCAPE: Final = re.compile(rb"\\(.)", re.DOTALL)
 _PLAIN: Final = re.compile(rb"\{([^\"{}\\ \t\n\r\v\f]+)\}")

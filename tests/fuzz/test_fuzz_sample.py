@@ -1,0 +1,72 @@
+"""A fast, seeded sample of the fuzzing campaign (tools/fuzz_values.py, tools/fuzz_protocol.py).
+
+The same mutators and checks as the campaign, a few thousand cases per family:
+only the library's own exceptions escape, each with its context (message type and
+offset; table and column), and the configuration parser's errors name a property.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+TOOLS = Path(__file__).resolve().parents[2] / "tools"
+
+
+@cache
+def _tool(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"pgcdc_tools_{name}", TOOLS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+VALUE_FAMILIES = ["arrays", "hstore", "intervals", "timestamps", "numerics", "money",
+                  "geometry", "bits", "ranges", "config"]
+
+
+@pytest.mark.parametrize("family", VALUE_FAMILIES)
+def test_value_parsers_sample(family: str) -> None:
+    stats, failures, _ = _tool("fuzz_values").run_family(family, 2500, seed=20240601)
+    assert failures == []
+    assert stats["cases"] == 2500
+    if family != "config":  # both outcomes are exercised
+        assert stats["converted"] and stats["ConversionError"]
+
+
+def test_pgoutput_messages_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    tool = _tool("fuzz_protocol")
+    monkeypatch.setattr(tool, "seed_messages", lambda generated=2000, f=tool.seed_messages:
+                        f(150))
+    stats, failures, _ = tool.run_messages(2500, seed=7)
+    assert failures == []
+    assert stats["parsed"] and stats["ProtocolError"]
+
+
+def test_message_sequences_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    tool = _tool("fuzz_protocol")
+    monkeypatch.setattr(tool, "seed_messages", lambda generated=2000, f=tool.seed_messages:
+                        f(100))
+    stats, failures, _ = tool.run_sequences(600, seed=11)
+    assert failures == []
+    assert stats["records"] and stats["decoder ProtocolError"] and stats["reader ok"]
+
+
+def test_sequence_mutations_cover_every_kind() -> None:
+    """Each sequence mutation of the campaign happens in a sample this size."""
+    tool = _tool("fuzz_protocol")
+    sessions = tool.capture_sessions()
+    rng = random.Random(3)
+    lengths = set()
+    for _ in range(300):
+        seq = tool.mutate_sequence(rng, sessions, [b"E"])
+        lengths.add(min(len(seq), 30))
+    assert len(lengths) > 10
