@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pgcdc_events.errors import ConfigurationError
-from pgcdc_events.events import EventConfig, EventDecoder
+from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.events.masking import _utf16_prefix, java_serialized_string
 from pgcdc_events.events.tables import build_table_schema
 from pgcdc_events.properties import parse_properties
 from pgcdc_events.protocol import (
     Begin,
     Commit,
+    Insert,
     Relation,
     RelationColumn,
     TupleData,
@@ -152,3 +155,27 @@ def test_masks_apply_to_character_columns_only_and_follow_the_column_length() ->
     row = table.row(TupleData.from_text(("1", "abc", "xy", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")))
     assert len(row[1]) == 10 and all(c in "0123456789abcdef" for c in row[1])
     assert row[2] == "xy" and row[3] == "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
+
+
+def test_converter_options_per_role_and_typos() -> None:
+    cfg = EventConfig.from_properties({"topic.prefix": "p", "converter.schemas.enable": "true",
+                                       "key.converter.schemas.enable": "false",
+                                       "header.converter.decimal.format": "NUMERIC"})
+    assert cfg.json.schemas_enable and not cfg.json_key.schemas_enable
+    assert cfg.json_headers.decimal_format == "NUMERIC" and cfg.json.decimal_format == "BASE64"
+    assert not any(n.endswith("schemas.enable") for n in cfg.not_applicable)
+    with pytest.raises(ConfigurationError, match=r"did you mean value\.converter\.schemas\.enable"):
+        EventConfig.from_properties({"topic.prefix": "p",
+                                     "value.converter.schemas.enabel": "false"})
+
+
+def test_key_converter_options_shape_the_key_json() -> None:
+    cfg = EventConfig.from_properties({"topic.prefix": "p", "key.converter.schemas.enable": "false"})
+    decoder = EventDecoder(cfg, clock=lambda: 1)
+    relation = Relation(1, "public", "t", "d", (RelationColumn(1, "id", 23, -1),))
+    decoder.handle(Begin(10, 0, 5), 1)
+    decoder.handle(relation, 1)
+    (record,) = decoder.handle(Insert(1, TupleData.from_text(("7",))), 2)
+    line = json.loads(JsonRecordWriter.for_config(cfg).record_line(record))
+    assert line["key"] == {"id": 7}
+    assert set(line["value"]) == {"schema", "payload"}

@@ -83,7 +83,7 @@ def compare(recording: Recording) -> tuple[int, dict[str, str]]:
     """How many records were compared, and every difference keyed by its golden case."""
     config = EventConfig.from_properties(recording.properties)
     decoder = EventDecoder(config, catalog=recording.catalog, clock=lambda: _CLOCK_NS)
-    writer = JsonRecordWriter(config.json)
+    writer = JsonRecordWriter.for_config(config)
     ours = [json.loads(writer.record_line(r)) for r in decoder.feed_rows(recording.capture)]
     theirs = recording.records
     diffs: dict[str, str] = {}

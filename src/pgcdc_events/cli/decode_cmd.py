@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     catalog = CatalogSnapshot.load(args.catalog) if args.catalog else None
     decoder = EventDecoder(config, catalog=catalog, proto_version=args.proto_version,
                            streaming=args.streaming)
-    writer = JsonRecordWriter(config.json)
+    writer = JsonRecordWriter.for_config(config)
     started = last_report = time.monotonic()
     count = lines = 0
     with open_input(args.capture) as src, open_output(args.output) as out:

@@ -91,7 +91,7 @@ _RUNTIME_PREFIXES: Final = (
     "offset.storage.", "transforms.", "predicates.", "errors.", "topic.creation.",
     "database.", "driver.", "signal.", "notification.", "snapshot.", "incremental.snapshot.",
     "internal.", "openlineage.", "guardrail.", "producer.", "consumer.", "schema.history.",
-    "kafka.", "key.converter.", "value.converter.", "header.converter.", "converter.",
+    "kafka.",
 )
 
 _OPERATIONS: Final = {"c", "u", "d", "t"}
@@ -124,9 +124,12 @@ class JsonConverterConfig:
     decimal_format: Literal["BASE64", "NUMERIC"] = "BASE64"
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> JsonConverterConfig:
-        """Read the options; ``value.converter.*`` wins over ``converter.*``."""
-        return _json_config(props)
+    def from_properties(cls, props: Mapping[str, str], role: str = "value"
+                        ) -> JsonConverterConfig:
+        """Read the options of the ``key``, ``value`` or ``header`` converter;
+        ``<role>.converter.*`` wins over ``converter.*``."""
+        _check_converter_options(props)
+        return _json_config(props, role)
 
 
 @attrs.frozen
@@ -142,6 +145,8 @@ class EventConfig:
     database: str = ""
     types: TypeConfig = attrs.field(factory=TypeConfig)
     json: JsonConverterConfig = attrs.field(factory=JsonConverterConfig)
+    json_key: JsonConverterConfig = attrs.field(factory=JsonConverterConfig)
+    json_headers: JsonConverterConfig = attrs.field(factory=JsonConverterConfig)
     tombstones_on_delete: bool = True
     skipped_operations: frozenset[str] = frozenset({"t"})
     provide_transaction_metadata: bool = False
@@ -202,6 +207,8 @@ class EventConfig:
                 if length <= 0:
                     raise ConfigurationError(f"{name}: the length must be a positive integer")
                 truncates.append((length, parse_patterns(value, name)))
+            elif name.startswith(_CONVERTER_PREFIXES):
+                continue  # JsonConverter options, validated and applied below
             elif name in DEFAULT_ONLY_PROPERTIES:
                 if value != DEFAULT_ONLY_PROPERTIES[name]:
                     raise ConfigurationError(
@@ -255,6 +262,8 @@ class EventConfig:
         values["database"] = get("database.dbname")
         values["types"] = TypeConfig.from_properties(props)
         values["json"] = JsonConverterConfig.from_properties(props)
+        values["json_key"] = JsonConverterConfig.from_properties(props, "key")
+        values["json_headers"] = JsonConverterConfig.from_properties(props, "header")
         values["tombstones_on_delete"] = parse_bool("tombstones.on.delete",
                                                     get("tombstones.on.delete"))
         values["provide_transaction_metadata"] = parse_bool(
@@ -351,21 +360,44 @@ def _message_key_columns(value: str) -> tuple[tuple[re.Pattern[str], tuple[str, 
     return tuple(out)
 
 
-def _json_config(props: Mapping[str, str]) -> JsonConverterConfig:
+#: JsonConverter's options (Kafka 4.x ``JsonConverterConfig``), under every converter prefix.
+JSON_CONVERTER_OPTIONS: Final = frozenset({
+    "schemas.enable", "schemas.cache.size", "decimal.format", "replace.null.with.default",
+    "schema.content", "converter.type",
+})
+_CONVERTER_PREFIXES: Final = ("key.converter.", "value.converter.", "header.converter.",
+                              "converter.")
+
+
+def _check_converter_options(props: Mapping[str, str]) -> None:
+    for name in props:
+        prefix = next((p for p in _CONVERTER_PREFIXES if name.startswith(p)), None)
+        if prefix is None:
+            continue
+        option = name[len(prefix):]
+        if option not in JSON_CONVERTER_OPTIONS:
+            close = difflib.get_close_matches(option, sorted(JSON_CONVERTER_OPTIONS), n=1)
+            hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+            raise ConfigurationError(f"unknown JsonConverter option {name!r}{hint}")
+
+
+def _json_config(props: Mapping[str, str], role: str = "value") -> JsonConverterConfig:
     def option(name: str) -> str | None:
-        for prefix in ("value.converter.", "converter."):
+        for prefix in (f"{role}.converter.", "converter."):
             if prefix + name in props:
                 return str(props[prefix + name]).strip()
         return None
 
     values: dict[str, Any] = {}
     if (v := option("schemas.enable")) is not None:
-        values["schemas_enable"] = parse_bool("converter.schemas.enable", v)
+        values["schemas_enable"] = parse_bool(f"{role}.converter.schemas.enable", v)
     if (v := option("replace.null.with.default")) is not None:
-        values["replace_null_with_default"] = parse_bool("converter.replace.null.with.default", v)
+        values["replace_null_with_default"] = parse_bool(
+            f"{role}.converter.replace.null.with.default", v)
     if (v := option("decimal.format")) is not None:
         if v.upper() not in ("BASE64", "NUMERIC"):
             raise ConfigurationError(
-                f"converter.decimal.format: unsupported value {v!r}; allowed: BASE64, NUMERIC")
+                f"{role}.converter.decimal.format: unsupported value {v!r}; "
+                "allowed: BASE64, NUMERIC")
         values["decimal_format"] = v.upper()
     return JsonConverterConfig(**values)

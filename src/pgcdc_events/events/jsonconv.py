@@ -196,11 +196,21 @@ def _decimal_writer(scale: int, decimal_format: str) -> Writer:
 class JsonRecordWriter:
     """Serializes records as JsonConverter does; schema JSON and payload writers are cached."""
 
-    def __init__(self, config: JsonConverterConfig | None = None) -> None:
+    def __init__(self, config: JsonConverterConfig | None = None, *,
+                 key: JsonConverterConfig | None = None,
+                 headers: JsonConverterConfig | None = None) -> None:
         self.config = config or JsonConverterConfig()
         self._schema_text: dict[int, tuple[Schema, str]] = {}
         self._compiler = _Compiler(self.config)
         self._headers: dict[int, tuple[tuple[Header, ...], str]] = {}
+        self._key = self if key is None or key == self.config else JsonRecordWriter(key)
+        self._header_writer = (self if headers is None or headers == self.config
+                               else JsonRecordWriter(headers))
+
+    @classmethod
+    def for_config(cls, config: Any) -> JsonRecordWriter:
+        """A writer with an :class:`EventConfig`'s key, value and header converter options."""
+        return cls(config.json, key=config.json_key, headers=config.json_headers)
 
     def schema_text(self, schema: Schema) -> str:
         """The compact JSON of ``schema`` (cached per schema object)."""
@@ -236,7 +246,8 @@ class JsonRecordWriter:
         cached = self._headers.get(id(headers))
         if cached is not None and cached[0] is headers:
             return cached[1]
-        text = ",".join(f"{jackson_string(h.name)}:{self.converted(h.schema, h.value)}"
+        convert = self._header_writer.converted
+        text = ",".join(f"{jackson_string(h.name)}:{convert(h.schema, h.value)}"
                         for h in headers)
         if len(self._headers) < 4096:
             self._headers[id(headers)] = (headers, text)
@@ -245,7 +256,7 @@ class JsonRecordWriter:
     def record_line(self, record: ChangeRecord) -> str:
         """The record as one line of ``decode`` output: topic, key, value and headers."""
         return (f'{{"topic":{jackson_string(record.topic)},'
-                f'"key":{self.converted(record.key_schema, record.key)},'
+                f'"key":{self._key.converted(record.key_schema, record.key)},'
                 f'"value":{self.converted(record.value_schema, record.value)},'
                 f'"headers":{{{self._header_text(record.headers)}}}}}')
 
