@@ -215,7 +215,8 @@ catalog snapshot (`pgcdc-events catalog`, `CatalogSnapshot`). Without one:
   not fit in 64 bits becomes `null`.
 - A value that does not parse as its type raises `ConversionError` naming the table,
   column, type and value; `event.converting.failure.handling.mode=warn` or `skip`
-  drops that change instead (counted in the metrics), never silently.
+  replaces it by null instead, as Debezium does (counted in the metrics, and logged
+  for `warn`).
 """
 
 
@@ -261,8 +262,9 @@ def configuration_page() -> str:
     lines += ["", "Patterned properties are applied too: `column.mask.with.N.chars`,",
               "`column.mask.hash.ALGORITHM.with.salt.SALT` (and `.v2.`),",
               "`column.truncate.to.N.chars`; and the JsonConverter options",
-              "`converter.`/`value.converter.` `schemas.enable`, `replace.null.with.default`",
-              "and `decimal.format`.",
+              "`schemas.enable`, `replace.null.with.default` and `decimal.format` under",
+              "`key.converter.`, `value.converter.`, `header.converter.` or (for all three)",
+              "`converter.`; other JsonConverter option names are rejected.",
               "", "## Accepted with their default value only", "",
               "These change events in ways this library does not implement; any other value is",
               "rejected.", "", "| property | the only accepted value |", "|---|---|"]

@@ -1,5 +1,6 @@
 """Values that do not convert: an error naming the table, column, type and value, or — when the
-embedder asks for it — the change is skipped and counted, never silently altered."""
+embedder asks for it with Debezium's ``warn``/``skip`` — the value becomes null, counted (and
+logged for ``warn``), as Debezium does it."""
 
 from __future__ import annotations
 
@@ -13,14 +14,15 @@ RELATION = Relation(1, "public", "t", "d", (RelationColumn(1, "id", 23, -1),
                                              RelationColumn(0, "n", 1700, -1)))
 
 
-def run(mode: str) -> tuple[EventDecoder, list[str]]:
+def run(mode: str) -> tuple[EventDecoder, list[tuple[int, object]]]:
     decoder = EventDecoder(EventConfig.from_properties({
         "topic.prefix": "p", "event.converting.failure.handling.mode": mode}))
-    ops = []
+    ops: list[tuple[int, object]] = []
     for message in (Begin(10, 0, 5), RELATION, Insert(1, TupleData.from_text(("1", "1.5"))),
                     Insert(1, TupleData.from_text(("2", "one point five"))),
                     Insert(1, TupleData.from_text(("3", "2"))), Commit(0, 10, 11, 0)):
-        ops += [str(r.key["id"]) for r in decoder.handle(message, 100) if r.key is not None]
+        ops += [(r.key["id"], r.value["after"]["n"]) for r in decoder.handle(message, 100)
+                if r.value is not None]
     return decoder, ops
 
 
@@ -34,12 +36,12 @@ def test_fail_names_table_column_type_and_value() -> None:
 
 
 @pytest.mark.parametrize("mode", ["warn", "skip"])
-def test_warn_and_skip_drop_the_change_and_count_it(mode: str,
+def test_warn_and_skip_null_the_value_and_count_it(mode: str,
                                                     caplog: pytest.LogCaptureFixture) -> None:
     decoder, ops = run(mode)
-    assert ops == ["1", "3"]
-    assert decoder.metrics.events_skipped_on_error == 1
-    assert ("did not convert" in caplog.text) is (mode == "warn")
+    assert [(k, v is None) for k, v in ops] == [(1, False), (2, True), (3, False)]
+    assert decoder.metrics.conversion_errors == 1
+    assert ("replaced by null" in caplog.text) is (mode == "warn")
 
 
 def test_invalid_mode_is_rejected() -> None:

@@ -11,6 +11,7 @@ prepared transactions, and the last commit LSN for ``source.sequence``.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -65,6 +66,7 @@ from pgcdc_events.types.schema import Schema, Struct
 __all__ = ["EventDecoder"]
 
 _STRING: Final = Schema("string")
+_LOG: Final = logging.getLogger("pgcdc_events")
 
 
 @attrs.frozen
@@ -167,8 +169,10 @@ class EventDecoder:
         config = self.config
         if config.includes_table(message.namespace, message.name):
             ctable = self.catalog.table(message.namespace, message.name) if self.catalog else None
+            on_error = (None if config.event_converting_failure_handling_mode == "fail"
+                        else self._conversion_failed)
             self._tables[message.relation_id] = build_table_schema(message, self.mapper, config,
-                                                                   ctable)
+                                                                   ctable, on_error)
         else:
             self._tables[message.relation_id] = None
         return []
@@ -346,23 +350,17 @@ class EventDecoder:
 
     def _emit_row(self, table: TableSchema, message: Insert | Update | Delete, lsn: int
                   ) -> list[ChangeRecord]:
-        try:
-            if type(message) is Insert:
-                return self._insert(table, message, lsn)
-            if type(message) is Update:
-                return self._update(table, message, lsn)
-            return self._delete(table, message, lsn)  # type: ignore[arg-type]
-        except ConversionError:
-            mode = self.config.event_converting_failure_handling_mode
-            if mode == "fail":
-                raise
-            self.metrics.events_skipped_on_error += 1
-            if mode == "warn":
-                import logging  # noqa: PLC0415 - only on the rare warn path
+        if type(message) is Insert:
+            return self._insert(table, message, lsn)
+        if type(message) is Update:
+            return self._update(table, message, lsn)
+        return self._delete(table, message, lsn)  # type: ignore[arg-type]
 
-                logging.getLogger("pgcdc_events").warning(
-                    "skipped a change at LSN %s that did not convert", lsn, exc_info=True)
-            return []
+    def _conversion_failed(self, error: ConversionError) -> None:
+        """``warn``/``skip``: the value becomes null, as in Debezium; counted, and logged."""
+        self.metrics.conversion_errors += 1
+        if self.config.event_converting_failure_handling_mode == "warn":
+            _LOG.warning("%s; the value is replaced by null", error)
 
     def _insert(self, table: TableSchema, message: Insert, lsn: int) -> list[ChangeRecord]:
         if "c" in self.config.skipped_operations:

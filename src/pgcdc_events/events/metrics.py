@@ -16,12 +16,13 @@ class StreamingMetrics:
     ``events_seen`` counts emitted data-change and message events (tombstones and
     transaction records are not events); ``events_filtered`` counts changes dropped
     by table, column-less, prefix or ``skipped.operations`` rules;
-    ``events_skipped_on_error`` those dropped by a ``warn``/``skip`` failure mode.
+    ``conversion_errors`` counts values replaced by null under
+    ``event.converting.failure.handling.mode`` ``warn`` or ``skip``.
     """
 
     events_seen: int = 0
     events_filtered: int = 0
-    events_skipped_on_error: int = 0
+    conversion_errors: int = 0
     committed_transactions: int = 0
     last_transaction_id: int | None = None
     last_lsn: int | None = None
@@ -39,7 +40,7 @@ class StreamingMetrics:
         return {
             "TotalNumberOfEventsSeen": self.events_seen,
             "NumberOfEventsFiltered": self.events_filtered,
-            "NumberOfErroneousEvents": self.events_skipped_on_error,
+            "NumberOfErroneousEvents": self.conversion_errors,
             "NumberOfCommittedTransactions": self.committed_transactions,
             "LastTransactionId": self.last_transaction_id,
             "LastLsn": self.last_lsn,

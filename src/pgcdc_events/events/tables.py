@@ -62,8 +62,8 @@ class TableSchema:
     """Schemas and converters of one version of one table."""
 
     __slots__ = ("_all_text", "_fast_row", "columns", "envelope_schema", "fast_row_source",
-                 "key_positions", "key_schema", "qualified", "relation", "schema_name",
-                 "table_name", "topic", "value_positions", "value_schema")
+                 "key_positions", "key_schema", "on_error", "qualified", "relation",
+                 "schema_name", "table_name", "topic", "value_positions", "value_schema")
 
     def __init__(self, relation: Relation, topic: str, columns: tuple[ColumnPlan, ...],
                  key_positions: tuple[int, ...], value_positions: tuple[int, ...] | None,
@@ -81,6 +81,9 @@ class TableSchema:
         self.value_schema = value_schema
         self.envelope_schema = envelope_schema
         self.fast_row_source, self._fast_row = _compile_fast_row(relation, columns)
+        #: Called with each value that does not convert (then ``null`` is used); ``None``
+        #: raises instead (``event.converting.failure.handling.mode=fail``).
+        self.on_error: Callable[[ConversionError], None] | None = None
         self._all_text = b"t" * len(relation.columns)
 
     def row(self, tup: TupleData, old: TupleData | None = None) -> tuple[Any, ...]:
@@ -116,13 +119,21 @@ class TableSchema:
                 else:  # unchanged TOAST
                     append(self._toast(col, old))
             except ConversionError as exc:
-                if getattr(exc, "column", None) is not None:
-                    raise
-                raise _error(self, col, raw, kind, str(exc)) from None
+                error = exc if getattr(exc, "column", None) is not None else _error(
+                    self, col, raw, kind, str(exc))
+                append(self._failed(col, error))
             except (ValueError, ArithmeticError, IndexError, KeyError, TypeError,
                     struct.error) as exc:
-                raise _error(self, col, raw, kind, f"{type(exc).__name__}: {exc}") from None
+                append(self._failed(col, _error(self, col, raw, kind,
+                                                f"{type(exc).__name__}: {exc}")))
         return tuple(out)
+
+    def _failed(self, col: ColumnPlan, error: ConversionError) -> Any:
+        """A value that did not convert: raise, or (warn/skip modes) report it and use null."""
+        if self.on_error is None:
+            raise error
+        self.on_error(error)
+        return col.null_value
 
     def _toast(self, col: ColumnPlan, old: TupleData | None) -> Any:
         if old is not None and old.kinds[col.position] not in (KIND_UNCHANGED_TOAST, KIND_NULL):
@@ -169,8 +180,14 @@ def _error(table: TableSchema, col: ColumnPlan, raw: bytes | None, kind: int, re
 
 
 def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConfig,
-                       catalog_table: CatalogTable | None = None) -> TableSchema:
-    """Build the schemas and converters of one Relation version under ``config``."""
+                       catalog_table: CatalogTable | None = None,
+                       on_error: Callable[[ConversionError], None] | None = None
+                       ) -> TableSchema:
+    """Build the schemas and converters of one Relation version under ``config``.
+
+    ``on_error`` receives each value that does not convert, which then becomes null;
+    without it such a value raises :class:`ConversionError`.
+    """
     ns, name = relation.namespace, relation.name
     adjust_schema = adjuster(config.schema_name_adjustment_mode)
     adjust_field = adjuster(config.field_name_adjustment_mode, field=True)
@@ -226,8 +243,10 @@ def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConf
         version=2,
     )
     value_positions = None if len(in_value) == len(plans) else tuple(in_value)
-    return TableSchema(relation, topic, tuple(plans), key_positions, value_positions, key_schema,
-                       value_schema, envelope)
+    table = TableSchema(relation, topic, tuple(plans), key_positions, value_positions, key_schema,
+                        value_schema, envelope)
+    table.on_error = on_error
+    return table
 
 
 def _compose(outer: Callable[[Any], Any], inner: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
