@@ -97,3 +97,44 @@ def test_ipv6_forms_print_as_postgresql_prints_them(pg_conn: Any) -> None:
             assert mapping is not None and message.new.is_binary(1)
             got.append(mapping.convert(message.new.values[1], binary=True))
     assert got == expected
+
+
+def test_ranges_and_tsvector_in_binary_tuples_print_as_in_text(pg_conn: Any) -> None:
+    """Binary range and tsvector values give the same strings as the text tuples."""
+    values = {
+        "r4": ["'[1,5)'", "'(,10]'", "'empty'", "'[-3,)'"],
+        "r8": ["'[9223372036854775000,9223372036854775806]'", "NULL", "'(,)'", "'[0,1)'"],
+        "rn": ["'[1.50,2.5]'", "'(-0.001,)'", "'empty'", "'[1e20,1e21)'"],
+        "rd": ["'[2024-01-01,2024-02-01)'", "'[0044-03-15 BC,2024-01-01)'", "'(,infinity)'",
+               "'[12345-01-01,)'"],
+        "rts": ["'[2024-01-01 10:00:00.5,2024-01-02)'", "'[-infinity,infinity]'", "'empty'",
+                "'(2000-01-01 00:00:00 BC,)'"],
+        "rtz": ["'[2024-01-01 10:00:00+05:30,2024-01-02 00:00:00.123456+00)'", "'empty'",
+                "'(,infinity)'", "'[1999-12-31 23:59:59.999999+00,2000-01-01 00:00:00+00]'"],
+        "tv": ["'a fat cat:3A sat:1,2B'", "''", "$$'it''s':1 'back\\slash'$$", "'x:16383C'"],
+    }
+    types = {"r4": "int4range", "r8": "int8range", "rn": "numrange", "rd": "daterange",
+             "rts": "tsrange", "rtz": "tstzrange", "tv": "tsvector"}
+    pg_conn.run("CREATE TABLE rg (id int PRIMARY KEY, "
+                + ", ".join(f"{c} {t}" for c, t in types.items()) + ")")
+    cap = Capturer(pg_conn, slot="rg", publication="rg_pub")
+    for n in range(4):
+        pg_conn.run(f"INSERT INTO rg VALUES ({n}, "
+                    + ", ".join(values[c][n] for c in types) + ")")
+    decoded = {}
+    for binary in (False, True):
+        reader = PgOutputReader()
+        rows = []
+        for row in cap.changes(peek=True, binary=binary):
+            message = reader.read(row.data)
+            if isinstance(message, Relation):
+                mappings = [TypeMapper().column(c.name, c.type_oid, c.type_modifier)
+                            for c in message.columns]
+            elif isinstance(message, Insert):
+                assert binary == message.new.is_binary(1)
+                rows.append([None if message.new.is_null(i) else
+                             m.convert(message.new.values[i], binary=message.new.is_binary(i))
+                             for i, m in enumerate(mappings) if m is not None])
+        decoded[binary] = rows
+    assert decoded[True] == decoded[False]
+    assert decoded[True][2][1] == "empty" and "'cat':3A" in decoded[True][0][7]

@@ -595,3 +595,30 @@ BUILDERS: Final[dict[str, Builder]] = {
     "timestamptz": _timestamptz,
     "interval": _interval,
 }
+
+
+# ---------------------------------------------------------------- PostgreSQL's own text
+
+
+def pg_date_text(days_since_2000: int) -> str:
+    """A date as PostgreSQL prints it (DateStyle ISO): ``2024-05-01``, ``0044-03-15 BC``."""
+    if days_since_2000 in (-(2**31), 2**31 - 1):
+        return "-infinity" if days_since_2000 < 0 else "infinity"
+    year, month, day = civil_from_days(days_since_2000 + _PG_EPOCH_DAYS)
+    if year <= 0:
+        return f"{1 - year:04d}-{month:02d}-{day:02d} BC"
+    return f"{year:04d}-{month:02d}-{day:02d}"
+
+
+def pg_timestamp_text(us_since_2000: int, *, with_zone: bool = False) -> str:
+    """A timestamp as PostgreSQL prints it (DateStyle ISO; ``+00`` for timestamptz in UTC)."""
+    if us_since_2000 in (-(2**63), 2**63 - 1):
+        return "-infinity" if us_since_2000 < 0 else "infinity"
+    days, us = divmod(us_since_2000, _US_PER_DAY)
+    date_text = pg_date_text(days)
+    bc = date_text.endswith(" BC")
+    time_text = _iso_time(us)
+    zone = "+00" if with_zone else ""
+    if bc:
+        return f"{date_text[:-3]} {time_text}{zone} BC"
+    return f"{date_text} {time_text}{zone}"

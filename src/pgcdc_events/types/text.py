@@ -188,14 +188,98 @@ def unknown_mapping(t: PgType, config: TypeConfig) -> ValueMapping:
                         encode(config.unavailable_value_placeholder))
 
 
+def _range_element(name: str) -> Callable[[bytes], str]:
+    """The text of one range bound from its binary form, as the element type prints it."""
+    from pgcdc_events.types.numeric import decimal_from_binary  # noqa: PLC0415 - no cycle at use
+    from pgcdc_events.types.temporal import pg_date_text, pg_timestamp_text  # noqa: PLC0415
+
+    if name in ("int4", "int8"):
+        return lambda raw: str(int.from_bytes(raw, "big", signed=True))
+    if name == "numeric":
+        return lambda raw: format(decimal_from_binary(raw), "f")
+    if name == "date":
+        return lambda raw: pg_date_text(int.from_bytes(raw, "big", signed=True))
+    zone = name == "timestamptz"
+    return lambda raw: pg_timestamp_text(int.from_bytes(raw, "big", signed=True), with_zone=zone)
+
+
+_RANGE_ELEMENTS: Final = {"int4range": "int4", "int8range": "int8", "numrange": "numeric",
+                          "daterange": "date", "tsrange": "timestamp",
+                          "tstzrange": "timestamptz"}
+_RANGE_QUOTE: Final = frozenset(' \t\n\r\v\f,()[]"\\')
+
+
+def _range_bound(text: str) -> str:
+    """A bound as range_out writes it: quoted when empty or holding special characters."""
+    if text and not any(ch in _RANGE_QUOTE for ch in text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _range_binary(element: Callable[[bytes], str]) -> Converter:
+    def convert(raw: bytes) -> str:
+        flags = raw[0]
+        if flags & 0x01:
+            return "empty"
+        pos = 1
+        bounds = []
+        for infinite in (0x08, 0x10):
+            if flags & infinite:
+                bounds.append("")
+                continue
+            size = int.from_bytes(raw[pos:pos + 4], "big", signed=True)
+            if size < 0 or pos + 4 + size > len(raw):
+                raise ConversionError("range binary value: a bound overruns the value")
+            bounds.append(_range_bound(element(raw[pos + 4:pos + 4 + size])))
+            pos += 4 + size
+        if pos != len(raw):
+            raise ConversionError(f"range binary value: {len(raw) - pos} trailing bytes")
+        return (("[" if flags & 0x02 else "(") + bounds[0] + "," + bounds[1]
+                + ("]" if flags & 0x04 else ")"))
+
+    return convert
+
+
+def _range(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
+    """Ranges are strings (PostgreSQL's text); binary values are printed the same way, with
+    timestamptz bounds in UTC (``+00``), as a server whose TimeZone is UTC prints them."""
+    return ValueMapping(Schema("string"), utf8,
+                        _range_binary(_range_element(_RANGE_ELEMENTS[t.name])),
+                        config.placeholder_text)
+
+
+def _tsvector_binary(raw: bytes) -> str:
+    """tsvector's send format (lexemes with positions and weights) as tsvectorout prints it."""
+    count = int.from_bytes(raw[:4], "big", signed=True)
+    if count < 0 or count > len(raw):
+        raise ConversionError(f"tsvector binary value claims {count} lexemes")
+    pos = 4
+    parts = []
+    for _ in range(count):
+        end = raw.index(b"\0", pos)
+        lexeme = raw[pos:end].decode("utf-8")
+        npos = int.from_bytes(raw[end + 1:end + 3], "big")
+        pos = end + 3
+        positions = []
+        for _ in range(npos):
+            word = int.from_bytes(raw[pos:pos + 2], "big")
+            pos += 2
+            weight = "DCBA"[word >> 14]
+            positions.append(f"{word & 0x3FFF}{'' if weight == 'D' else weight}")
+        quoted = "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+        parts.append(quoted + (":" + ",".join(positions) if positions else ""))
+    if pos != len(raw):
+        raise ConversionError(f"tsvector binary value: {len(raw) - pos} trailing bytes")
+    return " ".join(parts)
+
+
 _TEXT = _string_mapping()
 
 BUILDERS: Final[dict[str, Builder]] = {
     "bpchar": _TEXT, "varchar": _TEXT, "text": _TEXT, "citext": _TEXT, "name": _TEXT,
     "char": _TEXT,
-    "int4range": _string_mapping(None, None), "int8range": _string_mapping(None, None),
-    "numrange": _string_mapping(None, None), "tsrange": _string_mapping(None, None),
-    "tstzrange": _string_mapping(None, None), "daterange": _string_mapping(None, None),
+    "int4range": _range, "int8range": _range, "numrange": _range, "tsrange": _range,
+    "tstzrange": _range, "daterange": _range,
     "inet": _string_mapping(None, _inet_binary), "cidr": _string_mapping(None, _inet_binary),
     "macaddr": _string_mapping(None, _macaddr_binary),
     "macaddr8": _string_mapping(None, _macaddr_binary),
@@ -204,6 +288,6 @@ BUILDERS: Final[dict[str, Builder]] = {
     "xml": _string_mapping("io.debezium.data.Xml"),
     "uuid": _string_mapping("io.debezium.data.Uuid", _uuid_binary),
     "ltree": _string_mapping("io.debezium.data.Ltree", _ltree_binary),
-    "tsvector": _string_mapping("io.debezium.data.Tsvector", None),
+    "tsvector": _string_mapping("io.debezium.data.Tsvector", _tsvector_binary),
     "bytea": _bytea,
 }
