@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from pgcdc_events.cli import main
-from pgcdc_events.cli.catalog_cmd import connection_kwargs
 from pgcdc_events.types.catalog import CatalogSnapshot
 
 
@@ -35,9 +34,9 @@ def test_catalog_reports_connection_failures(capsys: pytest.CaptureFixture[str])
     assert "cannot connect" in err and "Traceback" not in err
 
 
-def test_dsn_parsing() -> None:
-    assert connection_kwargs("postgresql://u:p%40ss@h:6543/db") == {
-        "user": "u", "host": "h", "port": 6543, "database": "db", "password": "p@ss"}
-    assert "ssl_context" in connection_kwargs("postgres://u@h/db?sslmode=require")
-    with pytest.raises(Exception, match="postgresql:// URL"):
-        connection_kwargs("mysql://x")
+def test_catalog_errors_do_not_echo_the_password(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["catalog", "--dsn", "postgresql://u:s3cret@127.0.0.1:1/db"]) == 1
+    err = capsys.readouterr().err
+    assert "s3cret" not in err and "127.0.0.1:1/db" in err
+    assert main(["catalog", "--dsn", "postgresql://u@h:notaport/db"]) == 1
+    assert "port" in capsys.readouterr().err

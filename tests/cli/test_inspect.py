@@ -68,3 +68,12 @@ def test_missing_file_is_reported_without_traceback() -> None:
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 1
     assert "No such file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_non_utf8_input_is_an_error_not_a_traceback(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"lsn": "0/1", "xid": 1, "data": "42\xff"}\n')
+    assert main(["inspect", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "not UTF-8" in err and "Traceback" not in err

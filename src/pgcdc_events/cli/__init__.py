@@ -54,6 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PgCdcError as exc:
         print(f"pgcdc-events {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except UnicodeDecodeError as exc:
+        print(f"pgcdc-events {args.command}: error: input is not UTF-8 text: {exc}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     except BrokenPipeError:  # the reader went away (e.g. `| head`): stop quietly
         sys.stderr.close()
         return 0

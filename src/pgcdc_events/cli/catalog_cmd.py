@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
+from pgcdc_events.adapters.pg8000 import parse_dsn
 from pgcdc_events.cli._io import open_output
 from pgcdc_events.errors import ConfigurationError, PgCdcError
 from pgcdc_events.types.catalog import fetch_catalog
@@ -20,29 +20,12 @@ def register(commands: Any) -> None:
         "decode needs for NOT NULL, primary keys, defaults, enums and domains.",
     )
     parser.add_argument("--dsn", required=True,
-                        help="postgresql://user[:password]@host[:port]/database")
+                        help="postgresql://user[:password]@host[:port]/database, or "
+                        "libpq key=value pairs (PG* environment variables fill the gaps)")
     parser.add_argument("--schema", action="append", default=[],
                         help="keep only this schema's tables (repeatable)")
     parser.add_argument("--output", "-o", help="write here instead of stdout")
     parser.set_defaults(run=run)
-
-
-def connection_kwargs(dsn: str) -> dict[str, Any]:
-    """pg8000 keyword arguments from a ``postgresql://`` URL."""
-    parts = urlsplit(dsn)
-    if parts.scheme not in ("postgresql", "postgres"):
-        raise ConfigurationError(f"--dsn must be a postgresql:// URL, got {dsn!r}")
-    kwargs: dict[str, Any] = {"user": unquote(parts.username or "postgres"),
-                              "host": parts.hostname or "localhost", "port": parts.port or 5432,
-                              "database": unquote(parts.path.lstrip("/")) or None}
-    if parts.password is not None:
-        kwargs["password"] = unquote(parts.password)
-    query = parse_qs(parts.query)
-    if query.get("sslmode", ["disable"])[0] not in ("disable", "allow", "prefer"):
-        import ssl  # noqa: PLC0415 - only for TLS connections
-
-        kwargs["ssl_context"] = ssl.create_default_context()
-    return {k: v for k, v in kwargs.items() if v is not None}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,13 +35,15 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         raise ConfigurationError("the catalog command needs pg8000: pip install "
                                  "'pgcdc-events[pg]'") from None
+    kwargs = parse_dsn(args.dsn)
+    where = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port')}/{kwargs.get('database', '')}"
     try:
-        conn = pg8000.native.Connection(**connection_kwargs(args.dsn))
-    except pg8000.exceptions.InterfaceError as exc:
-        raise PgCdcError(f"cannot connect to {args.dsn}: {exc}") from None
+        conn = pg8000.native.Connection(**kwargs)
+    except (pg8000.exceptions.InterfaceError, OSError) as exc:
+        raise PgCdcError(f"cannot connect to {where}: {exc}") from None
     except pg8000.exceptions.DatabaseError as exc:
         message = exc.args[0].get("M") if exc.args and isinstance(exc.args[0], dict) else exc
-        raise PgCdcError(f"cannot connect to {args.dsn}: {message}") from None
+        raise PgCdcError(f"cannot connect to {where}: {message}") from None
     try:
         snapshot = fetch_catalog(conn)
     finally:
