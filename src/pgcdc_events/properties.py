@@ -88,6 +88,11 @@ def parse_properties(lines: Iterable[str]) -> dict[str, str]:
 
 
 def load_properties(path: str) -> dict[str, str]:
-    """Read a ``.properties`` file (UTF-8, as Java 9+ reads them)."""
+    """Read a ``.properties`` file as UTF-8.
+
+    ``java.util.Properties.load(InputStream)``, which Kafka Connect uses, reads
+    ISO-8859-1 instead; ``\\uXXXX`` escapes mean the same in both, and a file that
+    is ASCII apart from them reads the same everywhere.
+    """
     with open(path, encoding="utf-8") as fh:
         return parse_properties(fh)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Final
 
+import attrs
+
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.naming import sanitize_topic
 from pgcdc_events.events.records import ChangeRecord, Header
@@ -94,7 +96,7 @@ def transaction_record(config: EventConfig, status: str, txn: TransactionContext
 
 def truncate_record(decoder: EventDecoder, table: TableSchema, lsn: int) -> ChangeRecord:
     """An ``op: t`` event for one truncated table (null key, no before/after)."""
-    return decoder._record(table, "t", None, None, None, lsn)
+    return attrs.evolve(decoder._record(table, "t", None, None, None, lsn), kind="truncate")
 
 
 def message_record(decoder: EventDecoder, message: LogicalMessage, lsn: int,

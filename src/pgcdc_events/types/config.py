@@ -109,7 +109,7 @@ class TypeConfig:
                     raise ConfigurationError(
                         f"{name}: unsupported value {props[name]!r}; allowed: {', '.join(choices)}"
                     )
-                values[name.replace(".", "_").replace("_mode", "_mode")] = value
+                values[name.replace(".", "_")] = value
         if "money.fraction.digits" in props:
             try:
                 digits = int(props["money.fraction.digits"])

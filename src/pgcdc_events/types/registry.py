@@ -22,10 +22,9 @@ from pgcdc_events.types.oids import BUILTIN_TYPES, OID_BY_NAME
 __all__ = ["EXTENSION_TYPES", "PgType", "TypeRegistry"]
 
 #: Extension types recognised by name, as Debezium recognises them.
-EXTENSION_TYPES: Final = frozenset(
-    {"hstore", "ltree", "citext", "geometry", "geography", "isbn", "vector", "halfvec",
-     "sparsevec"}
-)
+#: (pgvector's vector types, which Debezium 3.x maps too, are not mapped here yet: with no
+#: recording of the connector's output for them they stay unknown types.)
+EXTENSION_TYPES: Final = frozenset({"hstore", "ltree", "citext", "geometry", "geography", "isbn"})
 
 
 @attrs.frozen

@@ -277,6 +277,7 @@ _TEXT = _string_mapping()
 
 BUILDERS: Final[dict[str, Builder]] = {
     "bpchar": _TEXT, "varchar": _TEXT, "text": _TEXT, "citext": _TEXT, "name": _TEXT,
+    "isbn": _TEXT,
     "char": _TEXT,
     "int4range": _range, "int8range": _range, "numrange": _range, "tsrange": _range,
     "tstzrange": _range, "daterange": _range,
