@@ -219,3 +219,21 @@ def arrow_matches_decoder() -> Callable[..., dict[str, Any]]:
         return tables
 
     return check
+
+
+@pytest.fixture(scope="session")
+def events_equal() -> Callable[..., None]:
+    """Assert that decoded tables (Arrow) equal the event layer's records."""
+
+    def check(registry: RelationRegistry, options: SparkSchemaOptions, tables: dict[str, Any],
+              records: Sequence[ChangeRecord]) -> None:
+        problems = compare(registry, options, tables, records)
+        assert not problems, "\n".join(problems[:40]) + f"\n({len(problems)} differences)"
+
+    return check
+
+
+@pytest.fixture(scope="session")
+def canonical_values() -> Callable[[Any], list[Any]]:
+    """:func:`canonical`: Arrow values as comparable Python (temporal as integers)."""
+    return canonical

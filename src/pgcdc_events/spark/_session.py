@@ -58,14 +58,15 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 def to_arrow_table(df: DataFrame) -> pa.Table:
     """The rows of ``df`` as an Arrow table (no pandas, no Python ``datetime`` range limits).
 
-    ``toArrow()`` fails on a null struct whose fields are declared non-nullable, so
-    every type is made nullable first (a no-op cast for Spark).
+    ``toArrow()`` casts to the DataFrame's schema, which fails on a null struct whose
+    fields are declared non-nullable (Spark sends nulls for them); the batches are
+    collected the same way and cast to the schema with every type nullable instead.
     """
-    from pyspark.sql import functions as F  # noqa: PLC0415, N812
-
-    columns = [F.col(f"`{f.name}`").cast(nullable_type(f.dataType)).alias(f.name)
-               for f in df.schema.fields]
-    return df.select(*columns).toArrow()
+    target = arrow_schema(nullable_type(df.schema))  # type: ignore[arg-type]
+    # What toArrow() calls; pyspark's stubs type the attribute as a column accessor.
+    collect: Any = df._collect_as_arrow
+    batches = collect(empty_list_if_zero_records=False)
+    return pa.Table.from_batches(batches).cast(target)
 
 
 def nullable_type(dt: DataType) -> DataType:

@@ -140,7 +140,9 @@ class DecodedCapture:
         names = list(self.tables if tables is None else tables)
         frames = {name: self.table(name) for name in names}
         if self._cache and names:
-            self.changes().count()  # fill the cache once, before the tables read it
+            self.changes().count()  # fill the caches once, before the tables read them
+        if self.config.provide_transaction_metadata and names:
+            self.orders().count()
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(names)))) as pool:
             results = pool.map(lambda name: to_arrow_table(frames[name]), names)
             return dict(zip(names, results, strict=True))
@@ -151,6 +153,8 @@ class DecodedCapture:
         self.transactions.unpersist()
         if self._changes is not None and self._cache:
             self._changes.unpersist()
+        if self._orders is not None:
+            self._orders.unpersist()
 
     # -- the change rows, with transaction context and schema version ------------------------
     def changes(self) -> DataFrame:
@@ -278,7 +282,7 @@ class DecodedCapture:
             self._orders = counted.select(
                 "position", "index",
                 F.row_number().over(total).cast("long").alias("total_order"),
-                F.row_number().over(per).cast("long").alias("data_collection_order"))
+                F.row_number().over(per).cast("long").alias("data_collection_order")).persist()
         return self._orders
 
     def _message_orders(self) -> DataFrame | None:

@@ -218,7 +218,9 @@ def _semantic(schema: Schema, options: SparkSchemaOptions, literal: pa.DataType
             options.flavour, options.variable_scale_decimal_scale, respect_optional=False)))
 
         def struct(a: Any) -> Any:
-            arrays = [a.field(i) if c is None else c(a.field(i)) for i, c in enumerate(children)]
+            # flatten(): the children with the struct's nulls (field() ignores them).
+            flat = a.flatten()
+            arrays = [f if c is None else c(f) for f, c in zip(flat, children, strict=True)]
             return pa.StructArray.from_arrays(arrays, fields=list(target),
                                               mask=a.is_null() if a.null_count else None)
 
@@ -293,11 +295,12 @@ def _variable_scale(scale: int | None) -> ArrayFn:
         target = pa.struct([pa.field("scale", pa.int32()), pa.field("unscaled", pa.string())])
 
         def to_struct(a: Any) -> Any:
-            raw = a.field("value").to_pylist()
+            scale, value = a.flatten()
+            raw = value.to_pylist()
             # Through Decimal: str() of a huge int is capped (sys.get_int_max_str_digits).
             unscaled = [None if v is None else str(Decimal(int.from_bytes(v, "big", signed=True)))
                         for v in raw]
-            return pa.StructArray.from_arrays([a.field("scale"), pa.array(unscaled, pa.string())],
+            return pa.StructArray.from_arrays([scale, pa.array(unscaled, pa.string())],
                                               fields=list(target),
                                               mask=a.is_null() if a.null_count else None)
 
