@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import struct
-import time
 import tracemalloc
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -64,31 +61,6 @@ def test_hstore_from_text(raw: bytes, expected: dict[str, str | None]) -> None:
 def test_hstore_from_text_rejects(raw: bytes) -> None:
     with pytest.raises(ConversionError):
         hstore_from_text(raw)
-
-
-def _ratio(make: Callable[[int], bytes], parse: Callable[[bytes], Any], n: int) -> float:
-    """Best-of-3 time for input size 4n over the best-of-3 time for size n."""
-    def best(data: bytes) -> float:
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            with contextlib.suppress(ConversionError):
-                parse(data)
-            times.append(time.perf_counter() - start)
-        return min(times)
-
-    return best(make(4 * n)) / best(make(n))
-
-
-@pytest.mark.parametrize("make", [
-    lambda n: b", ".join(b'"k%d"=>"v"' % i for i in range(n)),
-    lambda n: b'"' + b"\\\\" * n + b'"=>NULL',
-    lambda n: b'"' + b'a\\"' * n,  # unterminated
-    lambda n: b'"k"=>"v", ' * n,  # the repeated key
-], ids=["pairs", "backslashes", "unterminated", "repeated key"])
-def test_hstore_from_text_is_linear(make: Callable[[int], bytes]) -> None:
-    # a quadratic parser would take ~16x as long on the 4x input; allow for noise
-    assert _ratio(make, hstore_from_text, 5_000) < 8
 
 
 def hstore_send(pairs: dict[str, str | None]) -> bytes:
