@@ -244,7 +244,10 @@ def configuration_page() -> str:
         "database.dbname": "becomes `source.db`",
         "event.converting.failure.handling.mode":
             "**default differs**: `fail` here, `warn` in Debezium (which nulls the value)",
-        "event.processing.failure.handling.mode": "kept for compatibility; failures raise",
+        "event.processing.failure.handling.mode":
+            "a change whose value fails to convert (converting mode `fail`): `fail` raises "
+            "`ConversionError` with its `lsn`; `warn` (logged) and `skip` drop the change, "
+            "counted in `metrics.failed_events`",
         "xmin.fetch.interval.ms": "needs a database connection: values other than 0 are "
                                   "reported as not applicable and `source.xmin` stays null",
         "heartbeat.interval.ms": "heartbeats are produced by `EventDecoder.keepalive()`",

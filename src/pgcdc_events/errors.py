@@ -53,13 +53,15 @@ class ConversionError(PgCdcError, ValueError):
     """A column value that does not parse as its declared PostgreSQL type.
 
     ``table`` (``schema.table``), ``column``, ``type_name`` and ``value`` (the raw
-    bytes) are set when the error comes from converting a row's column.
+    bytes) are set when the error comes from converting a row's column; ``lsn`` is
+    the WAL position of the change when the event decoder raised it.
     """
 
     table: str | None = None
     column: str | None = None
     type_name: str | None = None
     value: bytes | None = None
+    lsn: int | None = None
 
 
 class ConfigurationError(PgCdcError, ValueError):

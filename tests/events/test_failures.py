@@ -9,6 +9,7 @@ import pytest
 from pgcdc_events.errors import ConversionError
 from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.protocol import Begin, Commit, Insert, Relation, RelationColumn, TupleData
+from pgcdc_events.types.catalog import CatalogColumn, CatalogTable
 
 RELATION = Relation(1, "public", "t", "d", (RelationColumn(1, "id", 23, -1),
                                              RelationColumn(0, "n", 1700, -1)))
@@ -48,3 +49,65 @@ def test_invalid_mode_is_rejected() -> None:
     with pytest.raises(Exception, match="allowed: fail, warn, skip"):
         EventConfig.from_properties({"topic.prefix": "p",
                                      "event.converting.failure.handling.mode": "ignore"})
+
+
+# ---------------------------------------------------------- event.processing.failure.handling.mode
+
+
+def run_processing(mode: str) -> tuple[EventDecoder, list[int]]:
+    """Changes 1..3 where change 2 fails to convert and the converting mode is ``fail``."""
+    decoder = EventDecoder(EventConfig.from_properties({
+        "topic.prefix": "p", "event.processing.failure.handling.mode": mode}))
+    ids: list[int] = []
+    for lsn, message in enumerate((
+            Begin(10, 0, 5), RELATION, Insert(1, TupleData.from_text(("1", "1.5"))),
+            Insert(1, TupleData.from_text(("2", "one point five"))),
+            Insert(1, TupleData.from_text(("3", "2"))), Commit(0, 10, 11, 0)), 100):
+        ids += [r.key["id"] for r in decoder.handle(message, lsn) if r.value is not None]
+    return decoder, ids
+
+
+def test_processing_fail_raises_with_the_lsn_of_the_change() -> None:
+    with pytest.raises(ConversionError) as info:
+        run_processing("fail")
+    assert (info.value.lsn, info.value.column) == (103, "n")
+
+
+@pytest.mark.parametrize("mode", ["warn", "skip"])
+def test_processing_warn_and_skip_drop_the_failing_change_and_count_it(
+        mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    decoder, ids = run_processing(mode)
+    assert ids == [1, 3]
+    assert decoder.metrics.failed_events == 1 and decoder.metrics.conversion_errors == 0
+    assert decoder.metrics.as_dict()["NumberOfErroneousEvents"] == 1
+    assert ("skipped the public.t change at LSN 0/67" in caplog.text) is (mode == "warn")
+
+
+def test_converting_mode_decides_first() -> None:
+    """A value nulled under the converting mode never reaches the processing mode."""
+    decoder = EventDecoder(EventConfig.from_properties({
+        "topic.prefix": "p", "event.converting.failure.handling.mode": "skip",
+        "event.processing.failure.handling.mode": "skip"}))
+    out = [decoder.handle(m, 100) for m in (
+        Begin(10, 0, 5), RELATION, Insert(1, TupleData.from_text(("2", "x"))))]
+    assert out[-1][0].value["after"]["n"] is None  # type: ignore[index]
+    assert (decoder.metrics.conversion_errors, decoder.metrics.failed_events) == (1, 0)
+
+
+@pytest.mark.parametrize(("properties", "expected"), [
+    ({}, ConversionError),
+    ({"event.processing.failure.handling.mode": "skip"}, [1, 3]),
+    ({"event.converting.failure.handling.mode": "skip"}, [1, 2, 3]),
+])
+def test_snapshot_rows_follow_both_modes(properties: dict[str, str], expected: object) -> None:
+    table = CatalogTable(1, "public", "t", "d", (
+        CatalogColumn("id", 1, 23, not_null=True, primary_key_position=1),
+        CatalogColumn("n", 2, 1700)))
+    decoder = EventDecoder(EventConfig.from_properties({"topic.prefix": "p", **properties}))
+    rows = [["1", "1.5"], ["2", "one point five"], ["3", "2"]]
+    if expected is ConversionError:
+        with pytest.raises(ConversionError, match=r"public\.t\.n"):
+            list(decoder.snapshot([(table, rows)], lsn=1))
+    else:
+        records = list(decoder.snapshot([(table, rows)], lsn=1))
+        assert [r.key["id"] for r in records] == expected  # type: ignore[index]

@@ -34,7 +34,7 @@ from pgcdc_events.events.special import (
 from pgcdc_events.events.tables import TRANSACTION_BLOCK_SCHEMA, TableSchema, build_table_schema
 from pgcdc_events.events.transactions import ChangeBuffer, MemoryBudget, TransactionContext
 from pgcdc_events.protocol.capture import CaptureRow
-from pgcdc_events.protocol.lsn import pg_timestamp_to_unix_us
+from pgcdc_events.protocol.lsn import Lsn, pg_timestamp_to_unix_us
 from pgcdc_events.protocol.messages import (
     Begin,
     BeginPrepare,
@@ -169,10 +169,8 @@ class EventDecoder:
         config = self.config
         if config.includes_table(message.namespace, message.name):
             ctable = self.catalog.table(message.namespace, message.name) if self.catalog else None
-            on_error = (None if config.event_converting_failure_handling_mode == "fail"
-                        else self._conversion_failed)
-            self._tables[message.relation_id] = build_table_schema(message, self.mapper, config,
-                                                                   ctable, on_error)
+            self._tables[message.relation_id] = build_table_schema(
+                message, self.mapper, config, ctable, self.on_conversion_error)
         else:
             self._tables[message.relation_id] = None
         return []
@@ -350,11 +348,33 @@ class EventDecoder:
 
     def _emit_row(self, table: TableSchema, message: Insert | Update | Delete, lsn: int
                   ) -> list[ChangeRecord]:
-        if type(message) is Insert:
-            return self._insert(table, message, lsn)
-        if type(message) is Update:
-            return self._update(table, message, lsn)
-        return self._delete(table, message, lsn)  # type: ignore[arg-type]
+        try:
+            if type(message) is Insert:
+                return self._insert(table, message, lsn)
+            if type(message) is Update:
+                return self._update(table, message, lsn)
+            return self._delete(table, message, lsn)  # type: ignore[arg-type]
+        except ConversionError as error:
+            return self._event_failed(error, table, lsn)
+
+    def _event_failed(self, error: ConversionError, table: TableSchema, lsn: int
+                      ) -> list[ChangeRecord]:
+        """``event.processing.failure.handling.mode``: raise, or skip the change (counted)."""
+        mode = self.config.event_processing_failure_handling_mode
+        if mode == "fail":
+            error.lsn = lsn
+            raise error
+        self.metrics.failed_events += 1
+        if mode == "warn":
+            _LOG.warning("skipped the %s change at LSN %s: %s", table.qualified, Lsn(lsn), error)
+        return []
+
+    @property
+    def on_conversion_error(self) -> Callable[[ConversionError], None] | None:
+        """The value-level failure policy tables are built with (``None``: raise)."""
+        if self.config.event_converting_failure_handling_mode == "fail":
+            return None
+        return self._conversion_failed
 
     def _conversion_failed(self, error: ConversionError) -> None:
         """``warn``/``skip``: the value becomes null, as in Debezium; counted, and logged."""

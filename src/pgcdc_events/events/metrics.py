@@ -17,12 +17,15 @@ class StreamingMetrics:
     transaction records are not events); ``events_filtered`` counts changes dropped
     by table, column-less, prefix or ``skipped.operations`` rules;
     ``conversion_errors`` counts values replaced by null under
-    ``event.converting.failure.handling.mode`` ``warn`` or ``skip``.
+    ``event.converting.failure.handling.mode`` ``warn`` or ``skip``; ``failed_events``
+    counts changes skipped under ``event.processing.failure.handling.mode`` ``warn``
+    or ``skip``. Debezium's ``NumberOfErroneousEvents`` is their sum.
     """
 
     events_seen: int = 0
     events_filtered: int = 0
     conversion_errors: int = 0
+    failed_events: int = 0
     committed_transactions: int = 0
     last_transaction_id: int | None = None
     last_lsn: int | None = None
@@ -40,7 +43,7 @@ class StreamingMetrics:
         return {
             "TotalNumberOfEventsSeen": self.events_seen,
             "NumberOfEventsFiltered": self.events_filtered,
-            "NumberOfErroneousEvents": self.conversion_errors,
+            "NumberOfErroneousEvents": self.conversion_errors + self.failed_events,
             "NumberOfCommittedTransactions": self.committed_transactions,
             "LastTransactionId": self.last_transaction_id,
             "LastLsn": self.last_lsn,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pgcdc_events.errors import ConfigurationError
+from pgcdc_events.errors import ConfigurationError, ConversionError
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.source import sequence, source_struct
 from pgcdc_events.events.tables import TableSchema, build_table_schema
@@ -54,16 +54,22 @@ def _tuple(row: SnapshotRow, width: int, table: str) -> TupleData:
     return TupleData(kinds, values)
 
 
-def _rows(decoder: EventDecoder, tables: Iterable[tuple[CatalogTable, Iterable[SnapshotRow]]]
-          ) -> Iterator[tuple[TableSchema, tuple[Any, ...]]]:
+def _rows(decoder: EventDecoder, tables: Iterable[tuple[CatalogTable, Iterable[SnapshotRow]]],
+          lsn: int) -> Iterator[tuple[TableSchema, tuple[Any, ...]]]:
+    """Converted rows; conversion failures follow the decoder's two failure modes."""
     for table, rows in tables:
         if not decoder.config.includes_table(table.namespace, table.name):
             continue
         schema = build_table_schema(relation_from_catalog(table), decoder.mapper, decoder.config,
-                                    table)
+                                    table, decoder.on_conversion_error)
         width = len(schema.relation.columns)
         for row in rows:
-            yield schema, schema.row(_tuple(row, width, schema.qualified))
+            try:
+                converted = schema.row(_tuple(row, width, schema.qualified))
+            except ConversionError as error:
+                decoder._event_failed(error, schema, lsn)
+                continue
+            yield schema, converted
 
 
 def snapshot_records(
@@ -83,7 +89,7 @@ def snapshot_records(
     previous: TableSchema | None = None
     current: tuple[TableSchema, tuple[Any, ...]] | None = None
     first = True
-    for item in _rows(decoder, tables):
+    for item in _rows(decoder, tables, lsn):
         if current is not None:
             yield _read(decoder, current, lsn, xid, _marker(
                 incremental, first, False, current[0] is not previous, item[0] is not current[0]))
