@@ -41,7 +41,7 @@ from pgcdc_events.testing import (
     validate_record,
 )
 from pgcdc_events.testing.strategies import table_sets, workloads
-from pgcdc_events.testing.workload import ExpectedEvent, TruncateTables
+from pgcdc_events.testing.workload import Change, ExpectedEvent, Schedule, TruncateTables
 from pgcdc_events.types.catalog import fetch_catalog
 from support.capture import Capturer
 
@@ -238,11 +238,9 @@ def test_200_examples_over_multi_table_workloads_run_in_seconds() -> None:
 
 
 def _known_decoder_gap(record: dict[str, Any], problem: Any) -> bool:
-    """The two places the event decoder writes null into a required field (reported, see
-    docs/testing.md): a NaN or infinite numeric in a column with a scale (a Connect Decimal
-    cannot hold it; Debezium fails there), and the non-key NOT NULL columns of the ``before``
-    of a delete or key change under REPLICA IDENTITY DEFAULT/INDEX (PostgreSQL does not send
-    them; Debezium invents zero values, see docs/differences-from-debezium.md)."""
+    """Where the event decoder writes null into a required field (reported, see
+    docs/testing.md): a NaN or infinite numeric in a NOT NULL column (neither a Connect
+    Decimal nor a VariableScaleDecimal can hold it; Debezium fails there)."""
     if problem.message != "null for a required field":
         return False
     parts = problem.path.split(".")
@@ -250,9 +248,8 @@ def _known_decoder_gap(record: dict[str, Any], problem: Any) -> bool:
         return False
     side = next(f for f in record["value"]["schema"]["fields"] if f["field"] == parts[2])
     field = next(f for f in side["fields"] if f["field"] == parts[3])
-    if field.get("name") == "org.apache.kafka.connect.data.Decimal":
-        return True
-    return parts[2] == "before" and record["value"]["payload"]["op"] == "d"
+    return field.get("name") in ("org.apache.kafka.connect.data.Decimal",
+                                 "io.debezium.data.VariableScaleDecimal")
 
 
 @FAST
@@ -270,7 +267,7 @@ def test_generated_records_are_valid_kafka_connect_records(w: Workload) -> None:
 
 
 def test_unchanged_toast_travels_as_u_and_the_reference_consumer_keeps_the_old_value() -> None:
-    @settings(max_examples=200, database=None, deadline=None)
+    @settings(max_examples=100, database=None, deadline=None)
     @given(workloads(long_values=True))
     def check(w: Workload) -> None:
         check_workload(w)
@@ -340,9 +337,67 @@ def test_generated_workloads_replayed_on_the_server_give_the_same_events(pg_clus
 
 
 def test_truncate_of_several_tables_is_one_message() -> None:
-    w = find(workloads(), lambda w: any(isinstance(op, TruncateTables) and len(op.tables) > 1
-                                        for item in w.items for op in getattr(item, "ops", ())),
-             settings=settings(max_examples=2000, database=None, deadline=None))
-    truncates = [m for _, m in w.messages if type(m).__name__ == "Truncate"]
-    assert any(len(t.relation_ids) > 1 for t in truncates)
+    a = table("public.a", {"id": "int4"}, primary_key="id")
+    b = table("other.b", {"v": "text"})
+    w = render([a, b], [Transaction((op_insert(a, {"id": 1}), op_insert(b, {"v": "x"}))),
+                        Transaction((TruncateTables((a, b), cascade=True),))])
+    (truncate,) = [m for _, m in w.messages if type(m).__name__ == "Truncate"]
+    assert truncate.relation_ids == (a.relation_id, b.relation_id) and truncate.cascade
     check_workload(w)
+    assert w.final_state == {"public.a": (), "other.b": ()}
+
+
+def _spark_and_ours(w: Workload) -> tuple[dict[str, Any], dict[str, Any]]:
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pyarrow")
+    spark = w.spark_rows(PROPS, flavour="literal")
+    ours: dict[str, list[tuple[Any, ...]]] = {}
+    for r in w.records(PROPS):
+        if r.kind in ("change", "truncate") and r.value is not None:
+            source = r.value["source"]
+            ours.setdefault(f"{source['schema']}.{source['table']}", []).append(
+                (r.value["op"], source["lsn"], source["txId"]))
+    theirs = {name: [(row["op"], row["source"]["lsn"], row["source"]["txId"]) for row in rows]
+              for name, rows in spark.items() if rows}
+    return theirs, ours
+
+
+@FAST
+@given(workloads(truncates=False))
+def test_spark_rows_are_the_decoders_events(w: Workload) -> None:
+    """The Spark layer's rows, per table, are the decoder's change events in order (for the
+    workloads it handles today: see the three expected failures below)."""
+    theirs, ours = _spark_and_ours(w)
+    assert theirs == ours
+
+
+_T = table("public.t", {"id": "int4"}, primary_key="id")
+
+
+@pytest.mark.xfail(strict=True, reason="Spark layer: a truncate is ordered after the "
+                   "transaction's other changes (reported)")
+def test_spark_rows_keep_a_truncate_in_place() -> None:
+    w = render([_T], [Transaction((TruncateTables((_T,)), op_insert(_T, {"id": 1})))])
+    theirs, ours = _spark_and_ours(w)
+    assert theirs == ours
+
+
+@pytest.mark.xfail(strict=True, reason="Spark layer: a prepared transaction's changes are "
+                   "ordered at its PREPARE, not at its COMMIT PREPARED (reported)")
+def test_spark_rows_order_prepared_transactions_at_commit() -> None:
+    first = Transaction((op_insert(_T, {"id": 1}),))
+    prepared = Transaction((op_insert(_T, {"id": 2}),), two_phase=True, gid="g")
+    schedule = Schedule(((1, ("prepare",)), (0, ("end",)), (1, ("end",))))
+    w = render([_T], [first, prepared], schedule)
+    theirs, ours = _spark_and_ours(w)
+    assert theirs == ours
+
+
+@pytest.mark.xfail(strict=True, reason="Spark layer: changes of a subtransaction of a streamed "
+                   "transaction (their xid is the subxid) are rejected (reported)")
+def test_spark_rows_of_a_streamed_savepoint() -> None:
+    insert_one, insert_two = op_insert(_T, {"id": 1}), op_insert(_T, {"id": 2})
+    sub = Change(insert_two.table, None, insert_two.new, subtransaction=1)
+    w = render([_T], [Transaction((insert_one, sub), streamed=True, block_ends=(2,))])
+    theirs, ours = _spark_and_ours(w)
+    assert theirs == ours

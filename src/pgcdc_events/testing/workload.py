@@ -12,7 +12,9 @@ consistent with each other:
 * :meth:`Workload.records` — the Debezium records, made by running the real
   :class:`~pgcdc_events.events.EventDecoder` over those bytes;
 * :attr:`Workload.expected` — the row events the stream carries, in order;
-* :attr:`Workload.final_state` — the tables' rows after the last commit.
+* :attr:`Workload.final_state` — the tables' rows after the last commit;
+* :meth:`Workload.spark_rows` — the Spark layer's rows, when the ``spark`` extra is
+  installed.
 
 The hypothesis strategy :func:`pgcdc_events.testing.strategies.workloads` draws
 valid workloads; :func:`render` also renders hand-built ones.
@@ -21,6 +23,7 @@ valid workloads; :func:`render` also renders hand-built ones.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import math
 import re
@@ -448,6 +451,23 @@ class Workload:
         renderer = _Renderer((), proto_version=self.proto_version, streaming=self.streaming,
                              binary=self.binary, start_lsn=0, start_time_us=0, first_xid=0)
         return renderer._tuple(row)
+
+    def spark_rows(self, config: EventConfig | Mapping[str, str] | None = None, *,
+                   flavour: str = "semantic") -> dict[str, list[dict[str, Any]]]:
+        """The events as the Spark layer's rows, per table (``schema.table``): what
+        :func:`pgcdc_events.spark.decode_capture` puts in each table's DataFrame, computed in
+        this process by the same per-batch decoder (no SparkSession needed). Needs the
+        ``spark`` extra; raises :class:`ConfigurationError` without it."""
+        try:
+            local = importlib.import_module("pgcdc_events.spark.local")
+            schema = importlib.import_module("pgcdc_events.spark.schema")
+        except ImportError as exc:
+            raise ConfigurationError("spark_rows needs the spark extra "
+                                     f"(pip install 'pgcdc-events[spark]'): {exc}") from None
+        tables = local.decode_to_arrow(self.capture(), event_config(config), self.catalog,
+                                       options=schema.SparkSchemaOptions(flavour),
+                                       clock=lambda: CLOCK_NS)
+        return {name: table.to_pylist() for name, table in tables.items()}
 
 
 def event_config(config: EventConfig | Mapping[str, str] | None) -> EventConfig:
