@@ -145,13 +145,17 @@ def _graceful_interrupts(name: str, quiet: bool) -> Iterator[Callable[[], bool]]
 
 
 def _size(n: int | None) -> str:
+    """Bytes for humans: ``512 B``, ``1.2 kB``, ``3.4 MB``."""
     if n is None:
         return "?"
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)  # pragma: no cover
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("kB", "MB", "GB"):
+        value /= 1024
+        if value < 1024 or unit == "GB":
+            break
+    return f"{value:,.1f} {unit}"
 
 
 def run(args: argparse.Namespace, name: str) -> int:
