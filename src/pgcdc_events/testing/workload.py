@@ -23,7 +23,6 @@ valid workloads; :func:`render` also renders hand-built ones.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import math
 import re
@@ -453,14 +452,14 @@ class Workload:
         return renderer._tuple(row)
 
     def spark_rows(self, config: EventConfig | Mapping[str, str] | None = None, *,
-                   flavour: str = "semantic") -> dict[str, list[dict[str, Any]]]:
+                   flavour: Literal["literal", "semantic"] = "semantic"
+                   ) -> dict[str, list[dict[str, Any]]]:
         """The events as the Spark layer's rows, per table (``schema.table``): what
         :func:`pgcdc_events.spark.decode_capture` puts in each table's DataFrame, computed in
         this process by the same per-batch decoder (no SparkSession needed). Needs the
         ``spark`` extra; raises :class:`ConfigurationError` without it."""
         try:
-            local = importlib.import_module("pgcdc_events.spark.local")
-            schema = importlib.import_module("pgcdc_events.spark.schema")
+            from pgcdc_events.spark import local, schema  # noqa: PLC0415 - optional extra
         except ImportError as exc:
             raise ConfigurationError("spark_rows needs the spark extra "
                                      f"(pip install 'pgcdc-events[spark]'): {exc}") from None
