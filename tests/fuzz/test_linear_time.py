@@ -1,9 +1,10 @@
 """Hostile inputs cost time in proportion to their size, and claimed sizes allocate nothing.
 
 Linearity is asserted on relative scaling, never on wall-clock thresholds: each
-pathological input is timed at size n and 4n (best of several runs of a calibrated
-number of calls); a linear parser takes about 4 times as long, a quadratic one 16
-times. The bound used, 9, leaves room for noise on a shared machine.
+pathological input is timed at size n and 4n (CPU time of this process, best of
+several runs of a calibrated number of calls); a linear parser takes about 4 times
+as long, a quadratic one 16 times. The bound, 9, leaves room for noise; a measurement
+over it is repeated up to twice (a quadratic parser fails all three).
 
 numeric in the ``precise`` decimal mode is the one exception: turning the digits into
 Kafka Connect's two's-complement unscaled integer is a base conversion, quadratic in
@@ -54,22 +55,22 @@ def _ewkb_from_text() -> Callable[[bytes], Any]:
     return mapping.from_text
 
 
-def _run(fn: Callable[[bytes], Any], raw: bytes, calls: int) -> float:
+def _run(fn: Callable[[bytes], Any], raw: bytes, calls: int, repeat: int = 3) -> float:
     best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
+    for _ in range(repeat):
+        started = time.process_time()
         for _ in range(calls):
             with contextlib.suppress(ConversionError, ProtocolError):
                 fn(raw)
-        best = min(best, time.perf_counter() - started)
+        best = min(best, time.process_time() - started)
     return best
 
 
 def scaling(fn: Callable[[bytes], Any], make: Callable[[int], bytes], n: int) -> float:
-    """time(4n) / time(n), with enough calls that time(n) is at least 15 ms."""
+    """time(4n) / time(n), with enough calls that time(n) is at least 10 ms of CPU."""
     small, large = make(n), make(4 * n)
     calls = 1
-    while _run(fn, small, calls) < 0.015 and calls < 10_000:
+    while _run(fn, small, calls, repeat=1) < 0.01 and calls < 10_000:
         calls *= 4
     return _run(fn, large, calls) / _run(fn, small, calls)
 
@@ -113,7 +114,12 @@ CASES: dict[str, tuple[Callable[[bytes], Any], Callable[[int], bytes], int]] = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_time_grows_linearly(name: str) -> None:
     fn, make, n = CASES[name]
-    ratio = scaling(fn, make, n)
+    ratios = []
+    for _ in range(3):
+        ratios.append(scaling(fn, make, n))
+        if ratios[-1] < RATIO:
+            break
+    ratio = min(ratios)
     assert ratio < RATIO, f"{name}: 4 times the input took {ratio:.1f} times as long"
 
 
