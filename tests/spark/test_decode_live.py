@@ -20,6 +20,8 @@ import pg8000.native
 import pytest
 
 from pgcdc_events.events import EventConfig
+from pgcdc_events.testing import Transaction, op_insert, render, table
+from pgcdc_events.testing.workload import Change, Schedule, TruncateTables
 from pgcdc_events.types.catalog import fetch_catalog
 from support.capture import Capturer
 
@@ -128,3 +130,24 @@ def test_in_process_pipeline_equals_the_event_layer(
     big = tables["public.t_big"]
     # inserts, updates, deletes with their tombstones, the prepared insert
     assert big.num_rows == 3000 + 20 + 2 * 10 + 1
+
+
+def test_changes_without_transaction_xids(spark_matches_decoder: Callable[..., Any]) -> None:
+    """A capture whose xid column is null for ordinary changes and names the subtransaction
+    for streamed ones (as a replication-protocol consumer may record it): changes find their
+    transaction by stream order (the bucketed forward fill), with a truncate inside a
+    transaction and a prepared transaction committed after a later one."""
+    t = table("public.t", {"id": "int4", "v": "text"}, primary_key="id")
+    one, two = op_insert(t, {"id": 1, "v": "a"}), op_insert(t, {"id": 2, "v": "b"})
+    sub = Change(two.table, None, two.new, subtransaction=1)
+    streamed = Transaction((one, sub), streamed=True, block_ends=(2,))
+    truncating = Transaction((TruncateTables((t,)), op_insert(t, {"id": 3, "v": "c"})))
+    first = Transaction((op_insert(t, {"id": 4, "v": "d"}),))
+    prepared = Transaction((op_insert(t, {"id": 5, "v": "e"}),), two_phase=True, gid="g")
+    schedule = Schedule(((0, ("block", 0)), (0, ("end",)), (1, ("end",)), (3, ("prepare",)),
+                         (2, ("end",)), (3, ("end",))))
+    w = render([t], [streamed, truncating, first, prepared], schedule)
+    rows = w.capture()
+    assert any(r.xid is None and r.data[:1] == b"I" for r in rows)
+    config = EventConfig.from_properties({"topic.prefix": "t", "skipped.operations": "none"})
+    spark_matches_decoder(rows, config, w.catalog, flavour="semantic")

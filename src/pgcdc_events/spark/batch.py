@@ -57,12 +57,12 @@ from pgcdc_events.types.mapper import conversion_error
 from pgcdc_events.types.schema import Schema
 
 __all__ = [
-    "BLOCK_TYPE", "DECODE_INPUT", "POSITION_TYPE", "SOURCE_TYPE", "TXN_TYPE", "TableDecoder",
+    "BLOCK_TYPE", "DECODE_INPUT", "POSITION_TYPE", "SOURCE_TYPE", "TableDecoder",
     "TableLayout", "fast_path",
 ]
 
 #: The columns the decoder reads from each input batch.
-DECODE_INPUT: Final = ("position", "lsn", "data", "in_stream", "version", "txn")
+DECODE_INPUT: Final = ("position", "lsn", "data", "in_stream", "version", "xid")
 #: The ``source`` block, the ``transaction`` block and the ordering key of the events.
 SOURCE_TYPE: Final = struct_type(SOURCE_SCHEMA, SparkSchemaOptions("literal",
                                                                   respect_optional=False))
@@ -71,15 +71,6 @@ BLOCK_TYPE: Final = struct_type(TRANSACTION_BLOCK_SCHEMA,
 POSITION_TYPE: Final = StructType([
     StructField("commit", LongType(), True), StructField("message", LongType(), False),
     StructField("index", IntegerType(), False),
-])
-_SOURCE_ARROW: Final = arrow_type(SOURCE_TYPE)
-_BLOCK_ARROW: Final = arrow_type(BLOCK_TYPE)
-_POSITION_ARROW: Final = arrow_type(POSITION_TYPE)
-#: Transaction context of each change, as the decoder reads it.
-TXN_TYPE: Final = StructType([
-    StructField("xid", LongType()), StructField("commit_us", LongType()),
-    StructField("prev_commit", LongType()), StructField("origin", StringType()),
-    StructField("origin_lsn", LongType()), StructField("order_pos", LongType()),
 ])
 
 _LOG = logging.getLogger("pgcdc_events")
@@ -144,8 +135,25 @@ class TableLayout:
                     out[f.name] = _Field(f.name, _widen(known.spark, dt, table, f.name))
         return list(out.values())
 
+    def core_type(self) -> StructType:
+        """The Spark schema of :class:`TableDecoder` batches: the records, before the
+        envelope's transaction-wide parts (``source``...) are added around them."""
+        fields = [
+            StructField("position", LongType(), False), StructField("index", IntegerType(), False),
+            StructField("version", IntegerType(), False), StructField("lsn", LongType(), True),
+            StructField("xid", LongType(), True), StructField("op", StringType(), True),
+            StructField("kind", StringType(), False),
+        ]
+        if self.key_type is not None:
+            fields += [StructField("key", self.key_type, True),
+                       StructField("related_key", self.key_type, True)]
+        fields += [StructField("before", self.value_type, True),
+                   StructField("after", self.value_type, True),
+                   StructField("ts_ns", LongType(), True)]
+        return StructType(fields)
+
     def output_type(self) -> StructType:
-        """The Spark schema of the table's events (what :class:`TableDecoder` yields)."""
+        """The Spark schema of the table's events."""
         fields: list[StructField] = []
         if self.key_type is not None:
             fields.append(StructField("key", self.key_type, True))
@@ -196,10 +204,24 @@ def fast_path(plan: ColumnPlan, converter: ValueConverter) -> FastPath | None:
     array, where Arrow's casts give exactly the type mapper's values; ``None`` elsewhere.
 
     The function raises (``pa.ArrowInvalid``...) on any value it cannot take; the caller
-    then converts that batch's column with the type mapper.
+    then converts that batch's column with the type mapper. SQL NULLs become the column's
+    null fallback (a NOT NULL column's default or zero value, as the event layer has it).
     """
+    convert = _fast_path(plan, converter)
+    if convert is None or plan.null_value is None:
+        return convert
+    fallback = converter.array([plan.null_value])[0]
+
+    def filled(raw: Any) -> Any:
+        array = convert(raw)
+        return pc.fill_null(array, fallback) if array.null_count else array
+
+    return filled
+
+
+def _fast_path(plan: ColumnPlan, converter: ValueConverter) -> FastPath | None:
     mapping = plan.mapping
-    if plan.from_text is not mapping.from_text or plan.null_value is not None:
+    if plan.from_text is not mapping.from_text:
         return None  # masked or truncated column
     pg_type = mapping.pg_type.root
     name, schema = pg_type.name, mapping.schema
@@ -338,13 +360,12 @@ class TableDecoder:
         self.tombstones = tombstones and self.config.tombstones_on_delete
         self.clock = clock
         self.plans = {v: _VersionPlan(self.layout, v) for v in self.layout.schemas}
-        self.output = self.layout.output_type()
+        self.output = self.layout.core_type()
         self.output_arrow = pa.schema([pa.field(f.name, arrow_type(f.dataType), f.nullable)
                                        for f in self.output.fields])
         skipped = self.config.skipped_operations
         self.skip_c, self.skip_u = "c" in skipped, "u" in skipped
         self.skip_d, self.skip_t = "d" in skipped, "t" in skipped
-        self.failure_mode = self.config.event_converting_failure_handling_mode
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         """The ``mapInArrow`` function."""
@@ -356,10 +377,6 @@ class TableDecoder:
     # -- splitting ---------------------------------------------------------------------------
     def decode(self, batch: Any) -> Any:
         """One output batch of records for one input batch of messages."""
-        if batch.column("txn").null_count:
-            raise ProtocolError("changes inside a transaction", offset=0,
-                                detail="a change with no Begin, Begin Prepare or Stream Start "
-                                       "before it in the capture")
         datas = batch.column("data").to_pylist()
         in_stream = batch.column("in_stream").to_pylist()
         versions = batch.column("version").to_pylist()
@@ -495,8 +512,7 @@ class TableDecoder:
                     append(text(raw))
             except (ConversionError, ValueError, ArithmeticError, IndexError, KeyError,
                     TypeError) as exc:
-                append(None)
-                self._failure(slot, raw, kind == _B, exc, j, failed)
+                append(self._failure(slot, raw, kind == _B, exc, j, failed))
         return out
 
     def _toast(self, slot: _ColumnSlot, group: _Group, old_of: dict[int, int] | None, j: int,
@@ -516,23 +532,33 @@ class TableDecoder:
                     return slot.text(raw)
                 except (ConversionError, ValueError, ArithmeticError, IndexError, KeyError,
                         TypeError) as exc:
-                    self._failure(slot, raw, kind == _B, exc, j, failed)
-                    return None
+                    return self._failure(slot, raw, kind == _B, exc, j, failed)
         return slot.plan.toast
 
     def _failure(self, slot: _ColumnSlot, raw: bytes, binary: bool, exc: Exception, j: int,
-                 failed: set[int]) -> None:
+                 failed: set[int]) -> Any:
+        """A value that did not convert, as the event layer handles it: with
+        ``event.converting.failure.handling.mode`` warn/skip it becomes the column's null
+        fallback; under ``fail``, ``event.processing.failure.handling.mode`` raises or drops
+        the change (tuple ``j`` is marked failed)."""
         if isinstance(exc, ConversionError) and getattr(exc, "column", None) is not None:
             error = exc
         else:
             reason = (str(exc) if isinstance(exc, ConversionError)
                       else f"{type(exc).__name__}: {exc}")
             error = conversion_error(slot.label, slot.plan.mapping, raw, binary, reason)
-        if self.failure_mode == "fail":
+        converting = self.config.event_converting_failure_handling_mode
+        if converting != "fail":
+            if converting == "warn":
+                _LOG.warning("%s; the value is replaced by null", error)
+            return slot.plan.null_value
+        processing = self.config.event_processing_failure_handling_mode
+        if processing == "fail":
             raise error
         failed.add(j)
-        if self.failure_mode == "warn":
-            _LOG.warning("skipped a change that did not convert: %s", error)
+        if processing == "warn":
+            _LOG.warning("skipped a %s change: %s", slot.label, error)
+        return None
 
     # -- records ------------------------------------------------------------------------------
     def _records(self, group: _Group, batch: Any) -> dict[str, Any]:
@@ -669,7 +695,7 @@ class TableDecoder:
         }
 
     def _assemble(self, batch: Any, parts: list[dict[str, Any]]) -> Any:
-        """The output batch: records' rows, values, and the envelope built around them."""
+        """The output batch: the records of every part, in order."""
         rows = [r for p in parts for r in p["rows"]]
         take = pa.array(rows, pa.int64())
         n = len(rows)
@@ -681,68 +707,28 @@ class TableDecoder:
                 return pa.nulls(0, dtype)
             return pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
 
-        kind = pa.array([k for p in parts for k in p["kind"]], pa.string())
-        record = pc.not_equal(kind, "tombstone")
-        hidden = pc.invert(record) if "tombstone" in kind.to_pylist() else None
-        txn = batch.column("txn").take(take)
-        position = batch.column("position").take(take)
-        lsn = batch.column("lsn").take(take)
-        index = pa.array([i for p in parts for i in p["index"]], pa.int32())
-        now = pa.array([self.clock()] * n, pa.int64())
-        columns: dict[str, Any] = {}
+        columns: dict[str, Any] = {
+            "position": batch.column("position").take(take),
+            "index": pa.array([i for p in parts for i in p["index"]], pa.int32()),
+            "version": pa.array([v for p in parts for v in p["version"]], pa.int32()),
+            "lsn": batch.column("lsn").take(take),
+            "xid": batch.column("xid").take(take),
+            "op": pa.array([o for p in parts for o in p["op"]], pa.string()),
+            "kind": pa.array([k for p in parts for k in p["kind"]], pa.string()),
+            "before": cat("before", layout.value_arrow),
+            "after": cat("after", layout.value_arrow),
+            "ts_ns": pa.array([self.clock()] * n, pa.int64()),
+        }
         if layout.key_arrow is not None:
             columns["key"] = cat("key", layout.key_arrow)
-            columns["_related_key"] = cat("related_key", layout.key_arrow)
-        columns["before"] = cat("before", layout.value_arrow)
-        columns["after"] = cat("after", layout.value_arrow)
-        columns["source"] = self._source(txn, lsn, hidden)
-        columns["transaction"] = pa.nulls(n, _BLOCK_ARROW)
-        columns["op"] = pa.array([o for p in parts for o in p["op"]], pa.string())
-        columns["ts_ms"] = _masked(_floor_div(now, 1_000_000), hidden)
-        columns["ts_us"] = _masked(_floor_div(now, 1000), hidden)
-        columns["ts_ns"] = _masked(now, hidden)
-        columns["_kind"] = kind
-        columns["_position"] = pa.StructArray.from_arrays(
-            [pc.struct_field(txn, [5]), position, index], fields=list(_POSITION_ARROW))
-        columns["_version"] = pa.array([v for p in parts for v in p["version"]], pa.int32())
-        columns["_lsn"] = lsn
-        return pa.RecordBatch.from_arrays([columns[f.name] for f in self.output_arrow],
-                                          schema=self.output_arrow)
-
-    def _source(self, txn: Any, lsn: Any, hidden: Any) -> Any:
-        """The ``source`` blocks (``io.debezium.connector.postgresql.Source``) of the records."""
-        n = len(lsn)
-        config, layout = self.config, self.layout
-        commit_us = pc.struct_field(txn, [1])
-        prev = pc.struct_field(txn, [2])
-        quoted = pc.binary_join_element_wise('"', prev.cast(pa.string()), '"', "")
-        first = pc.if_else(prev.is_null(), "null", quoted)
-        sequence = pc.binary_join_element_wise("[", first, ',"', lsn.cast(pa.string()), '"]', "")
-
-        def const(value: Any, dtype: Any) -> Any:
-            return pa.array([value] * n, dtype) if value is not None else pa.nulls(n, dtype)
-
-        children = [
-            const(config.version, pa.string()), const("postgresql", pa.string()),
-            const(config.topic_prefix, pa.string()), _floor_div(commit_us, 1000),
-            pa.nulls(n, pa.string()), const(config.database, pa.string()), sequence, commit_us,
-            pc.multiply(commit_us, 1000), const(layout.schema_name, pa.string()),
-            const(layout.table_name, pa.string()), pc.struct_field(txn, [0]), lsn,
-            pa.nulls(n, pa.int64()), pc.struct_field(txn, [3]), pc.struct_field(txn, [4]),
-        ]
-        return pa.StructArray.from_arrays(children, fields=list(_SOURCE_ARROW), mask=hidden)
-
-
-def _floor_div(values: Any, divisor: int) -> Any:
-    """Integer floor division of an int64 array (Arrow's truncates toward zero)."""
-    quotient = pc.divide(values, divisor)
-    inexact_negative = pc.and_(pc.less(values, 0),
-                               pc.not_equal(pc.multiply(quotient, divisor), values))
-    return pc.if_else(inexact_negative, pc.subtract(quotient, 1), quotient)
-
-
-def _masked(values: Any, hidden: Any) -> Any:
-    return values if hidden is None else pc.if_else(hidden, pa.nulls(1, values.type)[0], values)
+            columns["related_key"] = cat("related_key", layout.key_arrow)
+        out = pa.RecordBatch.from_arrays([columns[f.name] for f in self.output_arrow],
+                                         schema=self.output_arrow)
+        if len(parts) > 1:  # versions and truncates were decoded apart: back in stream order
+            order = pc.sort_indices(pa.table({"p": columns["position"], "i": columns["index"]}),
+                                    sort_keys=[("p", "ascending"), ("i", "ascending")])
+            out = out.take(order)
+        return out
 
 
 def _struct(columns: list[Any], sources: Sequence[int | None] | None, dtype: Any, n: int) -> Any:

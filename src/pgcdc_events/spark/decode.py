@@ -31,6 +31,7 @@ import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type in
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import (
+    BinaryType,
     IntegerType,
     LongType,
     StringType,
@@ -41,7 +42,14 @@ from pyspark.sql.types import (
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.special import MESSAGE_COLLECTION
 from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
-from pgcdc_events.spark.batch import BLOCK_TYPE, TXN_TYPE, TableDecoder, TableLayout
+from pgcdc_events.spark.batch import (
+    BLOCK_TYPE,
+    DECODE_INPUT,
+    POSITION_TYPE,
+    SOURCE_TYPE,
+    TableDecoder,
+    TableLayout,
+)
 from pgcdc_events.spark.context import (
     DML_TYPES,
     annotate_control,
@@ -62,7 +70,7 @@ BROADCAST_TRANSACTIONS: Final = 2_000_000
 #: Registries with up to this many versions are looked up with an expression, not a join.
 INLINE_VERSIONS: Final = 64
 _VERSIONS: Final = StructType([
-    StructField("v_relid", LongType(), False), StructField("v_start", LongType(), False),
+    StructField("v_relid", BinaryType(), False), StructField("v_start", LongType(), False),
     StructField("v_end", LongType(), False), StructField("version", IntegerType(), False),
     StructField("table_index", IntegerType(), False),
 ])
@@ -133,8 +141,9 @@ class DecodedCapture:
         return cached
 
     def to_arrow(self, tables: Iterable[str] | None = None) -> dict[str, Any]:
-        """The events of several tables as Arrow tables (everything comes to the driver: for
-        small captures, tests and notebooks). The tables' jobs run concurrently."""
+        """The events of several tables as Arrow tables in the decoder's order (everything
+        comes to the driver: for small captures, tests and notebooks). The tables' jobs run
+        concurrently."""
         from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
         names = list(self.tables if tables is None else tables)
@@ -143,8 +152,10 @@ class DecodedCapture:
             self.changes().count()  # fill the caches once, before the tables read them
         if self.config.provide_transaction_metadata and names:
             self.orders().count()
+        from pgcdc_events.spark.local import by_position  # noqa: PLC0415
+
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(names)))) as pool:
-            results = pool.map(lambda name: to_arrow_table(frames[name]), names)
+            results = pool.map(lambda name: by_position(to_arrow_table(frames[name])), names)
             return dict(zip(names, results, strict=True))
 
     def unpersist(self) -> None:
@@ -176,19 +187,23 @@ class DecodedCapture:
         missing = F.col("streamed").isNull()
         in_stream = F.coalesce(F.col("streamed"), F.lit(False))
         subxid = F.conv(F.hex(F.substring("data", 2, 4)), 16, 10).cast("long")
-        aborted = F.exists(F.coalesce(F.col("aborts"), F.array()),
-                           lambda a: (a["subxid"] == subxid) & (a["position"] > F.col("position")))
-        kept = joined.filter(missing | (F.col("emit") & ~(in_stream & aborted)))
-        relid = F.when(F.col("mtype") != "T", F.conv(F.hex(
-            F.when(in_stream, F.substring("data", 6, 4)).otherwise(F.substring("data", 2, 4))),
-            16, 10).cast("long"))
+        aborted = F.when(F.col("aborts").isNotNull(), F.exists(
+            F.col("aborts"),
+            lambda a: (a["subxid"] == subxid) & (a["position"] > F.col("position"))))
+        kept = joined.filter(missing | (F.col("emit") & ~(in_stream & F.coalesce(
+            aborted, F.lit(False)))))
+        orphan = F.raise_error(F.concat(
+            F.lit("ProtocolError: a change outside any transaction: no Begin, Begin Prepare or "
+                  "Stream Start before position "), F.col("position").cast("string")))
+        # The relation OID's four bytes, compared as bytes (no per-row number conversion).
+        relid = F.when(F.col("mtype") != "T", F.when(in_stream, F.substring("data", 6, 4))
+                       .otherwise(F.substring("data", 2, 4)))
         with_relid = kept.select(
             "position", "lsn", "data", "mtype", in_stream.alias("in_stream"),
-            relid.alias("relid"), F.when(missing, F.lit(None)).otherwise(F.struct(
-                "xid", "commit_us", "prev_commit", "origin", "origin_lsn", "order_pos"))
-            .cast(TXN_TYPE).alias("txn"))
+            relid.alias("relid"),
+            F.when(missing, orphan.cast("long")).otherwise(F.col("xid")).alias("xid"))
         prepared = self._with_versions(with_relid).select(
-            "position", "lsn", "data", "in_stream", "version", "txn", "mtype",
+            "position", "lsn", "data", "in_stream", "version", "xid", "mtype",
             F.coalesce(F.col("table_index"), F.lit(-2)).alias("table_index"))
         if self._cache:
             prepared = prepared.persist()
@@ -204,13 +219,15 @@ class DecodedCapture:
             version: Column = F.lit(None).cast("int")
             table: Column = F.lit(None).cast("int")
             for v in registry.versions:
-                hit = (relid == v.relation_id) & (position > v.start) & (position < v.end)
+                oid = F.lit(v.relation_id.to_bytes(4, "big"))
+                hit = (relid == oid) & (position > v.start) & (position < v.end)
                 version = F.when(hit, F.lit(v.index)).otherwise(version)
                 table = F.when(hit, F.lit(index.get(v.table, -1) if v.table else -1)
                                ).otherwise(table)
             return df.withColumn("version", version).withColumn("table_index", table)
         versions = self.spark.createDataFrame(pa.table({
-            "v_relid": pa.array([v.relation_id for v in registry.versions], pa.int64()),
+            "v_relid": pa.array([v.relation_id.to_bytes(4, "big") for v in registry.versions],
+                                pa.binary()),
             "v_start": pa.array([v.start for v in registry.versions], pa.int64()),
             "v_end": pa.array([v.end for v in registry.versions], pa.int64()),
             "version": pa.array([v.index for v in registry.versions], pa.int32()),
@@ -222,15 +239,19 @@ class DecodedCapture:
         return df.join(F.broadcast(versions), on, "left")
 
     def _xid_from_order(self, changes: DataFrame) -> DataFrame:
-        """Fill a null ``xid`` from the enclosing Begin/Begin Prepare/Stream Start."""
-        known = changes.filter(F.col("xid").isNotNull())
-        unknown = changes.filter(F.col("xid").isNull())
+        """Changes whose ``xid`` is null or names no transaction get the one of the enclosing
+        Begin, Begin Prepare or Stream Start."""
+        xids = F.broadcast(self.transactions.select("xid"))
+        known = changes.join(xids, "xid", "left_semi")
+        unknown = changes.join(xids, "xid", "left_anti").withColumn(  # null, or a subxid
+            "xid", F.lit(None).cast("long"))
         mtype = F.col("mtype")
         markers = self.control.filter(mtype.isin("B", "b", "S", "C", "P", "E")).select(
             "position", F.lit(None).cast("long").alias("lsn"),
             F.when(mtype.isin("B", "b", "S"), F.col("xid")).otherwise(F.lit(-1)).alias("xid"),
             F.lit(None).cast("binary").alias("data"), F.lit("-").alias("mtype"))
-        filled = forward_fill(unknown.unionByName(markers), {"_block": (F.col("xid"), True)})
+        filled = forward_fill(unknown.unionByName(markers),
+                              {"_block": (F.when(mtype == "-", F.col("xid")), True)})
         resolved = (filled.filter(F.col("mtype") != "-")
                     .withColumn("xid", F.when(F.col("_block") >= 0, F.col("_block")))
                     .drop("_block"))
@@ -246,24 +267,62 @@ class DecodedCapture:
         rows = self.changes().filter(
             (F.col("table_index") == index) | (F.col("mtype") == "T")
             | (F.col("table_index") == -2))
-        decoded = map_in_arrow(rows.select("position", "lsn", "data", "in_stream", "version",
-                                           "txn"), decoder, layout.output_type())
+        decoded = map_in_arrow(rows.select(*DECODE_INPUT), decoder, layout.core_type())
         return self._events(decoded, layout)
 
     def _events(self, decoded: DataFrame, layout: TableLayout) -> DataFrame:
-        """With ``provide.transaction.metadata``: the ``transaction`` blocks, joined in."""
-        if not self.config.provide_transaction_metadata:
-            return decoded
-        orders = self.orders().select(F.col("position").alias("_m"), F.col("index").alias("_i"),
-                                      "total_order", "data_collection_order")
-        joined = decoded.join(orders, (F.col("_position.message") == F.col("_m"))
-                              & (F.col("_position.index") == F.col("_i")), "left")
-        block = F.when(F.col("_kind") != "tombstone", F.struct(
-            F.concat(F.col("source.txId").cast("string"), F.lit(":"),
-                     F.col("_lsn").cast("string")).alias("id"),
-            F.col("total_order"), F.col("data_collection_order"))).cast(BLOCK_TYPE)
-        return joined.select(*[block.alias(name) if name == "transaction" else F.col(name)
-                               for name in decoded.columns])
+        """The envelope around the decoder's records: each transaction's context joined in by
+        xid (a broadcast of the transaction table), ``source`` and the rest built in the JVM."""
+        config = self.config
+        txns = self.transactions.select("xid", "commit_us", "prev_commit", "origin",
+                                        "origin_lsn", "order_pos")
+        if self._txn_count <= BROADCAST_TRANSACTIONS:
+            txns = F.broadcast(txns)
+        rows = decoded.join(txns, "xid", "left")
+        tombstone = F.col("kind") == "tombstone"
+        commit_us = F.col("commit_us")
+        prev = F.col("prev_commit")
+        sequence = F.concat(F.lit("["), F.coalesce(F.concat(F.lit('"'), prev.cast("string"),
+                                                            F.lit('"')), F.lit("null")),
+                            F.lit(',"'), F.col("lsn").cast("string"), F.lit('"]'))
+        source = F.struct(
+            F.lit(config.version).alias("version"), F.lit("postgresql").alias("connector"),
+            F.lit(config.topic_prefix).alias("name"), _floor_div(commit_us, 1000).alias("ts_ms"),
+            F.lit(None).cast("string").alias("snapshot"), F.lit(config.database).alias("db"),
+            sequence.alias("sequence"), commit_us.alias("ts_us"),
+            (commit_us * F.lit(1000)).alias("ts_ns"), F.lit(layout.schema_name).alias("schema"),
+            F.lit(layout.table_name).alias("table"), F.col("xid").alias("txId"),
+            F.col("lsn").alias("lsn"), F.lit(None).cast("long").alias("xmin"),
+            F.col("origin"), F.col("origin_lsn"))
+        block = F.lit(None).cast(BLOCK_TYPE)
+        if config.provide_transaction_metadata:
+            orders = self.orders().select(F.col("position").alias("_m"),
+                                          F.col("index").alias("_i"), "total_order",
+                                          "data_collection_order")
+            rows = rows.join(orders, (F.col("position") == F.col("_m"))
+                             & (F.col("index") == F.col("_i")), "left")
+            block = F.when(~tombstone, F.struct(
+                F.concat(F.col("xid").cast("string"), F.lit(":"), F.col("lsn").cast("string"))
+                .alias("id"), F.col("total_order"), F.col("data_collection_order")))
+        ts_ns = F.col("ts_ns")
+        columns: list[Column] = []
+        if layout.key_type is not None:
+            columns.append(F.col("key"))
+        columns += [
+            F.col("before"), F.col("after"),
+            F.when(~tombstone, source).cast(SOURCE_TYPE).alias("source"),
+            block.cast(BLOCK_TYPE).alias("transaction"), F.col("op"),
+            F.when(~tombstone, _floor_div(ts_ns, 1_000_000)).alias("ts_ms"),
+            F.when(~tombstone, _floor_div(ts_ns, 1000)).alias("ts_us"),
+            F.when(~tombstone, ts_ns).alias("ts_ns"),
+            F.col("kind").alias("_kind"),
+            F.struct(F.col("order_pos").alias("commit"), F.col("position").alias("message"),
+                     F.col("index").alias("index")).cast(POSITION_TYPE).alias("_position"),
+            F.col("version").alias("_version"), F.col("lsn").alias("_lsn"),
+        ]
+        if layout.key_type is not None:
+            columns.append(F.col("related_key").alias("_related_key"))
+        return rows.select(*columns)
 
     # -- transaction metadata -------------------------------------------------------------------
     def orders(self) -> DataFrame:
@@ -272,8 +331,7 @@ class DecodedCapture:
         if self._orders is None:
             counter = _CounterFactory(self._broadcast, self.options, self.clock)
             rows = self.changes().filter(F.col("table_index") != -1)
-            counted = map_in_arrow(rows.select("position", "lsn", "data", "in_stream", "version",
-                                               "txn", "table_index"), counter, _ORDERS)
+            counted = map_in_arrow(rows.select(*DECODE_INPUT, "table_index"), counter, _ORDERS)
             messages = self._message_orders()
             if messages is not None:
                 counted = counted.unionByName(messages)
@@ -302,6 +360,11 @@ class DecodedCapture:
         return joined.filter(F.col("emit") & ~aborted).select(
             "position", F.lit(0).alias("index"), "xid",
             F.lit(MESSAGE_COLLECTION).alias("collection"))
+
+
+def _floor_div(column: Column, divisor: int) -> Column:
+    """Exact integer floor division of a long (Spark's ``div`` truncates toward zero)."""
+    return F.call_function("div", column - F.pmod(column, F.lit(divisor)), F.lit(divisor))
 
 
 class _DecoderFactory:
@@ -360,12 +423,10 @@ class _CounterFactory:
                                                              self.options, clock=self.clock)
                 mask = pc.or_(pc.equal(table_index, index), truncate)
                 out = decoder.decode(batch.filter(mask).drop_columns(["table_index"]))
-                kept = pc.not_equal(out.column("_kind"), "tombstone")
+                kept = pc.not_equal(out.column("kind"), "tombstone")
                 out = out.filter(kept)
                 parts.append(pa.RecordBatch.from_arrays([
-                    pc.struct_field(out.column("_position"), [1]),
-                    pc.struct_field(out.column("_position"), [2]),
-                    pc.struct_field(out.column("source"), [11]),
+                    out.column("position"), out.column("index"), out.column("xid"),
                     pa.array([registry.tables[index]] * out.num_rows, pa.string())],
                     schema=schema))
             for part in parts:
@@ -409,11 +470,12 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
         F.lit("n").alias("kind"), F.col("n").alias("position"),
         F.lit(None).cast("boolean").alias("in_stream"), F.lit(None).cast("binary").alias("data"))
     parts = schema_rows.unionByName(count)
-    if transaction_context == "auto":
-        parts = parts.unionByName(
-            raw.filter(F.col("mtype").isin(*DML_TYPES) & F.col("xid").isNull()).limit(1).select(
-                F.lit("x").alias("kind"), "position", F.lit(None).cast("boolean").alias(
-                    "in_stream"), F.lit(None).cast("binary").alias("data")))
+    if transaction_context == "auto":  # does any change lack an xid naming a transaction?
+        unresolved = raw.filter(F.col("mtype").isin(*DML_TYPES)).join(
+            F.broadcast(transactions.select("xid")), "xid", "left_anti")
+        parts = parts.unionByName(unresolved.limit(1).select(
+            F.lit("x").alias("kind"), "position", F.lit(None).cast("boolean").alias("in_stream"),
+            F.lit(None).cast("binary").alias("data")))
     collected = parts.collect()
     registry = RelationRegistry(((r["position"], r["in_stream"], r["data"]) for r in collected
                                  if r["kind"] == "s"), config, catalog)

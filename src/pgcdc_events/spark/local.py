@@ -18,21 +18,24 @@ import attrs
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
+from pgcdc_events.errors import ProtocolError
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.special import MESSAGE_COLLECTION
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.lsn import PG_EPOCH_OFFSET_US
 from pgcdc_events.protocol.messages import LogicalMessage
-from pgcdc_events.spark._session import arrow_type
-from pgcdc_events.spark.batch import TXN_TYPE, TableDecoder
+from pgcdc_events.spark._session import arrow_schema, arrow_type
+from pgcdc_events.spark.batch import BLOCK_TYPE, POSITION_TYPE, SOURCE_TYPE, TableDecoder
 from pgcdc_events.spark.registry import RelationRegistry
 from pgcdc_events.spark.schema import SparkSchemaOptions
 from pgcdc_events.types.catalog import CatalogSnapshot
 
-__all__ = ["Context", "decode_to_arrow", "stream_context"]
+__all__ = ["Context", "by_position", "decode_to_arrow", "envelope", "stream_context"]
 
-_TXN_ARROW = arrow_type(TXN_TYPE)
+_SOURCE_ARROW = arrow_type(SOURCE_TYPE)
+_BLOCK_ARROW = arrow_type(BLOCK_TYPE)
+_POSITION_ARROW = arrow_type(POSITION_TYPE)
 
 
 @attrs.define
@@ -113,7 +116,9 @@ def stream_context(rows: Sequence[CaptureRow], config: EventConfig,
     tables = {t: i for i, t in enumerate(registry.tables)}
     changes = []
     for position, row, block_stream, block in pending:
-        xid = row.xid if row.xid is not None else block
+        # The capture's xid when it names a transaction (pg_logical_slot_*_changes gives the
+        # top-level one), else the enclosing block's (a subtransaction's xid, or none).
+        xid = row.xid if row.xid is not None and row.xid in txns else block
         found = txns.get(xid) if xid is not None else None
         context = None
         streamed = block_stream
@@ -160,27 +165,105 @@ def decode_to_arrow(rows: Sequence[CaptureRow], config: EventConfig,
     context = stream_context(rows, config, catalog)
     registry = context.registry
     out: dict[str, Any] = {}
+    contexts = {c[5]["xid"]: c[5] for c in context.changes if c[5] is not None}
     for index, table in enumerate(registry.tables):
         decoder = TableDecoder(registry, table, options, tombstones=tombstones, clock=clock)
         mine = [c for c in context.changes if c[6] in (index, -2) or c[2][:1] == b"T"]
-        batches = [decoder.decode(_batch(mine[i:i + batch_size]))
+        batches = [envelope(decoder.decode(_batch(mine[i:i + batch_size])), contexts, decoder)
                    for i in range(0, len(mine), batch_size)]
-        out[table] = (pa.Table.from_batches(batches, schema=decoder.output_arrow) if batches
-                      else decoder.output_arrow.empty_table())
+        schema = arrow_schema(decoder.layout.output_type())
+        out[table] = (by_position(pa.Table.from_batches(batches, schema=schema)) if batches
+                      else schema.empty_table())
     if config.provide_transaction_metadata:
         out = _with_orders(out, context)
     return out
 
 
+def by_position(table: Any) -> Any:
+    """An events table in the decoder's order (``_position``: commit order)."""
+    if table.num_rows < 2:
+        return table
+    position = table.column("_position").combine_chunks()
+    keys = pa.table({name: pc.struct_field(position, [i])
+                     for i, name in enumerate(("commit", "message", "index"))})
+    order = pc.sort_indices(keys, sort_keys=[("commit", "ascending"), ("message", "ascending"),
+                                             ("index", "ascending")])
+    return table.take(order)
+
+
 def _batch(changes: Sequence[tuple[int, int, bytes, bool, int | None, Any, int]]) -> Any:
+    for change in changes:
+        if change[5] is None:
+            raise ProtocolError("changes inside a transaction", offset=0,
+                                detail=f"a change at position {change[0]} with no Begin, Begin "
+                                       "Prepare or Stream Start before it")
     return pa.RecordBatch.from_pydict({
         "position": pa.array([c[0] for c in changes], pa.int64()),
         "lsn": pa.array([c[1] for c in changes], pa.int64()),
         "data": pa.array([c[2] for c in changes], pa.binary()),
         "in_stream": pa.array([c[3] for c in changes], pa.bool_()),
         "version": pa.array([c[4] for c in changes], pa.int32()),
-        "txn": pa.array([c[5] for c in changes], _TXN_ARROW),
+        "xid": pa.array([c[5]["xid"] for c in changes], pa.int64()),
     })
+
+
+def envelope(core: Any, contexts: dict[int, dict[str, Any]], decoder: TableDecoder) -> Any:
+    """Events from the decoder's records: ``source``, ``ts_*`` and ``_position`` built around
+    them from each transaction's context (what the Spark job does with a join)."""
+    layout, config = decoder.layout, decoder.config
+    n = core.num_rows
+    kind = core.column("_kind" if "_kind" in core.column_names else "kind")
+    tombstone = pc.equal(kind, "tombstone")
+    hidden = tombstone if pc.any(tombstone).as_py() else None
+    txns = [contexts[x] for x in core.column("xid").to_pylist()]
+    commit_us = pa.array([t["commit_us"] for t in txns], pa.int64())
+    prev = pa.array([t["prev_commit"] for t in txns], pa.int64())
+    lsn = core.column("lsn")
+    quoted = pc.binary_join_element_wise('"', prev.cast(pa.string()), '"', "")
+    first = pc.if_else(prev.is_null(), "null", quoted)
+    sequence = pc.binary_join_element_wise("[", first, ',"', lsn.cast(pa.string()), '"]', "")
+
+    def const(value: Any, dtype: Any) -> Any:
+        return pa.array([value] * n, dtype) if value is not None else pa.nulls(n, dtype)
+
+    source = pa.StructArray.from_arrays([
+        const(config.version, pa.string()), const("postgresql", pa.string()),
+        const(config.topic_prefix, pa.string()), _floor_div(commit_us, 1000),
+        pa.nulls(n, pa.string()), const(config.database, pa.string()), sequence, commit_us,
+        pc.multiply(commit_us, 1000), const(layout.schema_name, pa.string()),
+        const(layout.table_name, pa.string()), core.column("xid"), lsn, pa.nulls(n, pa.int64()),
+        pa.array([t["origin"] for t in txns], pa.string()),
+        pa.array([t["origin_lsn"] for t in txns], pa.int64()),
+    ], fields=list(_SOURCE_ARROW), mask=hidden)
+    now = core.column("ts_ns")
+    columns = {
+        "before": core.column("before"), "after": core.column("after"), "source": source,
+        "transaction": pa.nulls(n, _BLOCK_ARROW), "op": core.column("op"),
+        "ts_ms": _masked(_floor_div(now, 1_000_000), hidden),
+        "ts_us": _masked(_floor_div(now, 1000), hidden), "ts_ns": _masked(now, hidden),
+        "_kind": kind,
+        "_position": pa.StructArray.from_arrays(
+            [pa.array([t["order_pos"] for t in txns], pa.int64()), core.column("position"),
+             core.column("index")], fields=list(_POSITION_ARROW)),
+        "_version": core.column("version"), "_lsn": lsn,
+    }
+    if layout.key_arrow is not None:
+        columns["key"] = core.column("key")
+        columns["_related_key"] = core.column("related_key")
+    schema = arrow_schema(layout.output_type())
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+def _floor_div(values: Any, divisor: int) -> Any:
+    """Integer floor division of an int64 array (Arrow's truncates toward zero)."""
+    quotient = pc.divide(values, divisor)
+    inexact_negative = pc.and_(pc.less(values, 0),
+                               pc.not_equal(pc.multiply(quotient, divisor), values))
+    return pc.if_else(inexact_negative, pc.subtract(quotient, 1), quotient)
+
+
+def _masked(values: Any, hidden: Any) -> Any:
+    return values if hidden is None else pc.if_else(hidden, pa.nulls(1, values.type)[0], values)
 
 
 def _with_orders(tables: dict[str, Any], context: Context) -> dict[str, Any]:
