@@ -213,10 +213,14 @@ catalog snapshot (`pgcdc-events catalog`, `CatalogSnapshot`). Without one:
 - Temporal infinities use Debezium's sentinels (see the type-family notes in
   `src/pgcdc_events/types/temporal.py`); a timestamp whose microseconds since 1970 do
   not fit in 64 bits becomes `null`.
+- In a NOT NULL column those values have nowhere to go (`null` would break the
+  required field, and Kafka's JsonConverter would refuse the record): they are
+  conversion errors, as in Debezium.
 - A value that does not parse as its type raises `ConversionError` naming the table,
   column, type and value; `event.converting.failure.handling.mode=warn` or `skip`
   replaces it by null instead, as Debezium does (counted in the metrics, and logged
-  for `warn`).
+  for `warn`), or in a NOT NULL column by the column's default or the type's zero,
+  Debezium's fallback for a required field.
 """
 
 

@@ -4,12 +4,16 @@ logged for ``warn``), as Debezium does it."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+from typing import Any
+
 import pytest
 
 from pgcdc_events.errors import ConversionError
 from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.protocol import Begin, Commit, Insert, Relation, RelationColumn, TupleData
-from pgcdc_events.types.catalog import CatalogColumn, CatalogTable
+from pgcdc_events.types.catalog import CatalogColumn, CatalogTable, fetch_catalog
+from support.capture import Capturer
 
 RELATION = Relation(1, "public", "t", "d", (RelationColumn(1, "id", 23, -1),
                                              RelationColumn(0, "n", 1700, -1)))
@@ -111,3 +115,31 @@ def test_snapshot_rows_follow_both_modes(properties: dict[str, str], expected: o
     else:
         records = list(decoder.snapshot([(table, rows)], lsn=1))
         assert [r.key["id"] for r in records] == expected  # type: ignore[index]
+
+
+# ---------------------------------------------------------- values a required field cannot carry
+
+
+def test_unrepresentable_values_of_not_null_columns_are_errors(pg_conn: Any) -> None:
+    """``null`` would break a required field: fail raises; warn/skip use the column's fallback."""
+    pg_conn.run("CREATE TABLE req (id int PRIMARY KEY, n numeric(6,2) NOT NULL, "
+                "o numeric(6,2), ts timestamp NOT NULL DEFAULT '2000-01-01')")
+    cap = Capturer(pg_conn)
+    pg_conn.run("INSERT INTO req VALUES (1, 'NaN', 'NaN', '2000-01-02'), "
+                "(2, 1, 1, '294276-12-31 23:59:59')")
+    rows, catalog = cap.changes(), fetch_catalog(pg_conn)
+    with pytest.raises(ConversionError, match="NOT NULL") as info:
+        EventDecoder(EventConfig(topic_prefix="p"), catalog=catalog).feed_rows(rows)
+    assert (info.value.column, info.value.value) == ("n", b"NaN")
+    decoder = EventDecoder(EventConfig.from_properties({
+        "topic.prefix": "p", "event.converting.failure.handling.mode": "skip"}), catalog=catalog)
+    after = [r.value["after"] for r in decoder.feed_rows(rows) if r.value is not None]
+    assert [(a["n"], a["o"]) for a in after] == [(Decimal("0.00"), None), (Decimal("1.00"),) * 2]
+    assert after[1]["ts"] == 946684800000000  # the column's default, as Debezium's fallback
+    assert decoder.metrics.conversion_errors == 2
+    # the string mode represents NaN: no error
+    string = EventDecoder(EventConfig.from_properties({
+        "topic.prefix": "p", "decimal.handling.mode": "string",
+        "time.precision.mode": "connect"}), catalog=catalog)
+    assert [r.value["after"]["n"] for r in string.feed_rows(rows)
+            if r.value is not None] == ["NAN", "1.00"]

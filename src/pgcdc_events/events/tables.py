@@ -210,6 +210,9 @@ def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConf
         transform = column_transform(config, ns, name, column.name, schema, mapping.pg_type,
                                      column.type_modifier if ccol is None else ccol.type_modifier)
         null_value = null_fallback(mapping, mapping.pg_type, schema.optional, schema.default)
+        if not schema.optional and mapping.pg_type.root.name in _MAY_BE_UNREPRESENTABLE:
+            from_text = _required(from_text, schema)
+            from_binary = _required(from_binary, schema) if from_binary is not None else None
         if transform is not None:
             fn, schema = transform.fn, transform.schema
             from_text = _compose(fn, from_text)
@@ -247,6 +250,24 @@ def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConf
                         value_schema, envelope)
     table.on_error = on_error
     return table
+
+
+#: Types with values some schemas cannot carry (a NaN numeric in ``precise`` mode, a
+#: timestamp beyond int64 microseconds): ``null`` in an optional field, an error in a
+#: required one, where ``null`` would make the event invalid.
+_MAY_BE_UNREPRESENTABLE: Final = frozenset({
+    "numeric", "date", "time", "timetz", "timestamp", "timestamptz", "interval"})
+
+
+def _required(convert: Callable[[bytes], Any], schema: Schema) -> Callable[[bytes], Any]:
+    def converted(raw: bytes) -> Any:
+        value = convert(raw)
+        if value is None:
+            raise ConversionError(f"the value has no {schema.name or schema.type} "
+                                  "representation and the column is NOT NULL")
+        return value
+
+    return converted
 
 
 def _compose(outer: Callable[[Any], Any], inner: Callable[[bytes], Any]) -> Callable[[bytes], Any]:

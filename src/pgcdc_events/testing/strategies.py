@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from pgcdc_events.protocol.reader import Streaming
 from pgcdc_events.testing.pgtext import PgValue
-from pgcdc_events.testing.tables import ColumnDef, TableDef, column_type
+from pgcdc_events.testing.tables import ColumnDef, ColumnType, TableDef, column_type
 from pgcdc_events.testing.values import (
     ARRAY_TYPES,
     BINARY_TYPES,
@@ -42,6 +42,7 @@ from pgcdc_events.testing.workload import (
     Workload,
     render,
 )
+from pgcdc_events.types.mapper import TypeMapper
 
 __all__ = [
     "KEY_TYPES",
@@ -184,11 +185,29 @@ def rows(table: TableDef, *, long_values: bool = False) -> st.SearchStrategy[Row
     keys = set(table.primary_key) | set(table.identity_columns)
     parts: list[st.SearchStrategy[PgValue | None]] = []
     for col in table.columns:
-        strategy = values(column_type(col.type, enums),
-                          long_values=long_values and col.name not in keys)
-        parts.append(strategy if col.not_null or col.name in keys
+        t = column_type(col.type, enums)
+        strategy = values(t, long_values=long_values and col.name not in keys)
+        parts.append(_representable(strategy, t) if col.not_null or col.name in keys
                      else st.one_of(st.none(), strategy))
     return st.tuples(*parts)
+
+
+#: Types with values that only ``null`` represents under the default handling modes.
+_NULLABLE_VALUES: Final = frozenset({"numeric", "date", "time", "timetz", "timestamp",
+                                     "timestamptz", "interval"})
+
+
+def _representable(strategy: st.SearchStrategy[PgValue], t: ColumnType
+                   ) -> st.SearchStrategy[PgValue]:
+    """A NOT NULL column's values, less those whose Connect value under the default modes
+    is ``null`` (a NaN numeric, a timestamp past int64 microseconds): a required field
+    cannot carry them, so decoding them is an error, as it is for Debezium."""
+    if t.is_array or t.name not in _NULLABLE_VALUES:
+        return strategy
+    mapping = TypeMapper().column("c", t.oid, t.type_modifier, table="t")
+    if mapping is None:
+        return strategy
+    return strategy.filter(lambda v: mapping.convert(v.text_bytes, table="t") is not None)
 
 
 # ---------------------------------------------------------------- workloads
