@@ -156,9 +156,7 @@ class Expected:
             row["transaction"] = v["transaction"].as_dict() if v and v["transaction"] else None
             for name in ("op", "ts_ms", "ts_us", "ts_ns"):
                 row[name] = v[name] if v else None
-            # The event layer labels truncate events "change" (ChangeRecord.kind); the
-            # Spark layer's _kind says "truncate", as the records' documentation has it.
-            row["_kind"] = "truncate" if v is not None and v["op"] == "t" else rec.kind
+            row["_kind"] = rec.kind
             row["_lsn"] = rec.lsn
             if layout.key_arrow is not None:
                 related = None

@@ -20,6 +20,7 @@ from pgcdc_events.spark.capture import (
 )
 from pgcdc_events.spark.decode import DecodedCapture, decode_capture
 from pgcdc_events.spark.errors import SparkDecodeError
+from pgcdc_events.spark.flatten import flatten
 from pgcdc_events.spark.registry import RelationRegistry, catalog_table_schemas
 from pgcdc_events.spark.schema import (
     SparkSchemaOptions,
@@ -30,6 +31,8 @@ from pgcdc_events.spark.schema import (
     spark_type,
     struct_type,
 )
+from pgcdc_events.spark.state import latest_state
+from pgcdc_events.spark.udf import message_udf
 from pgcdc_events.spark.values import ValueConverter
 
 __all__ = [
@@ -43,9 +46,12 @@ __all__ = [
     "catalog_table_schemas",
     "decode_capture",
     "envelope_type",
+    "flatten",
     "json_record_type",
     "json_type",
     "key_type",
+    "latest_state",
+    "message_udf",
     "read_capture",
     "spark_type",
     "struct_type",

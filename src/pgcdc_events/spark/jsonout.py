@@ -113,9 +113,8 @@ def _record(table: TableSchema, row: dict[str, Any], context: tuple[Header, ...]
         to_connect(row["source"], SOURCE_SCHEMA),
         to_connect(block, TRANSACTION_BLOCK_SCHEMA) if block is not None else None,
         row["op"], row["ts_ms"], row["ts_us"], row["ts_ns"]))
-    kind = "change"  # what the event layer calls truncate events too
     return ChangeRecord(table.topic, key_schema, key, table.envelope_schema, value,
-                        extra + context, lsn, kind)
+                        extra + context, lsn, row["_kind"])
 
 
 def json_records(decoded: DecodedCapture, table: str, *, run_id: str) -> DataFrame:

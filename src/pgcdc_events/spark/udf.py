@@ -137,4 +137,4 @@ def message_udf(spark: SparkSession, registry: RelationRegistry, table: str
                 emitted = index + 1
         return out
 
-    return udf(decode, ArrayType(record))
+    return udf(decode, ArrayType(record), useArrow=False)  # the plain, pickled path
