@@ -137,6 +137,7 @@ def test_fast_paths_equal_the_type_mappers(type_name: str, flavour: str) -> None
     converter = ValueConverter(plan.mapping.schema, options)
     fast = fast_path(plan, converter)
     assert fast is not None, f"{type_name} has no fast path"
+    assert fast_path(plan, converter, transformed=True) is None
     good, refused = TEXTS[type_name]
     raw = pa.array([v.encode() for v in good] + [None], pa.binary())
     expected = converter.array([plan.from_text(v.encode()) for v in good] + [None])
@@ -162,3 +163,5 @@ def test_numeric_fast_path() -> None:
         plan.from_text(t.encode()) for t in texts]
     with pytest.raises(pa.ArrowInvalid):
         fast(pa.array([b"NaN"]))
+    # NOT NULL: a SQL NULL (a delete's old key, say) becomes the column's zero value.
+    assert fast(pa.array([None], pa.binary())).to_pylist() == [plan.null_value]

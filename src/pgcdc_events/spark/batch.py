@@ -42,6 +42,7 @@ from pyspark.sql.types import (
 )
 
 from pgcdc_events.errors import ConversionError, ProtocolError
+from pgcdc_events.events.masking import column_transform
 from pgcdc_events.events.source import SOURCE_SCHEMA
 from pgcdc_events.events.tables import TRANSACTION_BLOCK_SCHEMA, ColumnPlan, TableSchema
 from pgcdc_events.protocol.decoder import parse_message
@@ -199,14 +200,20 @@ _STRING = pa.string()
 _T_F = pa.array(["t", "f"])
 
 
-def fast_path(plan: ColumnPlan, converter: ValueConverter) -> FastPath | None:
+def fast_path(plan: ColumnPlan, converter: ValueConverter, *, transformed: bool = False
+              ) -> FastPath | None:
     """A vectorized converter from a column's raw text values (a binary array) to its output
     array, where Arrow's casts give exactly the type mapper's values; ``None`` elsewhere.
 
     The function raises (``pa.ArrowInvalid``...) on any value it cannot take; the caller
     then converts that batch's column with the type mapper. SQL NULLs become the column's
     null fallback (a NOT NULL column's default or zero value, as the event layer has it).
+    ``transformed``: the column is masked or truncated (no fast path). A NOT NULL column's
+    converter refuses values without a representation (``numeric`` NaN); a cast refuses
+    them too, so the fast path stands.
     """
+    if transformed:
+        return None
     convert = _fast_path(plan, converter)
     if convert is None or plan.null_value is None:
         return convert
@@ -221,8 +228,6 @@ def fast_path(plan: ColumnPlan, converter: ValueConverter) -> FastPath | None:
 
 def _fast_path(plan: ColumnPlan, converter: ValueConverter) -> FastPath | None:
     mapping = plan.mapping
-    if plan.from_text is not mapping.from_text:
-        return None  # masked or truncated column
     pg_type = mapping.pg_type.root
     name, schema = pg_type.name, mapping.schema
     kind, sname = schema.type, schema.name
@@ -283,10 +288,10 @@ class _ColumnSlot:
     __slots__ = ("binary", "converter", "fast", "label", "plan", "target", "text")
 
     def __init__(self, plan: ColumnPlan, options: SparkSchemaOptions, target: pa.DataType,
-                 table: str) -> None:
+                 table: str, transformed: bool) -> None:
         self.plan = plan
         self.converter = ValueConverter(plan.mapping.schema, options)
-        self.fast = fast_path(plan, self.converter)
+        self.fast = fast_path(plan, self.converter, transformed=transformed)
         self.text = plan.from_text
         self.binary = plan.from_binary
         # The array type of this version's values when the union widened the column.
@@ -307,8 +312,14 @@ class _VersionPlan:
         if layout.key_fields is not None and layout.key_arrow is not None:
             for i, f in enumerate(layout.key_fields):
                 value_types.setdefault(f.name, layout.key_arrow.field(i).type)
+        config = layout.registry.config
+        columns = schema.relation.columns
         self.slots = [_ColumnSlot(p, layout.options, value_types.get(p.name) or
-                                  _own_type(p, layout), schema.qualified)
+                                  _own_type(p, layout), schema.qualified,
+                                  column_transform(config, schema.schema_name, schema.table_name,
+                                                   columns[p.position].name, p.mapping.schema,
+                                                   p.mapping.pg_type,
+                                                   columns[p.position].type_modifier) is not None)
                       for p in schema.columns]
         in_value = (range(len(schema.columns)) if schema.value_positions is None
                     else schema.value_positions)

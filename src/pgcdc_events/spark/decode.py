@@ -470,8 +470,10 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
         F.lit("n").alias("kind"), F.col("n").alias("position"),
         F.lit(None).cast("boolean").alias("in_stream"), F.lit(None).cast("binary").alias("data"))
     parts = schema_rows.unionByName(count)
-    if transaction_context == "auto":  # does any change lack an xid naming a transaction?
-        unresolved = raw.filter(F.col("mtype").isin(*DML_TYPES)).join(
+    if transaction_context == "auto":  # does any message lack an xid naming a transaction?
+        # Only the xid column is read (no message bytes); 0 is a non-transactional message's.
+        unresolved = raw.select("position", "xid").filter(
+            F.col("xid").isNull() | (F.col("xid") != 0)).join(
             F.broadcast(transactions.select("xid")), "xid", "left_anti")
         parts = parts.unionByName(unresolved.limit(1).select(
             F.lit("x").alias("kind"), "position", F.lit(None).cast("boolean").alias("in_stream"),

@@ -9,7 +9,6 @@ the literal array, vectorized wherever Arrow can do it exactly.
 
 from __future__ import annotations
 
-import datetime
 import decimal
 import re
 from collections.abc import Callable
@@ -340,11 +339,3 @@ def float32_shortest(value: float) -> float:
         except OverflowError:  # rounded past float32's range (3.4e38 at 1-2 digits)
             continue
     return value
-
-
-def epoch_date(days: int) -> datetime.date | None:
-    """Days since 1970 as a ``date`` when Python can hold it (years 1..9999)."""
-    try:
-        return datetime.date(1970, 1, 1) + datetime.timedelta(days=days)
-    except OverflowError:
-        return None
