@@ -193,8 +193,10 @@ class Workload(threading.Thread):
             conn.run("DELETE FROM pair WHERE a = :a", a=key % 7)
         elif r < 0.97:
             conn.run("TRUNCATE pair")
-        else:
+        elif r < 0.985:
             conn.run("SELECT pg_logical_emit_message(true, 'tx', 'in a transaction')")
+        else:  # non-transactional, inside a transaction: its commit may follow right after
+            conn.run("SELECT pg_logical_emit_message(false, 'nt', 'inside a transaction')")
 
     def finish(self) -> None:
         """Stop, then resolve every prepared transaction still pending."""

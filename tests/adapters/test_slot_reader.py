@@ -282,3 +282,21 @@ def test_lost_slot_then_wal_level_replica(small_wal_cluster: TempCluster) -> Non
         reader.prepare(create_slot=True)
     assert "wal_level = logical" in str(config_info.value)
     reader.close()
+
+
+def test_a_transaction_committing_right_after_a_lone_message_is_not_skipped(
+        pg_conn: Any, dsn: dict[str, Any]) -> None:
+    """A non-transactional message's row LSN is the end of its record; its transaction's
+    COMMIT record can start exactly there. Advancing one byte past the message (as an
+    earlier version did) made the slot skip that commit: a lost transaction."""
+    reader = _reader(dsn)
+    reader.prepare(create_slot=True, create_publication=True)
+    pg_conn.run("BEGIN")
+    pg_conn.run("INSERT INTO t VALUES (1, 'x')")
+    pg_conn.run("SELECT pg_logical_emit_message(false, 'p', 'inside')")
+    pg_conn.run("COMMIT")
+    units = _units(reader, limit=1)  # the read stops after the message's record
+    assert [u[0] for u in units] == ["message"]
+    reader.advance(units[0][1])
+    units = _units(reader, after=units[0][1])
+    assert [(u[0], u[2], u[3]) for u in units] == [("transaction", 1, False)]

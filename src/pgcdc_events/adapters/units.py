@@ -18,8 +18,10 @@ into :class:`Unit` objects, each complete and contiguous:
 
 A unit's ``end_lsn`` is where the slot may be advanced once the unit is durable:
 the end of its commit record (the ``end_lsn`` of Commit, Stream Commit or Commit
-Prepared, the rollback's end LSN) or, for a non-transactional message, one past
-the message's LSN. Units come out in the order of ``end_lsn``, which is commit
+Prepared, the rollback's end LSN) or, for a non-transactional message, its row's
+LSN, which is the end of its record too (the slot skips a transaction whose commit
+record starts before its confirmed position: one byte further would skip a commit
+that follows the message). Units come out in the order of ``end_lsn``, which is commit
 order. A unit whose ``end_lsn`` is at or before the ``after`` position given to
 the assembler is marked ``seen``: it was delivered before. Streamed transactions
 that have not committed and prepared ones that are not resolved when a read ends
@@ -286,7 +288,9 @@ class UnitAssembler:
         elif isinstance(message, LogicalMessage):  # non-transactional: a unit of its own
             unit = self._open("message", None, row)
             unit.add(row)
-            return self._complete(unit, int(row.lsn) + 1)
+            # Its row's LSN is the end of its WAL record: the next record (maybe the commit
+            # of the transaction that emitted it) starts there, so the slot may go no further.
+            return self._complete(unit, int(row.lsn))
         else:  # Relation/Type outside a transaction: keep them with the next unit
             self._preamble.append(row)
         return None
