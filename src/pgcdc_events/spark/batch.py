@@ -613,7 +613,16 @@ class TableDecoder:
 
         tombstones = self.tombstones
         tombstones_on = self.config.tombstones_on_delete
-        for row, mtype, ni, oi, _ in group.rows:
+        if (not self.skip_c and not failed_new and not failed_old and not n_old
+                and all(r[1] == _INSERT for r in group.rows)):
+            # Only inserts (the common batch): the record lists in one go.
+            count = len(group.rows)
+            rows = [r[0] for r in group.rows]
+            index, ops, kinds = [0] * count, ["c"] * count, ["change"] * count
+            before = related = [None] * count
+            after = list(range(count))  # the i-th insert holds the i-th new tuple
+            key = after if has_key else [None] * count
+        for row, mtype, ni, oi, _ in (() if rows else group.rows):
             if ni in failed_new or oi in failed_old:
                 continue
             old_key_at = n_new + oi if oi >= 0 else None
@@ -754,42 +763,42 @@ def _struct(columns: list[Any], sources: Sequence[int | None] | None, dtype: Any
 def _split_tuple(data: bytes, pos: int, ncols: int, out: list[bytes | None]
                  ) -> tuple[int, bytes | None]:
     """Append the values of the TupleData at ``pos`` to ``out``; returns the end offset and the
-    kind bytes when any column is unchanged TOAST or binary (else ``None``)."""
+    kind bytes when any column is unchanged TOAST or binary (else ``None``). The hot loop of
+    the fast path: one branch, one unpack and one slice per text value."""
     if ((data[pos] << 8) | data[pos + 1]) != ncols:
         raise _MalformedError
     pos += 2
     append = out.append
+    i32 = _I32
     special: bytearray | None = None
     for i in range(ncols):
         kind = data[pos]
-        if kind == _T:
-            size = _I32(data, pos + 1)[0]
-            pos += 5
-            end = pos + size
-            if size < 0 or end > len(data):
+        if kind == 116:  # 't'
+            size = i32(data, pos + 1)[0]
+            if size < 0:
                 raise _MalformedError
-            append(data[pos:end])
-            pos = end
-        elif kind == _N:
+            pos += 5
+            append(data[pos:pos + size])
+            pos += size
+        elif kind == 110:  # 'n'
             append(None)
             pos += 1
-        elif kind == _U:
-            append(None)
-            pos += 1
+        elif kind == 117 or kind == 98:  # 'u', 'b'  # noqa: PLR1714
             if special is None:
                 special = bytearray(b"t" * ncols)
-            special[i] = _U
-        elif kind == _B:
-            size = _I32(data, pos + 1)[0]
-            pos += 5
-            end = pos + size
-            if size < 0 or end > len(data):
-                raise _MalformedError
-            append(data[pos:end])
-            pos = end
-            if special is None:
-                special = bytearray(b"t" * ncols)
-            special[i] = _B
+            special[i] = kind
+            if kind == 117:
+                append(None)
+                pos += 1
+            else:
+                size = i32(data, pos + 1)[0]
+                if size < 0:
+                    raise _MalformedError
+                pos += 5
+                append(data[pos:pos + size])
+                pos += size
         else:
             raise _MalformedError
+    if pos > len(data):  # a length ran past the message
+        raise _MalformedError
     return pos, (bytes(special) if special is not None else None)
