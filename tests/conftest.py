@@ -1,7 +1,7 @@
 """Shared fixtures: one throwaway PostgreSQL cluster per session, a fresh database per test.
 
 Tests that use ``pg_cluster`` (directly or through ``pg_conn``) get the ``postgres``
-marker automatically. Without server binaries those tests FAIL, so CI never skips
+marker automatically; tests marked ``slow`` run only with ``-m slow``. Without server binaries those tests FAIL, so CI never skips
 them silently; set ``PGCDC_SKIP_POSTGRES=1`` to skip them instead.
 """
 
@@ -30,13 +30,18 @@ def _skip_postgres() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test that needs the cluster ``postgres`` (and skip it if asked to)."""
+    """Mark every test that needs the cluster ``postgres`` (and skip it if asked to); skip
+    the ``slow`` campaigns unless the marker expression names ``slow`` (``-m slow``)."""
     skip = pytest.mark.skip(reason=f"{SKIP_ENV}=1: PostgreSQL tests skipped")
+    run_slow = "slow" in (config.getoption("markexpr") or "")
+    skip_slow = pytest.mark.skip(reason="a long campaign: run with -m slow")
     for item in items:
         if "pg_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.postgres)
             if _skip_postgres():
                 item.add_marker(skip)
+        if not run_slow and item.get_closest_marker("slow"):
+            item.add_marker(skip_slow)
 
 
 @pytest.fixture(scope="session")

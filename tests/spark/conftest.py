@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -30,22 +29,15 @@ from pgcdc_events.spark.local import decode_to_arrow, stream_context  # noqa: E4
 from pgcdc_events.spark.registry import RelationRegistry  # noqa: E402
 from pgcdc_events.spark.values import ValueConverter  # noqa: E402
 
-HERE = Path(__file__).parent
 #: The processing time both decoders stamp in these tests.
 CLOCK_NS = 1_700_000_000_000_000_000
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tests that use the session ``spark``; skip this directory's ``slow`` tests
-    unless the marker expression names ``slow``."""
-    run_slow = "slow" in (config.getoption("markexpr") or "")
-    skip = pytest.mark.skip(reason="a Spark decode per case: run with -m slow")
+    """Mark the tests that use the session ``spark``."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
-        if (not run_slow and item.get_closest_marker("slow")
-                and HERE in Path(str(item.path)).parents):
-            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

@@ -193,3 +193,24 @@ def test_generated_tables_match_the_server_catalog(pg_conn: Any) -> None:
         assert (back.primary_key, back.replica_identity, back.identity_columns) == (
             t.primary_key, t.replica_identity, t.identity_columns)
         assert dict(back.enums) == dict(t.enums)
+
+
+def test_bare_bit_and_char_are_one_long_as_on_the_server(pg_conn: Any) -> None:
+    """``bit`` and ``char`` without a length are ``bit(1)`` and ``char(1)`` in a column (a
+    bare bit read as unlimited made Bits of a Boolean column); ``bpchar`` stays unlimited."""
+    t = table("bare", {"id": "int4", "b": "bit", "c": "char", "p": "bpchar"}, primary_key="id")
+    for statement in t.create_sql():
+        pg_conn.run(statement)
+    (back,) = tables_from_catalog(fetch_catalog(pg_conn), [t.qualified])
+    assert [c.type_modifier for c in back.types()] == [c.type_modifier for c in t.types()] == [
+        -1, 1, 5, -1]
+
+
+@given(tables(relation_id=17_000), tables(relation_id=17_000))
+@settings(max_examples=200, database=None)
+def test_enums_of_different_labels_have_different_names(a: TableDef, b: TableDef) -> None:
+    """A server keeps the first enum of a name (``CREATE TYPE`` guarded by duplicate_object),
+    so generated enum names must not be shared by different label lists, also not by tables
+    of the same relation OID (table_sets numbers every workload's tables alike)."""
+    for name, labels in a.enums:
+        assert dict(b.enums).get(name, labels) == labels

@@ -5,8 +5,8 @@
 * every stream is one the strict reader accepts for its options, with rising LSNs
   and commit times;
 * a generated workload replayed on the throwaway server gives the same events;
-* 200 examples over multi-table workloads run in seconds, and counterexamples
-  shrink to a few readable lines.
+* 200 examples over multi-table workloads are all generated and decoded, and
+  counterexamples shrink to a few readable lines.
 """
 
 from __future__ import annotations
@@ -215,9 +215,10 @@ def test_counterexamples_shrink_to_a_few_readable_lines() -> None:
     assert all(len(line) < 300 for line in script)
 
 
-def test_200_examples_over_multi_table_workloads_run_in_seconds() -> None:
-    """The documented speed (docs/testing.md): 200 examples of 2-3 tables, with decoding and
-    the final-state check, on one core."""
+def test_200_examples_over_multi_table_workloads_decode_to_their_state() -> None:
+    """200 examples of 2-3 tables, streamed transactions included, all generated (no health
+    check gives up) and each decoded into the generated final state. Its speed is measured
+    in benchmarks/bench_testing.py, not here."""
     count = 0
 
     @settings(max_examples=200, deadline=None, database=None, phases=[Phase.generate])
@@ -229,12 +230,8 @@ def test_200_examples_over_multi_table_workloads_run_in_seconds() -> None:
         assert _text(connect_rows(records, placeholder=_placeholder)) == _text(
             w.connect_state(PROPS))
 
-    started = time.perf_counter()
     check()
-    elapsed = time.perf_counter() - started
-    print(f"{count} examples in {elapsed:.1f}s")
     assert count == 200
-    assert elapsed < 60
 
 
 @FAST

@@ -14,6 +14,7 @@ the result renders into bytes, messages, Debezium records and the final state
 from __future__ import annotations
 
 import functools
+import zlib
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -74,7 +75,8 @@ def identifiers(max_size: int = 10) -> st.SearchStrategy[str]:
 def column_types(*, binary: bool = False, arrays: bool = True, extensions: bool = False
                  ) -> st.SearchStrategy[str]:
     """Column types as written in DDL, modifiers included (``numeric(12,3)``, ``time(3)``)."""
-    bases = [t for t in SUPPORTED_TYPES if extensions or t not in EXTENSION_TYPE_NAMES]
+    bases = [t if t != "bit" else "bit(1)" for t in SUPPORTED_TYPES
+             if extensions or t not in EXTENSION_TYPE_NAMES]
     if binary:
         bases = [t for t in bases if t in BINARY_TYPES]
     with_args: list[st.SearchStrategy[str]] = [
@@ -142,7 +144,10 @@ def tables(draw: st.DrawFn, *, min_columns: int = 1, max_columns: int = 6,
     names = draw(_column_names(max(n_keys, min_columns), n_keys + max_columns))
     enum_defs: dict[str, tuple[str, ...]] = {}
     if enums and draw(_ONE_IN_FIVE) == 0:
-        enum_defs[f"mood {draw(_ENUM_NAMES)}{rid}"] = draw(_ENUM_LABELS)
+        labels = draw(_ENUM_LABELS)
+        # the labels' digest in the name: a server keeps the first enum of a name it sees
+        digest = zlib.crc32("\x00".join(labels).encode("utf-8"))
+        enum_defs[f"mood {draw(_ENUM_NAMES)}{rid} {digest:08x}"] = labels
     col_types = column_types(binary=binary, arrays=arrays, extensions=extensions)
     key_types = _key_types(binary)
     cols = []

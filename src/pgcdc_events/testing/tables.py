@@ -113,8 +113,9 @@ def column_type(sql: str, enums: Mapping[str, Sequence[str]] | None = None) -> C
     base = _ALIASES.get(raw.lower(), raw.lower() if raw.lower() in OID_BY_NAME
                         or raw.lower() in EXTENSION_TYPES else raw)
     args = tuple(int(a) for a in (a1, a2) if a is not None)
-    if base == "bpchar" and not args and raw.lower() in ("char", "character"):
-        args = (1,)
+    if not args and (base, raw.lower()) in (("bpchar", "char"), ("bpchar", "character"),
+                                            ("bit", "bit")):
+        args = (1,)  # as PostgreSQL reads a bare char or bit
     is_array = bool(brackets)
     extension = None
     labels = None
