@@ -30,6 +30,14 @@ fi
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     apt_install postgresql postgresql-contrib
 fi
+# The tests create hstore, ltree, citext (contrib) and PostGIS in the newest server's
+# cluster (the one TempCluster starts): install what that version lacks.
+pg_version="$(ls /usr/lib/postgresql/*/bin/initdb | sed 's|/usr/lib/postgresql/\([^/]*\)/.*|\1|' | sort -n | tail -1)"
+pg_extensions="/usr/share/postgresql/$pg_version/extension"
+missing=()
+[ -f "$pg_extensions/hstore.control" ] || missing+=("postgresql-contrib")
+[ -f "$pg_extensions/postgis.control" ] || missing+=("postgresql-$pg_version-postgis-3")
+if [ "${#missing[@]}" -gt 0 ]; then apt_install "${missing[@]}"; fi
 if ! command -v java >/dev/null 2>&1; then apt_install openjdk-17-jre-headless; fi
 .venv/bin/python -m pip install -q -e '.[dev]'
 .venv/bin/ruff check src tests

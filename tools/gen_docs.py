@@ -257,6 +257,8 @@ def configuration_page() -> str:
         "heartbeat.interval.ms": "heartbeats are produced by `EventDecoder.keepalive()`",
         "pgcdc.map.unsupported.types": "**ours**, not Debezium's: map the array columns "
                                        "Debezium drops (`money[]`, `interval[]`...)",
+        "extended.headers.enabled": "`false` leaves out the `__debezium.context.*` headers, "
+                                    "as the connector's event dispatcher does",
         "skip.messages.without.change": "drops updates whose included columns did not change "
                                         "(needs the old row: REPLICA IDENTITY FULL)",
     }
@@ -271,7 +273,8 @@ def configuration_page() -> str:
               "`column.truncate.to.N.chars`; and the JsonConverter options",
               "`schemas.enable`, `replace.null.with.default` and `decimal.format` under",
               "`key.converter.`, `value.converter.`, `header.converter.` or (for all three)",
-              "`converter.`; other JsonConverter option names are rejected.",
+              "`converter.`; `schemas.cache.size`, `schema.content` and `converter.type` are",
+              "accepted (they do not change what is written); other option names are rejected.",
               "", "## Accepted with their default value only", "",
               "These change events in ways this library does not implement; any other value is",
               "rejected.", "", "| property | the only accepted value |", "|---|---|"]

@@ -15,6 +15,7 @@ from pgcdc_events.adapters import (
     StreamOutput,
     output_paths,
 )
+from pgcdc_events.adapters import checkpoint as module
 from pgcdc_events.errors import ConfigurationError, PgCdcError
 
 
@@ -74,6 +75,30 @@ def test_rollback_drops_what_was_not_committed(tmp_path: Path) -> None:
     out.commit(2, 1, 1)
     out.close()
     assert (tmp_path / "o.jsonl").read_bytes() == b"a\nc\n"
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, OSError])
+def test_an_interrupt_after_the_checkpoint_is_replaced_keeps_the_unit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: type[BaseException]) -> None:
+    """A second Ctrl-C (or a failing directory fsync) once the new checkpoint is in place:
+    closing must not cut the unit that checkpoint counts, and the output must reopen."""
+    out = _output(tmp_path / "o.jsonl")
+    out.open()
+    out.write(b"one\n")
+    out.commit(1, 1, 1)
+
+    def interrupted(path: Path) -> None:
+        raise failure()
+
+    monkeypatch.setattr(module, "_fsync_dir", interrupted)
+    out.write(b"two\n")
+    with pytest.raises((KeyboardInterrupt, CheckpointError)):
+        out.commit(2, 1, 1)
+    out.close()
+    monkeypatch.undo()
+    again = _output(tmp_path / "o.jsonl")
+    assert again.open().offset == 8
+    assert (tmp_path / "o.jsonl").read_bytes() == b"one\ntwo\n"
 
 
 def test_refuses_an_output_without_checkpoint(tmp_path: Path) -> None:

@@ -72,10 +72,21 @@ def test_a_real_connector_configuration_is_accepted() -> None:
     ({"heartbeat.interval.ms": "-5"}, "non-negative integer"),
     ({"table.include.list": "bad(regex"}, "invalid regular expression"),
     ({"unavailable.value.placeholder": "hex:zz"}, "not valid hex"),
+    # misspellings under the pass-through prefixes (database.*, snapshot.*)
+    ({"database.dbnmae": "app"}, "did you mean database.dbname\\?"),
+    ({"snapshot.mod": "initial"}, "did you mean snapshot.mode"),
 ])
 def test_bad_configurations_name_the_property(props: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message.replace("(", "\\(")):
         EventConfig.from_properties({"topic.prefix": "p", **props})
+
+
+def test_pass_through_names_that_extend_a_property_or_name_a_driver_option_are_accepted(
+        ) -> None:
+    cfg = EventConfig.from_properties({
+        "topic.prefix": "p", "snapshot.select.statement.overrides.public.t": "SELECT 1",
+        "database.ApplicationName": "cdc", "driver.tcpKeepAlive": "true"})
+    assert "database.ApplicationName" in cfg.not_applicable
 
 
 def test_topic_prefix_is_required() -> None:
@@ -179,3 +190,13 @@ def test_key_converter_options_shape_the_key_json() -> None:
     line = json.loads(JsonRecordWriter.for_config(cfg).record_line(record))
     assert line["key"] == {"id": 7}
     assert set(line["value"]) == {"schema", "payload"}
+
+
+def test_extended_headers_can_be_turned_off() -> None:
+    names = [h.name for h in EventDecoder(EventConfig.from_properties(
+        {"topic.prefix": "p"})).context_headers]
+    assert names == ["__debezium.context.connectorLogicalName", "__debezium.context.taskId",
+                     "__debezium.context.connectorName", "__debezium.context.runId"]
+    off = EventConfig.from_properties({"topic.prefix": "p", "extended.headers.enabled": "false"})
+    assert EventDecoder(off).context_headers == ()
+    assert "extended.headers.enabled" not in off.not_applicable

@@ -16,6 +16,8 @@ from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.events.jsonconv import JsonRecordWriter
 from pgcdc_events.protocol import (
     Begin,
+    CaptureError,
+    CaptureRow,
     Insert,
     Relation,
     RelationColumn,
@@ -23,6 +25,8 @@ from pgcdc_events.protocol import (
     encode_message,
     parse_message,
 )
+from pgcdc_events.testing.validate import validate_record
+from pgcdc_events.types.catalog import CatalogError, CatalogSnapshot
 from pgcdc_events.types.config import TypeConfig
 from pgcdc_events.types.mapper import TypeMapper
 from pgcdc_events.types.registry import TypeRegistry
@@ -133,3 +137,20 @@ def test_a_tuple_claiming_32767_columns_allocates_nothing_for_them() -> None:
         tracemalloc.stop()
     assert peak < 64 * 1024  # [None] * 32767 alone is 256 KiB
     assert info.value.message_type == "I" and info.value.offset == 6
+
+
+@pytest.mark.parametrize("line", ["[" * 100_000, '{"lsn": "0/1", "xid": "²", "data": ""}',
+                                  '{"lsn": "0/1", "xid": "١٢", "data": ""}'])
+def test_capture_lines_that_json_or_int_choke_on_are_capture_errors(line: str) -> None:
+    """Deep nesting raised RecursionError and a non-ASCII digit xid a bare ValueError (or
+    was read as a number); both are CaptureError naming the line now."""
+    with pytest.raises(CaptureError, match="line 7"):
+        CaptureRow.from_line(line, line_number=7)
+
+
+def test_a_deeply_nested_catalog_or_record_is_a_clear_error() -> None:
+    """The same RecursionError in the catalog loader and the record validator."""
+    with pytest.raises(CatalogError, match="nested too deeply"):
+        CatalogSnapshot.from_json("[" * 100_000)
+    report = validate_record("[" * 100_000)
+    assert not report.ok and "nested too deeply" in str(report.problems[0])

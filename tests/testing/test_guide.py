@@ -150,8 +150,12 @@ def test_the_property_catches_a_consumer_that_trusts_before() -> None:
 
 @pytest.mark.slow
 def test_the_counterexample_shrinks_to_a_few_lines_of_sql() -> None:
-    """The shrunk failure docs/testing.md shows (slow: ~20 s of shrinking)."""
+    """The shrunk failure docs/testing.md shows (slow: 10-100 s of shrinking). Usually the
+    table and one or two transactions; shrinking a stateful workload can stop at a local
+    minimum (over seeds 0-7 of ``find``: 2 to 6 lines, 2 or 3 for five of them)."""
     w: Any = find(workloads([PAYMENTS]), _trusting_is_wrong,
                   settings=settings(max_examples=500, database=None))
-    print("\n".join(w.script()))  # the table, then one or two transactions
-    assert len(w.script()) <= 3
+    script = w.script()
+    print("\n".join(script))
+    assert len(script) <= 6
+    assert any("UPDATE" in line or "DELETE" in line for line in script)

@@ -236,6 +236,9 @@ class DurableOutput:
             obj = json.loads(text)
         except ValueError as exc:
             raise CheckpointError(f"the checkpoint is not valid JSON: {exc}", path=path) from None
+        except RecursionError:
+            raise CheckpointError("the checkpoint is not valid JSON: nested too deeply",
+                                  path=path) from None
         checkpoint = Checkpoint.from_json(obj, path=path)
         if checkpoint.kind != self._kind:
             raise ConfigurationError(
@@ -259,6 +262,10 @@ class DurableOutput:
             finally:
                 os.close(fd)
             os.replace(tmp, self.checkpoint_path)
+            # From here the file on disk is this checkpoint: keep memory in step before
+            # anything else can raise (a second Ctrl-C, a failing directory fsync), or a
+            # rollback would cut a committed unit that the checkpoint counts.
+            self._checkpoint = checkpoint
             _fsync_dir(self.checkpoint_path.parent)
         except OSError as exc:
             raise CheckpointError(f"cannot write the checkpoint: {exc.strerror or exc}",

@@ -62,6 +62,7 @@ APPLIED_PROPERTIES: Final[dict[str, str]] = {
     "event.processing.failure.handling.mode": "fail",
     "event.converting.failure.handling.mode": "fail",
     "skip.messages.without.change": "false",
+    "extended.headers.enabled": "true",
     "xmin.fetch.interval.ms": "0",
     **TYPE_PROPERTIES,
 }
@@ -93,6 +94,20 @@ _RUNTIME_PREFIXES: Final = (
     "internal.", "openlineage.", "guardrail.", "producer.", "consumer.", "schema.history.",
     "kafka.",
 )
+
+
+
+def _refuse_near_miss(name: str) -> None:
+    """Refuse a pass-through name (``database.*``, ``snapshot.*``...) that misspells a known
+    property; names that extend one (``snapshot.select.statement.overrides.<table>``) pass."""
+    known = list(dict.fromkeys([*APPLIED_PROPERTIES, *CONNECTOR_PROPERTIES, *_RUNTIME]))
+    if any(name.startswith(k + ".") for k in known):
+        return
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.85)
+    if close:
+        raise ConfigurationError(
+            f"unknown connector property {name!r}; did you mean {' or '.join(close)}?")
+
 
 _OPERATIONS: Final = {"c", "u", "d", "t"}
 _MASK_CHARS: Final = re.compile(r"column\.mask\.with\.(\d+)\.chars")
@@ -172,6 +187,7 @@ class EventConfig:
     event_processing_failure_handling_mode: FailureMode = "fail"
     event_converting_failure_handling_mode: FailureMode = "fail"
     skip_messages_without_change: bool = False
+    extended_headers_enabled: bool = True
     version: str = __version__
     not_applicable: tuple[str, ...] = ()
 
@@ -215,8 +231,10 @@ class EventConfig:
                         f"{name}={value!r} changes events in a way pgcdc-events does not implement;"
                         f" only {DEFAULT_ONLY_PROPERTIES[name]!r} is supported")
                 not_applicable.append(name)
-            elif name in CONNECTOR_PROPERTIES or name in _RUNTIME or name.startswith(
-                    _RUNTIME_PREFIXES):
+            elif name in CONNECTOR_PROPERTIES or name in _RUNTIME:
+                not_applicable.append(name)
+            elif name.startswith(_RUNTIME_PREFIXES):
+                _refuse_near_miss(name)  # database.dbnmae is a typo, not a driver option
                 not_applicable.append(name)
             else:
                 known = list(dict.fromkeys([*APPLIED_PROPERTIES, *CONNECTOR_PROPERTIES,
@@ -270,6 +288,8 @@ class EventConfig:
             "provide.transaction.metadata", get("provide.transaction.metadata"))
         values["skip_messages_without_change"] = parse_bool(
             "skip.messages.without.change", get("skip.messages.without.change"))
+        values["extended_headers_enabled"] = parse_bool(
+            "extended.headers.enabled", get("extended.headers.enabled"))
         values["skipped_operations"] = _operations(get("skipped.operations"))
         values["topic_delimiter"] = get("topic.delimiter")
         values["topic_transaction"] = get("topic.transaction")

@@ -499,6 +499,8 @@ class EventDecoder:
 
     def _context_headers(self, run_id: str) -> tuple[Header, ...]:
         """Debezium 3.x's ``__debezium.context.*`` headers (``extended.headers.enabled``)."""
+        if not self.config.extended_headers_enabled:
+            return ()
         return (
             Header("__debezium.context.connectorLogicalName", _STRING, self.config.topic_prefix),
             Header("__debezium.context.taskId", _STRING, "0"),

@@ -51,7 +51,7 @@ class CaptureRow:
             lsn_value = Lsn(lsn)
         else:
             raise CaptureError("'lsn' as an X/Y string or an integer", line=line, detail=repr(lsn))
-        if isinstance(xid, str) and xid.isdigit():
+        if isinstance(xid, str) and xid.isascii() and xid.isdigit():
             xid = int(xid)
         if xid is not None and (not isinstance(xid, int) or isinstance(xid, bool) or xid < 0):
             raise CaptureError(
@@ -72,6 +72,9 @@ class CaptureRow:
             obj = json.loads(line)
         except ValueError as exc:
             raise CaptureError("valid JSON", line=line_number, detail=str(exc)) from None
+        except RecursionError:  # a line of thousands of nested brackets
+            raise CaptureError("valid JSON", line=line_number,
+                               detail="nested too deeply") from None
         return cls.from_json(obj, line=line_number)
 
     def to_json(self) -> dict[str, Any]:

@@ -302,7 +302,7 @@ class _Checker:
     def sequence(self, seq: Any, path: str) -> None:
         try:
             parsed = json.loads(seq) if isinstance(seq, str) else None
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
         if not (isinstance(parsed, list) and len(parsed) == 2 and all(
                 v is None or (isinstance(v, str) and v.isdigit()) for v in parsed)):
@@ -370,6 +370,8 @@ def validate_record(record: Any) -> Report:
             record = json.loads(record)
         except ValueError as exc:
             return Report((Problem("<line>", f"not valid JSON: {exc}"),))
+        except RecursionError:
+            return Report((Problem("<line>", "not valid JSON: nested too deeply"),))
     if not isinstance(record, Mapping):
         return Report((Problem("<record>", "expected a JSON object"),))
     for name in ("topic", "key", "value"):

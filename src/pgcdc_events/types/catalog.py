@@ -221,6 +221,9 @@ class CatalogSnapshot:
                 obj = json.loads(obj)
             except ValueError as exc:
                 raise CatalogError(f"catalog snapshot is not valid JSON: {exc}") from None
+            except RecursionError:
+                raise CatalogError(
+                    "catalog snapshot is not valid JSON: nested too deeply") from None
         if not isinstance(obj, Mapping):
             raise CatalogError("catalog snapshot must be a JSON object")
         if obj.get("format") != FORMAT_VERSION:
