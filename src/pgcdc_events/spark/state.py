@@ -22,6 +22,8 @@ def latest_state(events: DataFrame) -> DataFrame:
 
     Needs the events' ``key`` (tables without a primary key need
     ``message.key.columns``). Spark operations only: one aggregation by key.
+    Truncates apply only if they were decoded: Debezium's default
+    ``skipped.operations=t`` drops them; use ``skipped.operations=none``.
     """
     if "key" not in events.columns:
         raise SparkDecodeError("the table has no key, so its events cannot be reduced per row; "
