@@ -11,9 +11,11 @@ Commit. Each mode runs in a fresh subprocess feeding the bytes to
 
 - ``buffered``: peak RSS (and tracemalloc peak) while the transaction is held,
   i.e. up to the Stream Commit: this is what the memory limit bounds;
-- ``commit``: peak RSS after the Stream Commit returned its records. The decoder
-  returns a commit's records as one list, so this phase holds a million
-  ``ChangeRecord`` objects whatever the limit (see the report's note).
+- ``commit``: peak RSS once the Stream Commit's records were all out. Without a
+  limit they come from ``EventDecoder.feed`` as one list (a million
+  ``ChangeRecord`` objects at once); with it, from ``EventDecoder.iter_feed``, one
+  at a time, read back from the spill file and written as JsonConverter lines (to
+  nowhere), as ``pgcdc-events decode`` and ``capture --decode`` do.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import sys
 import time
 import tracemalloc
 
-from pgcdc_events.events import EventConfig, EventDecoder
+from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.protocol import (
     Insert,
     Relation,
@@ -87,14 +89,18 @@ def run_one(changes: int, limit_mib: float | None, trace: bool) -> dict[str, obj
     traced_buffered = tracemalloc.get_traced_memory()[1] if trace else None
     rss_buffered = _rss_mib()
     commit = encode_message(StreamCommit(XID, 0, lsn + 8, lsn + 64, 0))
-    records = decoder.feed(commit, lsn + 64)
+    if limit is None:
+        records = len(decoder.feed(commit, lsn + 64))
+    else:
+        line = JsonRecordWriter(config.json).record_line
+        records = sum(1 for r in decoder.iter_feed(commit, lsn + 64) if line(r))
     total_s = time.perf_counter() - started
     traced_commit = tracemalloc.get_traced_memory()[1] if trace else None
     budget = decoder._budget
     return {
         "changes": changes,
         "limit_mib": limit_mib,
-        "records": len(records),
+        "records": records,
         "rss_start_mib": round(rss_start, 1),
         "rss_buffered_peak_mib": round(rss_buffered, 1),
         "rss_commit_peak_mib": round(_rss_mib(), 1),

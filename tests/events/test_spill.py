@@ -199,3 +199,41 @@ def test_decoder_memory_limit_spills_a_streamed_transaction() -> None:
 def test_memory_budget_rejects_nonsense() -> None:
     with pytest.raises(ValueError, match="memory limit"):
         MemoryBudget(-1)
+
+
+def _decode_lazily(name: str, **kwargs: Any) -> list[str]:
+    config = EventConfig.from_properties({"topic.prefix": "t",
+                                          "provide.transaction.metadata": "true"})
+    decoder = EventDecoder(config, clock=lambda: CLOCK, run_id="r", **kwargs)
+    writer = JsonRecordWriter(config.json)
+    with open(CAPTURES / f"{name}.jsonl", encoding="utf-8") as fh:
+        return [writer.record_line(r) for row in iter_capture(fh)
+                for r in decoder.iter_feed(row.data, row.lsn)]
+
+
+@pytest.mark.parametrize("name", ["stream_commit", "stream_interleaved", "two_phase"])
+@pytest.mark.parametrize("limit", [None, 0])
+def test_iter_feed_gives_the_same_records(name: str, limit: int | None) -> None:
+    assert _decode_lazily(name, memory_limit=limit) == _decode(name)
+
+
+def test_iter_feed_reads_a_committed_transaction_back_one_change_at_a_time() -> None:
+    """The records of a Stream Commit come from the spill file as they are asked for; the
+    buffer (and its share of the budget) is released once they are all out."""
+    config = EventConfig.from_properties({"topic.prefix": "t"})
+    decoder = EventDecoder(config, clock=lambda: CLOCK, memory_limit=0)
+    with open(CAPTURES / "stream_commit.jsonl", encoding="utf-8") as fh:
+        rows = list(iter_capture(fh))
+    commit = next(i for i, row in enumerate(rows) if row.data[:1] == b"c")
+    for row in rows[:commit]:
+        list(decoder.iter_feed(row.data, row.lsn))
+    (buffer,) = decoder._streams.values()
+    assert buffer.spilled and len(buffer) == 64  # 60 inserts, 3 updates, a delete
+    changes, committed = len(buffer), decoder.metrics.committed_transactions
+    records = decoder.iter_feed(rows[commit].data, rows[commit].lsn)
+    first = next(records)  # the first record, before the others are decoded
+    assert first.value is not None and first.value["op"] == "c"
+    assert decoder.metrics.committed_transactions == committed
+    assert 1 + len(list(records)) == changes + 1  # and the delete's tombstone
+    assert decoder.metrics.committed_transactions == committed + 1
+    assert decoder._budget is not None and decoder._budget.used == 0

@@ -18,7 +18,7 @@ dropped and the read starts again after the checkpoint.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import attrs
@@ -107,26 +107,27 @@ class EventSink:
                                         streaming=options.streaming,
                                         memory_limit=self.memory_limit)
 
-    def _records(self, unit: Unit) -> list[bytes]:
+    def _lines(self, unit: Unit) -> Iterator[bytes]:
+        """The unit's records as JSON lines, one at a time (a big streamed transaction is
+        read back from the decoder's spill file as it is written, never held whole)."""
         assert self.decoder is not None, "start() was not called"
-        decoder = self.decoder
+        feed = self.decoder.iter_feed
         line = self.writer.record_line
-        out = []
         for row in self.schema.rows(unit):
-            for record in decoder.feed_row(row):
-                out.append(line(record).encode("utf-8") + b"\n")
-        return out
+            for record in feed(row.data, row.lsn):
+                yield line(record).encode("utf-8") + b"\n"
 
     def write(self, unit: Unit, output: Output) -> None:
         """The unit's records as JSON lines."""
-        for data in self._records(unit):
+        for data in self._lines(unit):
             output.write(data)
             self.records += 1
 
     def replay(self, unit: Unit) -> None:
         """Decode and drop (a lone COMMIT PREPARED has nothing to decode)."""
         if not unit.partial:
-            self._records(unit)
+            for _ in self._lines(unit):
+                pass
 
 
 @attrs.define

@@ -34,6 +34,9 @@ def register(commands: Any) -> None:
     parser.add_argument("--output", "-o", help="write here instead of stdout")
     parser.add_argument("--proto-version", type=int, choices=(1, 2, 3, 4))
     parser.add_argument("--streaming", choices=("off", "on", "parallel"))
+    parser.add_argument("--memory-limit", type=float, default=64.0, metavar="MIB",
+                        help="memory for streamed and prepared transactions being assembled; "
+                        "beyond it they spill to a temporary file (default 64)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     parser.set_defaults(run=run)
 
@@ -59,9 +62,12 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"pgcdc-events decode: note: {name} does not shape events; ignored",
                   file=sys.stderr)
+    if args.memory_limit < 0:
+        raise ConfigurationError(f"--memory-limit must not be negative, got {args.memory_limit}")
     catalog = CatalogSnapshot.load(args.catalog) if args.catalog else None
     decoder = EventDecoder(config, catalog=catalog, proto_version=args.proto_version,
-                           streaming=args.streaming)
+                           streaming=args.streaming,
+                           memory_limit=int(args.memory_limit * 1024 * 1024))
     writer = JsonRecordWriter.for_config(config)
     started = last_report = time.monotonic()
     count = lines = 0
@@ -71,15 +77,15 @@ def run(args: argparse.Namespace) -> int:
                 continue
             row = CaptureRow.from_line(line, line_number=number)
             try:
-                records = decoder.feed_row(row)
+                # lazily: a big streamed transaction is written as it is read back
+                for record in decoder.iter_feed(row.data, row.lsn):
+                    out.write(writer.record_line(record))
+                    out.write("\n")
+                    count += 1
             except CaptureError:
                 raise
             except PgCdcError as exc:
                 raise CaptureError(str(exc), line=number) from None
-            for record in records:
-                out.write(writer.record_line(record))
-                out.write("\n")
-            count += len(records)
             lines += 1
             now = time.monotonic()
             if not args.quiet and now - last_report > 2:

@@ -132,6 +132,29 @@ class EventDecoder:
         """:meth:`feed` for one row of the capture interchange format."""
         return self.handle(self.reader.read(row.data), row.lsn)
 
+    def iter_feed(self, data: bytes | bytearray | memoryview, lsn: int
+                  ) -> Iterator[ChangeRecord]:
+        """:meth:`feed`, lazily: the records of a Stream Commit or Commit Prepared are
+        produced one at a time, read back from the spill file as they are needed, so a
+        transaction of millions of changes never sits in memory as records.
+
+        Consume the iterator before feeding the next message: the transaction ends
+        (metrics, ``flushable_lsn``) when it is exhausted.
+        """
+        message = self.reader.read(data)
+        lsn = int(lsn)
+        if type(message) is StreamCommit:
+            self.metrics.last_lsn = lsn
+            buffer = self._take(self._streams, message.xid, "Stream Commit", "streamed")
+            return self._replay_iter(buffer, message.xid, message.commit_time, lsn,
+                                     message.end_lsn)
+        if type(message) is CommitPrepared:
+            self.metrics.last_lsn = lsn
+            buffer = self._take(self._prepared, message.xid, "Commit Prepared", "prepared")
+            return self._replay_iter(buffer, message.xid, message.commit_time, lsn,
+                                     message.end_lsn)
+        return iter(self.handle(message, lsn))
+
     def feed_rows(self, rows: Iterable[CaptureRow]) -> list[ChangeRecord]:
         """All records of a sequence of capture rows, in order."""
         out: list[ChangeRecord] = []
@@ -303,15 +326,21 @@ class EventDecoder:
     def _replay(self, buffer: ChangeBuffer, xid: int, commit_time: int, lsn: int, end_lsn: int
                 ) -> list[ChangeRecord]:
         """Emit a buffered transaction's changes now that it committed."""
-        first_lsn = next((p.lsn for p in buffer), lsn)
-        self._txn = TransactionContext(xid, pg_timestamp_to_unix_us(commit_time), first_lsn,
-                                       buffer.origin, buffer.origin_lsn)
-        out = self._tx_record("BEGIN", first_lsn)
-        for pending in buffer:
-            out += self._emit(pending)
-        out += self._tx_record("END", lsn)
-        self._finish(end_lsn)
-        return out
+        return list(self._replay_iter(buffer, xid, commit_time, lsn, end_lsn))
+
+    def _replay_iter(self, buffer: ChangeBuffer, xid: int, commit_time: int, lsn: int,
+                     end_lsn: int) -> Iterator[ChangeRecord]:
+        try:
+            first_lsn = next((p.lsn for p in buffer), lsn)
+            self._txn = TransactionContext(xid, pg_timestamp_to_unix_us(commit_time),
+                                           first_lsn, buffer.origin, buffer.origin_lsn)
+            yield from self._tx_record("BEGIN", first_lsn)
+            for pending in buffer:
+                yield from self._emit(pending)
+            yield from self._tx_record("END", lsn)
+            self._finish(end_lsn)
+        finally:
+            buffer.close()
 
     # -- changes ----------------------------------------------------------------------------------
     def _change(self, message: Insert | Update | Delete | Truncate | LogicalMessage, lsn: int
