@@ -17,11 +17,12 @@ import base64
 import math
 from collections.abc import Callable
 from decimal import Decimal
+from json.encoder import encode_basestring
 from typing import Any
 
 from pgcdc_events.events.config import JsonConverterConfig
 from pgcdc_events.events.records import ChangeRecord, Header
-from pgcdc_events.types.javafmt import jackson_string, java_double
+from pgcdc_events.types.javafmt import jackson_string, java_double, upper_escape
 from pgcdc_events.types.jsonvalue import DECIMAL_LOGICAL, decimal_to_bytes, unscaled_value
 from pgcdc_events.types.schema import Schema
 
@@ -93,6 +94,7 @@ class _Compiler:
         self.config = config
         self.namespace: dict[str, Any] = {
             "_s": jackson_string, "_d": _double, "_b": _bytes, "_bool": _bool, "_str": str,
+            "_e": encode_basestring, "_u": upper_escape,
         }
         self.sources: dict[int, tuple[Schema, str, str]] = {}
         self._writers: dict[int, tuple[Schema, Writer]] = {}
@@ -123,8 +125,8 @@ class _Compiler:
             return f"{helper}({var})"
         if kind in ("int8", "int16", "int32", "int64"):
             return f"_str({var})"
-        if kind == "string":
-            return f"_s({var})"
+        if kind == "string":  # jackson_string, inlined: strings are most of a record
+            return f"(_u(r) if '\\\\u' in (r := _e({var})) else r)"
         if kind == "boolean":
             return f"('true' if {var} else 'false')"
         if kind in ("float32", "float64"):

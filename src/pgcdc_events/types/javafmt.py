@@ -37,7 +37,8 @@ def java_double(value: float) -> str:
     return f"{sign}{significant[0]}.{significant[1:] or '0'}E{point - 1}"
 
 
-def _upper_escape(text: str) -> str:
+def upper_escape(text: str) -> str:
+    """``\\uxxxx`` escapes of ``encode_basestring``'s output in Jackson's upper-case hex."""
     out = []
     i = 0
     while True:
@@ -55,5 +56,5 @@ def jackson_string(text: str) -> str:
     escaped, ``\\uXXXX`` in upper-case hex, everything else as is (C-speed)."""
     encoded: str = encode_basestring(text)
     if "\\u" in encoded:
-        encoded = _upper_escape(encoded)
+        encoded = upper_escape(encoded)
     return encoded
