@@ -95,6 +95,17 @@ def compare(recording: Recording) -> tuple[int, dict[str, str]]:
         if rec["topic"].startswith("__debezium-heartbeat"):
             continue  # emitted on a wall-clock schedule; shape is tested separately
         by_topic_theirs.setdefault(rec["topic"], []).append(rec)
+    # the emission order across topics too (BEGIN/END around data events, messages)
+    order_ours = [(rec["topic"], _label(rec)) for rec in ours]
+    order_theirs = [(rec["topic"], _label(rec)) for rec in theirs
+                    if not rec["topic"].startswith("__debezium-heartbeat")]
+    if order_ours != order_theirs:
+        at = next((i for i, (a, b) in enumerate(zip(order_ours, order_theirs, strict=False))
+                   if a != b),
+                  min(len(order_ours), len(order_theirs)))
+        diffs[f"{recording.key}/<order>"] = (
+            f"first difference at record {at}: ours {order_ours[at:at + 1]} "
+            f"theirs {order_theirs[at:at + 1]}")
     for topic in dict.fromkeys([*by_topic_theirs, *by_topic_ours]):
         mine, real = by_topic_ours.get(topic, []), by_topic_theirs.get(topic, [])
         if len(mine) != len(real):
