@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import attrs
+import pytest
 from hypothesis import given
 
 from pgcdc_events.protocol import (
     STREAMABLE_TYPES,
     Message,
+    ProtocolError,
+    Relation,
+    RelationColumn,
     StreamAbort,
     encode_message,
     parse_message,
@@ -34,3 +39,13 @@ def test_streamed_dml_messages_start_with_their_xid(message: Message) -> None:
     data = encode_message(message)
     if data[0] in STREAMABLE_TYPES:
         assert int.from_bytes(data[1:5], "big") == message.xid  # type: ignore[union-attr]
+
+
+def test_the_encoder_refuses_a_relation_it_could_not_read_back() -> None:
+    """Every field the parser checks, the encoder checks too: decode(encode(m)) == m or an
+    error, never bytes the parser rejects."""
+    relation = Relation(16400, "public", "t", "x", (RelationColumn(1, "id", 23, -1),))
+    with pytest.raises(ProtocolError, match="replica identity"):
+        encode_message(relation)
+    ok = attrs.evolve(relation, replica_identity="f")
+    assert parse_message(encode_message(ok)) == ok

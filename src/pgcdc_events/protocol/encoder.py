@@ -93,6 +93,9 @@ def _origin(m: Origin) -> bytes:
 
 
 def _relation(m: Relation) -> bytes:
+    if m.replica_identity not in ("d", "n", "f", "i"):
+        raise ProtocolError("a replica identity d, n, f or i", message_type="R",
+                            detail=repr(m.replica_identity))
     parts = [
         b"R",
         _xid(m.xid),
