@@ -96,7 +96,6 @@ _RUNTIME_PREFIXES: Final = (
 )
 
 
-
 def _refuse_near_miss(name: str) -> None:
     """Refuse a pass-through name (``database.*``, ``snapshot.*``...) that misspells a known
     property; names that extend one (``snapshot.select.statement.overrides.<table>``) pass."""

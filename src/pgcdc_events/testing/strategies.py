@@ -301,7 +301,7 @@ def _change(draw: st.DrawFn, model: _Model, tables: Sequence[TableDef], *, trunc
             return None
         change = Change(table, None, new)
     else:
-        # the oldest row first: a shrunk counterexample keeps the rows it touches, not later ones
+        # rows in the model's order (least recently written first), not sorted by value
         key = draw(st.sampled_from(list(state.rows)))
         old = state.rows[key]
         if kind == "delete":
