@@ -24,11 +24,11 @@ def _library(capture: Path, props: dict[str, str], catalog: Path | None = None) 
                            run_id="r")
     writer = JsonRecordWriter.for_config(config)
     with open(capture, encoding="utf-8") as fh:
-        return [_no_run_id(json.loads(writer.record_line(r)))
+        return [_stable(json.loads(writer.record_line(r)))
                 for r in decoder.feed_rows(iter_capture(fh))]
 
 
-def _no_run_id(record: dict) -> dict:
+def _stable(record: dict) -> dict:
     """The record without what differs between two runs: the run id and processing time."""
     headers = record.get("headers") or {}
     headers.pop("__debezium.context.runId", None)
@@ -44,7 +44,7 @@ def _no_run_id(record: dict) -> dict:
 
 
 def _decoded(out: str) -> list[dict]:
-    return [_no_run_id(json.loads(line)) for line in out.splitlines()]
+    return [_stable(json.loads(line)) for line in out.splitlines()]
 
 
 def test_decode_writes_the_decoders_records_under_a_connector_configuration(
@@ -81,9 +81,9 @@ def test_a_memory_limit_changes_nothing_in_the_output(
         limit: str, capsys: pytest.CaptureFixture[str]) -> None:
     capture = CAPTURES / "stream_interleaved.jsonl"
     assert main(["decode", "--capture", str(capture), "-q"]) == 0
-    unbounded = _decoded(capsys.readouterr().out)
+    in_memory = _decoded(capsys.readouterr().out)
     assert main(["decode", "--capture", str(capture), "-q", "--memory-limit", limit]) == 0
-    assert _decoded(capsys.readouterr().out) == unbounded
+    assert _decoded(capsys.readouterr().out) == in_memory
 
 
 @pytest.mark.parametrize(("lines", "message"), [
