@@ -162,13 +162,18 @@ def test_change_buffer_without_budget_never_spills() -> None:
     assert not buf.spilled and len(buf) == 1000
 
 
-def _decode(name: str, **kwargs: Any) -> list[str]:
+def _decode(name: str, *, lazily: bool = False, **kwargs: Any) -> list[str]:
+    """The capture's records as JSON lines, from ``feed`` or (``lazily``) ``iter_feed``."""
     config = EventConfig.from_properties({"topic.prefix": "t",
                                           "provide.transaction.metadata": "true"})
     decoder = EventDecoder(config, clock=lambda: CLOCK, run_id="r", **kwargs)
     writer = JsonRecordWriter(config.json)
     with open(CAPTURES / f"{name}.jsonl", encoding="utf-8") as fh:
-        records = decoder.feed_rows(iter_capture(fh))
+        rows = list(iter_capture(fh))
+    if lazily:
+        records = [r for row in rows for r in decoder.iter_feed(row.data, row.lsn)]
+    else:
+        records = decoder.feed_rows(rows)
     return [writer.record_line(r) for r in records]
 
 
@@ -201,20 +206,10 @@ def test_memory_budget_rejects_nonsense() -> None:
         MemoryBudget(-1)
 
 
-def _decode_lazily(name: str, **kwargs: Any) -> list[str]:
-    config = EventConfig.from_properties({"topic.prefix": "t",
-                                          "provide.transaction.metadata": "true"})
-    decoder = EventDecoder(config, clock=lambda: CLOCK, run_id="r", **kwargs)
-    writer = JsonRecordWriter(config.json)
-    with open(CAPTURES / f"{name}.jsonl", encoding="utf-8") as fh:
-        return [writer.record_line(r) for row in iter_capture(fh)
-                for r in decoder.iter_feed(row.data, row.lsn)]
-
-
 @pytest.mark.parametrize("name", ["stream_commit", "stream_interleaved", "two_phase"])
 @pytest.mark.parametrize("limit", [None, 0])
 def test_iter_feed_gives_the_same_records(name: str, limit: int | None) -> None:
-    assert _decode_lazily(name, memory_limit=limit) == _decode(name)
+    assert _decode(name, lazily=True, memory_limit=limit) == _decode(name)
 
 
 def test_iter_feed_reads_a_committed_transaction_back_one_change_at_a_time() -> None:

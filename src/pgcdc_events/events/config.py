@@ -96,16 +96,26 @@ _RUNTIME_PREFIXES: Final = (
 )
 
 
+def _unknown(name: str, close: list[str]) -> ConfigurationError:
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    return ConfigurationError(f"unknown connector property {name!r}{hint}")
+
+
+def _near_misses(name: str, cutoff: float) -> list[str]:
+    """Known property names close to ``name``."""
+    known = list(dict.fromkeys([*APPLIED_PROPERTIES, *CONNECTOR_PROPERTIES, *_RUNTIME]))
+    return difflib.get_close_matches(name, known, n=3, cutoff=cutoff)
+
+
 def _refuse_near_miss(name: str) -> None:
     """Refuse a pass-through name (``database.*``, ``snapshot.*``...) that misspells a known
     property; names that extend one (``snapshot.select.statement.overrides.<table>``) pass."""
-    known = list(dict.fromkeys([*APPLIED_PROPERTIES, *CONNECTOR_PROPERTIES, *_RUNTIME]))
-    if any(name.startswith(k + ".") for k in known):
+    if any(name.startswith(k + ".")
+           for k in (*APPLIED_PROPERTIES, *CONNECTOR_PROPERTIES, *_RUNTIME)):
         return
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.85)
+    close = _near_misses(name, 0.85)
     if close:
-        raise ConfigurationError(
-            f"unknown connector property {name!r}; did you mean {' or '.join(close)}?")
+        raise _unknown(name, close)
 
 
 _OPERATIONS: Final = {"c", "u", "d", "t"}
@@ -236,11 +246,7 @@ class EventConfig:
                 _refuse_near_miss(name)  # database.dbnmae is a typo, not a driver option
                 not_applicable.append(name)
             else:
-                known = list(dict.fromkeys([*APPLIED_PROPERTIES, *CONNECTOR_PROPERTIES,
-                                            *_RUNTIME]))
-                close = difflib.get_close_matches(name, known, n=3, cutoff=0.75)
-                hint = f"; did you mean {' or '.join(close)}?" if close else ""
-                raise ConfigurationError(f"unknown connector property {name!r}{hint}")
+                raise _unknown(name, _near_misses(name, 0.75))
 
         def get(name: str) -> str:
             return str(props.get(name, APPLIED_PROPERTIES[name])).strip()

@@ -142,18 +142,12 @@ class EventDecoder:
         (metrics, ``flushable_lsn``) when it is exhausted.
         """
         message = self.reader.read(data)
+        lazy = _LAZY_HANDLERS.get(type(message))
+        if lazy is None:
+            return iter(self.handle(message, lsn))
         lsn = int(lsn)
-        if type(message) is StreamCommit:
-            self.metrics.last_lsn = lsn
-            buffer = self._take(self._streams, message.xid, "Stream Commit", "streamed")
-            return self._replay_iter(buffer, message.xid, message.commit_time, lsn,
-                                     message.end_lsn)
-        if type(message) is CommitPrepared:
-            self.metrics.last_lsn = lsn
-            buffer = self._take(self._prepared, message.xid, "Commit Prepared", "prepared")
-            return self._replay_iter(buffer, message.xid, message.commit_time, lsn,
-                                     message.end_lsn)
-        return iter(self.handle(message, lsn))
+        self.metrics.last_lsn = lsn
+        return lazy(self, message, lsn)
 
     def feed_rows(self, rows: Iterable[CaptureRow]) -> list[ChangeRecord]:
         """All records of a sequence of capture rows, in order."""
@@ -270,8 +264,11 @@ class EventDecoder:
         return []
 
     def _stream_commit(self, message: StreamCommit, lsn: int) -> list[ChangeRecord]:
+        return list(self._stream_commit_iter(message, lsn))
+
+    def _stream_commit_iter(self, message: StreamCommit, lsn: int) -> Iterator[ChangeRecord]:
         buffer = self._take(self._streams, message.xid, "Stream Commit", "streamed")
-        return self._replay(buffer, message.xid, message.commit_time, lsn, message.end_lsn)
+        return self._replay_iter(buffer, message.xid, message.commit_time, lsn, message.end_lsn)
 
     def _stream_prepare(self, message: StreamPrepare, lsn: int) -> list[ChangeRecord]:
         self._prepared[message.xid] = self._take(self._streams, message.xid, "Stream Prepare",
@@ -308,8 +305,12 @@ class EventDecoder:
         return []
 
     def _commit_prepared(self, message: CommitPrepared, lsn: int) -> list[ChangeRecord]:
+        return list(self._commit_prepared_iter(message, lsn))
+
+    def _commit_prepared_iter(self, message: CommitPrepared, lsn: int
+                              ) -> Iterator[ChangeRecord]:
         buffer = self._take(self._prepared, message.xid, "Commit Prepared", "prepared")
-        return self._replay(buffer, message.xid, message.commit_time, lsn, message.end_lsn)
+        return self._replay_iter(buffer, message.xid, message.commit_time, lsn, message.end_lsn)
 
     def _rollback_prepared(self, message: RollbackPrepared, lsn: int) -> list[ChangeRecord]:
         rolled_back = self._prepared.pop(message.xid, None)
@@ -323,13 +324,9 @@ class EventDecoder:
             return self._streams[self._stream_xid]
         return self._prepare_buffer
 
-    def _replay(self, buffer: ChangeBuffer, xid: int, commit_time: int, lsn: int, end_lsn: int
-                ) -> list[ChangeRecord]:
-        """Emit a buffered transaction's changes now that it committed."""
-        return list(self._replay_iter(buffer, xid, commit_time, lsn, end_lsn))
-
     def _replay_iter(self, buffer: ChangeBuffer, xid: int, commit_time: int, lsn: int,
                      end_lsn: int) -> Iterator[ChangeRecord]:
+        """A buffered transaction's records now that it committed; the buffer is closed."""
         try:
             first_lsn = next((p.lsn for p in buffer), lsn)
             self._txn = TransactionContext(xid, pg_timestamp_to_unix_us(commit_time),
@@ -602,4 +599,9 @@ _HANDLERS: Final[dict[type, Callable[..., list[ChangeRecord]]]] = {
     CommitPrepared: EventDecoder._commit_prepared,
     RollbackPrepared: EventDecoder._rollback_prepared,
     StreamPrepare: EventDecoder._stream_prepare,
+}
+#: The messages :meth:`EventDecoder.iter_feed` answers lazily (a whole buffered transaction).
+_LAZY_HANDLERS: Final[dict[type, Callable[..., Iterator[ChangeRecord]]]] = {
+    StreamCommit: EventDecoder._stream_commit_iter,
+    CommitPrepared: EventDecoder._commit_prepared_iter,
 }
