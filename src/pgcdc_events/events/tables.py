@@ -279,7 +279,7 @@ def _compose(outer: Callable[[Any], Any], inner: Callable[[bytes], Any]) -> Call
 
 def _key_columns(relation: Relation, config: EventConfig,
                  catalog_table: CatalogTable | None) -> tuple[str, ...]:
-    """Key column names: ``message.key.columns``, else the primary key.
+    """Key column names: ``message.key.columns``, else the primary key, else a unique index.
 
     Without a catalog snapshot the primary key is taken to be the replica-identity
     columns of a REPLICA IDENTITY DEFAULT table (they are its primary key); other
@@ -289,7 +289,7 @@ def _key_columns(relation: Relation, config: EventConfig,
     if override is not None:
         return override
     if catalog_table is not None:
-        return catalog_table.primary_key
+        return catalog_table.event_key
     if relation.replica_identity == "d":
         return tuple(c.name for c in relation.columns if c.is_key)
     return ()
