@@ -31,6 +31,7 @@ from pgcdc_events.types.catalog import CatalogTable
 from pgcdc_events.types.defaults import null_fallback
 from pgcdc_events.types.mapper import ColumnMapping, TypeMapper, conversion_error
 from pgcdc_events.types.schema import Field, Schema, Struct, struct_schema
+from pgcdc_events.types.source_type import without_source_parameters
 
 __all__ = ["TRANSACTION_BLOCK_SCHEMA", "ColumnPlan", "TableSchema", "build_table_schema"]
 
@@ -233,8 +234,9 @@ def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConf
     key_positions: tuple[int, ...] = ()
     if key_names and all(k in key_at for k in key_names):
         key_positions = tuple(key_at[k] for k in key_names)
-        key_schema = struct_schema(f"{base}.Key", [(plans[i].name, plans[i].mapping.schema)
-                                                   for i in key_positions])
+        key_schema = struct_schema(f"{base}.Key",
+                                   [(plans[i].name, without_source_parameters(
+                                       plans[i].mapping.schema)) for i in key_positions])
     value_schema = Schema("struct", optional=True, name=f"{base}.Value",
                           fields=tuple(Field(plans[i].name, n, plans[i].mapping.schema)
                                        for n, i in enumerate(in_value)))

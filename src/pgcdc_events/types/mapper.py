@@ -23,7 +23,7 @@ from pgcdc_events.types.defaults import parse_default
 from pgcdc_events.types.mapping import Builder, Converter, ValueMapping
 from pgcdc_events.types.registry import PgType, TypeRegistry
 from pgcdc_events.types.schema import NO_DEFAULT, Schema
-from pgcdc_events.types.source_type import source_length_scale
+from pgcdc_events.types.source_type import SOURCE_PARAMETER_PREFIX, source_length_scale
 
 __all__ = ["BUILDERS", "ColumnMapping", "TypeMapper"]
 
@@ -172,10 +172,10 @@ class TypeMapper:
             return ()
         length, scale = source_length_scale(pg_type, typmod)
         return (
-            ("__debezium.source.column.type", type_name.upper()),
-            ("__debezium.source.column.length", str(length)),
-            ("__debezium.source.column.scale", str(scale)),
-            ("__debezium.source.column.name", name),
+            (f"{SOURCE_PARAMETER_PREFIX}type", type_name.upper()),
+            (f"{SOURCE_PARAMETER_PREFIX}length", str(length)),
+            (f"{SOURCE_PARAMETER_PREFIX}scale", str(scale)),
+            (f"{SOURCE_PARAMETER_PREFIX}name", name),
         )
 
 
