@@ -210,7 +210,7 @@ def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConf
         from_text, from_binary, schema = mapping.from_text, mapping.from_binary, mapping.schema
         transform = column_transform(config, ns, name, column.name, schema, mapping.pg_type,
                                      column.type_modifier if ccol is None else ccol.type_modifier)
-        null_value = null_fallback(mapping, mapping.pg_type, schema.optional, schema.default)
+        null_value = null_fallback(mapping, mapping.pg_type, not mapping.not_null, schema.default)
         if not schema.optional and mapping.pg_type.root.name in _MAY_BE_UNREPRESENTABLE:
             from_text = _required(from_text, schema)
             from_binary = _required(from_binary, schema) if from_binary is not None else None

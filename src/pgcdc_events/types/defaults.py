@@ -147,9 +147,11 @@ _ZERO_TEXT: Final[dict[str, str]] = {
     "int2": "0", "int4": "0", "int8": "0", "date": "1970-01-01",
     "timestamp": "1970-01-01 00:00:00", "timestamptz": "1970-01-01 00:00:00+00",
     "time": "00:00:00", "timetz": "00:00:00+00", "oid": "0", "float4": "0", "float8": "0",
-    "numeric": "0", "money": "0", "bool": "f",
+    "numeric": "0", "money": "0", "bool": "f", "point": "(0,0)",
     "interval": "00:00:00", "uuid": "00000000-0000-0000-0000-000000000000", "bytea": "\\x",
 }
+#: The zero of a PostGIS column: an empty GEOMETRYCOLLECTION as WKB, no SRID.
+_EMPTY_COLLECTION_WKB: Final = bytes.fromhex("010700000000000000")
 _ZERO_BY_SCHEMA: Final[dict[str, Any]] = {
     "int8": 0, "int16": 0, "int32": 0, "int64": 0, "float32": 0.0, "float64": 0.0,
     "boolean": False, "string": "", "bytes": b"",
@@ -177,9 +179,12 @@ def null_fallback(mapping: _Mapped, pg_type: PgType, optional: bool, default: An
     if default is not NO_DEFAULT and default is not None:
         return default
     schema = mapping.schema
-    if pg_type.root.name == "hstore" and schema.type == "string":
+    root = pg_type.root.name
+    if root == "hstore" and schema.type == "string":
         return "{}"  # an empty hstore in json mode
-    literal = _ZERO_TEXT.get(pg_type.root.name)
+    if root in ("geometry", "geography") and schema.type == "struct":
+        return Struct(schema, (_EMPTY_COLLECTION_WKB, None))
+    literal = _ZERO_TEXT.get(root)
     if literal is not None:
         try:
             return mapping.from_text(literal.encode())

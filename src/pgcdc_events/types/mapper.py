@@ -48,6 +48,9 @@ class ColumnMapping:
     from_text: Converter
     from_binary: Converter | None
     toast: Any
+    #: The column is NOT NULL (a value PostgreSQL did not send then gets a fill, even where
+    #: the schema is optional: a NOT NULL PostGIS geometry).
+    not_null: bool = False
 
     def convert(self, raw: bytes, *, binary: bool = False, table: str = "?") -> Any:
         """Convert one value, wrapping failures in :class:`ConversionError` with context."""
@@ -135,7 +138,9 @@ class TypeMapper:
         mapping = self.value_mapping(pg_type, type_modifier)
         if mapping is None:
             return None
-        schema = mapping.schema.with_(optional=optional)
+        # Debezium declares every PostGIS geometry optional, NOT NULL or not (golden
+        # events_geometry); a geography keeps its NOT NULL.
+        schema = mapping.schema.with_(optional=optional or pg_type.root.name == "geometry")
         if default is not None:
             value = parse_default(default, mapping, pg_type)
             if value is not NO_DEFAULT:
@@ -144,7 +149,7 @@ class TypeMapper:
         if params:
             schema = schema.with_(parameters=(*(schema.parameters or ()), *params))
         return ColumnMapping(name, pg_type, type_modifier, schema, mapping.from_text,
-                             mapping.from_binary, mapping.toast)
+                             mapping.from_binary, mapping.toast, not optional)
 
     def relation_column(self, column: RelationColumn, *, table: str, replica_identity: str,
                         catalog_column: CatalogColumn | None = None) -> ColumnMapping | None:
