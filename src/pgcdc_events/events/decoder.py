@@ -188,7 +188,9 @@ class EventDecoder:
     def _relation(self, message: Relation, lsn: int) -> list[ChangeRecord]:
         config = self.config
         if config.includes_table(message.namespace, message.name):
-            ctable = self.catalog.table(message.namespace, message.name) if self.catalog else None
+            ctable = None if self.catalog is None else self.catalog.table_for(
+                message.relation_id, message.namespace, message.name,
+                [(c.name, c.type_oid) for c in message.columns])
             self._tables[message.relation_id] = build_table_schema(
                 message, self.mapper, config, ctable, self.on_conversion_error)
         else:

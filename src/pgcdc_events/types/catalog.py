@@ -218,6 +218,26 @@ class CatalogSnapshot:
         """The table with relation OID ``oid``, if captured."""
         return self._by_oid.get(oid)
 
+    def table_for(self, oid: int, namespace: str, name: str,
+                  columns: Iterable[tuple[str, int]]) -> CatalogTable | None:
+        """The catalog's description of the relation a Relation message describes.
+
+        By relation OID first: a table renamed since the change is still the same table.
+        Else by name, but only when the table found has the very columns (names and type
+        OIDs) the message lists: a table dropped and recreated under the same name since
+        the change is another table, and describing the change by it would give the
+        change another key (the connector, which looks tables up by name, does that;
+        golden events_rename). ``columns`` are the message's ``(name, type OID)`` pairs.
+        """
+        table = self._by_oid.get(oid)
+        if table is not None:
+            return table
+        table = self._by_name.get((namespace, name))
+        if table is None:
+            return None
+        mine = [(c.name, c.type_oid) for c in table.columns if not c.generated]
+        return table if mine == list(columns) else None
+
     def type(self, oid: int) -> CatalogType | None:
         """The non-built-in type with OID ``oid``, if known."""
         return self._types.get(oid)
