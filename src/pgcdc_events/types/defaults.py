@@ -153,7 +153,7 @@ _ZERO_TEXT: Final[dict[str, str]] = {
     "int2": "0", "int4": "0", "int8": "0", "date": "1970-01-01",
     "timestamp": "1970-01-01 00:00:00", "timestamptz": "1970-01-01 00:00:00+00",
     "time": "00:00:00", "timetz": "00:00:00+00", "oid": "0", "float4": "0", "float8": "0",
-    "numeric": "0", "money": "0", "bool": "f", "point": "(0,0)",
+    "numeric": "0", "money": "0.00", "bool": "f", "point": "(0,0)",
     "interval": "00:00:00", "uuid": "00000000-0000-0000-0000-000000000000", "bytea": "\\x",
 }
 #: The zero of a PostGIS column: an empty GEOMETRYCOLLECTION as WKB, no SRID.
