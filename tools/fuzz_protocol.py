@@ -6,7 +6,8 @@ Run: ``.venv/bin/python tools/fuzz_protocol.py [--cases 1000000] [--family messa
 ``messages``: random, truncated, bit-flipped and spliced real messages (every message
 of the committed real captures in tests/protocol/captures, plus generated messages
 of every type), each parsed with and without the in-stream flag and fed to a
-long-lived reader. Only ProtocolError may escape, with the message type and offset.
+long-lived reader. Only ProtocolError may escape, with the message type and offset,
+and every message that parses must re-encode to exactly its bytes.
 
 ``sequences``: windows of the real capture sessions, reordered, duplicated, cut
 (missing Begin/Commit, missing Relation), with a change to an unknown relation,
@@ -124,8 +125,12 @@ def run_messages(cases: int, seed: int) -> tuple[Counter[str], list[str], float]
         started = time.process_time()
         for in_stream in (False, True):
             try:
-                parse_message(data, in_stream=in_stream)
+                message = parse_message(data, in_stream=in_stream)
                 stats["parsed"] += 1
+                again = encode_message(message)
+                if again != data:
+                    failures.append(f"case {i}: parses but re-encodes as {again.hex()}: "
+                                    f"{data.hex()}")
             except ProtocolError as exc:
                 stats["ProtocolError"] += 1
                 problem = _context_problem(exc, data)
