@@ -28,6 +28,18 @@ class CaptureError(ProtocolError):
         self.line = line
         super().__init__(f"line {line}: {expected}", detail=detail)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # ``expected`` already names the line: rebuild without adding it twice (pickling
+        # carries the error from a worker process whole)
+        return (_rebuild_capture_error, (self.expected, self.line, self.detail))
+
+
+def _rebuild_capture_error(expected: str, line: int, detail: str | None) -> CaptureError:
+    error = CaptureError.__new__(CaptureError)
+    error.line = line
+    ProtocolError.__init__(error, expected, detail=detail)
+    return error
+
 
 # The lines dump_capture_row writes (what capture, the recorder and the tools write). They
 # take a fast path; any other valid line goes through json.loads and from_json.
