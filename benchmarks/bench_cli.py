@@ -127,6 +127,8 @@ def main() -> None:
             slot_args = ["--dsn", dsn, "--publication", "dbz_publication", "--quiet"]
             rows: list[tuple[str, float, float, float]] = []  # name, records, seconds, MiB
 
+            (work / "cap").mkdir()
+            (work / "capdec").mkdir()
             cap_s, cap_mib = timed([*CLI, "capture", "--output", str(work / "cap"),
                                     "--slot", "cap", *slot_args], env)
             capture = work / "cap" / "capture.jsonl"
