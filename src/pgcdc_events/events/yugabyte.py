@@ -79,6 +79,8 @@ __all__ = [
     "YugabyteTable",
     "cell_schema",
     "make_decoder",
+    "yb_envelope_schema",
+    "yugabyte_table",
 ]
 
 _OPT_INT64: Final = Schema("int64", optional=True)
@@ -127,15 +129,22 @@ def yugabyte_table(base: TableSchema, replica_identity: str) -> YugabyteTable:
     value_schema = attrs.evolve(base.value_schema, fields=tuple(
         Field(f.name, f.index, cells[pos])
         for f, pos in zip(base.value_schema.fields or (), positions, strict=True)))
-    # Debezium 2.5's Envelope.defineSchema(): before, after, source, op, ts_ms, transaction.
-    envelope = struct_schema(
-        base.envelope_schema.name,
-        [("before", value_schema), ("after", value_schema), ("source", YB_SOURCE_SCHEMA),
+    envelope = yb_envelope_schema(base.envelope_schema.name, value_schema, YB_SOURCE_SCHEMA,
+                                  version=base.envelope_schema.version)
+    return YugabyteTable(base, replica_identity, cells, key_schema, value_schema, envelope)
+
+
+def yb_envelope_schema(name: str | None, value_schema: Schema, source_schema: Schema, *,
+                       version: int | None = None) -> Schema:
+    """The envelope of the Debezium 2.5 the YugabyteDB connector is built on
+    (``Envelope.defineSchema()``): before, after, source, op, ts_ms, transaction."""
+    return struct_schema(
+        name,
+        [("before", value_schema), ("after", value_schema), ("source", source_schema),
          ("op", Schema("string")), ("ts_ms", _OPT_INT64),
          ("transaction", TRANSACTION_BLOCK_SCHEMA)],
-        version=base.envelope_schema.version,
+        version=version,
     )
-    return YugabyteTable(base, replica_identity, cells, key_schema, value_schema, envelope)
 
 
 def _quoted(namespace: str, name: str) -> str:
