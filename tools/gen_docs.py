@@ -281,6 +281,8 @@ def configuration_page() -> str:
                                     "as the connector's event dispatcher does",
         "skip.messages.without.change": "drops updates whose included columns did not change "
                                         "(needs the old row: REPLICA IDENTITY FULL)",
+        "plugin.name": "`pgoutput` or `yboutput` (the YugabyteDB connector's records, see "
+                       "[yugabytedb.md](yugabytedb.md))",
     }
     for name, default in sorted(APPLIED_PROPERTIES.items()):
         debezium = CONNECTOR_PROPERTIES.get(name)

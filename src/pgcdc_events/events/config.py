@@ -64,6 +64,7 @@ APPLIED_PROPERTIES: Final[dict[str, str]] = {
     "skip.messages.without.change": "false",
     "extended.headers.enabled": "true",
     "xmin.fetch.interval.ms": "0",
+    "plugin.name": "pgoutput",
     **TYPE_PROPERTIES,
 }
 
@@ -75,8 +76,14 @@ DEFAULT_ONLY_PROPERTIES: Final[dict[str, str]] = {
     "sourceinfo.struct.maker": "io.debezium.connector.postgresql.PostgresSourceInfoStructMaker",
     "transaction.metadata.factory":
         "io.debezium.pipeline.txmetadata.DefaultTransactionMetadataFactory",
-    "plugin.name": "pgoutput",
 }
+
+#: ``plugin.name`` values: pgoutput, and YugabyteDB's yboutput (the YugabyteDB connector's
+#: behaviour, see :mod:`pgcdc_events.events.yugabyte`).
+PLUGIN_NAMES: Final = ("pgoutput", "yboutput")
+#: Properties only the YugabyteDB connector defines (yugabyte/debezium
+#: PostgresConnectorConfig.YB_CONSISTENT_SNAPSHOT); accepted, not applicable, under yboutput.
+YUGABYTEDB_PROPERTIES: Final = frozenset({"yb.consistent.snapshot"})
 
 #: Kafka Connect / embedded-engine properties that are not connector fields.
 _RUNTIME: Final = frozenset({
@@ -197,6 +204,9 @@ class EventConfig:
     event_converting_failure_handling_mode: FailureMode = "fail"
     skip_messages_without_change: bool = False
     extended_headers_enabled: bool = True
+    #: ``plugin.name``: ``yboutput`` selects the YugabyteDB connector's records
+    #: (:class:`~pgcdc_events.events.yugabyte.YugabyteEventDecoder`).
+    plugin_name: Literal["pgoutput", "yboutput"] = "pgoutput"
     version: str = __version__
     not_applicable: tuple[str, ...] = ()
 
@@ -240,7 +250,9 @@ class EventConfig:
                         f"{name}={value!r} changes events in a way pgcdc-events does not implement;"
                         f" only {DEFAULT_ONLY_PROPERTIES[name]!r} is supported")
                 not_applicable.append(name)
-            elif name in CONNECTOR_PROPERTIES or name in _RUNTIME:
+            elif (name in CONNECTOR_PROPERTIES or name in _RUNTIME
+                  or (name in YUGABYTEDB_PROPERTIES
+                      and str(props.get("plugin.name")).strip() == "yboutput")):
                 not_applicable.append(name)
             elif name.startswith(_RUNTIME_PREFIXES):
                 _refuse_near_miss(name)  # database.dbnmae is a typo, not a driver option
@@ -312,6 +324,11 @@ class EventConfig:
             "event.processing.failure.handling.mode", failure)
         values["event_converting_failure_handling_mode"] = choice(
             "event.converting.failure.handling.mode", failure)
+        values["plugin_name"] = choice("plugin.name", PLUGIN_NAMES)
+        if values["plugin_name"] == "yboutput" and "t" not in values["skipped_operations"]:
+            raise ConfigurationError(
+                "skipped.operations must include 't' with plugin.name=yboutput: the YugabyteDB "
+                "connector's yboutput decoder does not support TRUNCATE")
         values["mask_with_chars"] = tuple(masks_chars)
         values["mask_with_hash"] = tuple(masks_hash)
         values["truncate_to_chars"] = tuple(truncates)
