@@ -9,7 +9,8 @@ from typing import Any
 
 from pgcdc_events.cli._io import open_input, open_output
 from pgcdc_events.errors import ConfigurationError, PgCdcError
-from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
+from pgcdc_events.events import EventConfig, JsonRecordWriter
+from pgcdc_events.events.yugabyte import make_decoder
 from pgcdc_events.properties import load_properties
 from pgcdc_events.protocol import CaptureError, CaptureRow
 from pgcdc_events.types.catalog import CatalogSnapshot
@@ -23,8 +24,9 @@ def register(commands: Any) -> None:
         "decode",
         help="decode a capture into Debezium change-event records (JsonConverter JSON)",
         description="Decode a capture (JSON Lines of {lsn, xid, data}) into the records the "
-        "Debezium PostgreSQL connector would produce, one {topic, key, value, headers} object "
-        "a line, key/value/headers as Kafka's JsonConverter writes them.",
+        "Debezium PostgreSQL connector would produce (with -c plugin.name=yboutput, those of "
+        "the YugabyteDB connector for a yboutput capture), one {topic, key, value, headers} "
+        "object a line, key/value/headers as Kafka's JsonConverter writes them.",
     )
     parser.add_argument("--capture", required=True, help="capture JSON Lines ('-' for stdin)")
     parser.add_argument("--catalog", help="catalog snapshot JSON (pgcdc-events catalog)")
@@ -65,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if args.memory_limit < 0:
         raise ConfigurationError(f"--memory-limit must not be negative, got {args.memory_limit}")
     catalog = CatalogSnapshot.load(args.catalog) if args.catalog else None
-    decoder = EventDecoder(config, catalog=catalog, proto_version=args.proto_version,
+    decoder = make_decoder(config, catalog=catalog, proto_version=args.proto_version,
                            streaming=args.streaming,
                            memory_limit=int(args.memory_limit * 1024 * 1024))
     writer = JsonRecordWriter.for_config(config)
