@@ -17,6 +17,7 @@ from pgcdc_events.events.yugabyte_transforms import pg_compatible
 from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.yugabyte import pg_compatible_columns, yugabyte_dataframe
 from pgcdc_events.testing.yugabyte import YugabyteWorkload, yugabyte_workloads
+from support.yboutput import run_python_blocks
 
 
 def _plain(value: Any) -> Any:
@@ -50,3 +51,13 @@ def test_yugabyte_dataframe_refuses_tombstones(spark: SparkSession) -> None:
         (YbOp("insert", (1,), {"pk": 1}),), (YbOp("delete", (1,)),)))
     with pytest.raises(SparkDecodeError, match="tombstone"):
         yugabyte_dataframe(spark, workload.records())
+
+
+def test_the_spark_example_of_the_docs_runs(spark: SparkSession, tmp_path: Any,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/yugabytedb.md, "A YugabyteDB pipeline on Spark", as written (getOrCreate gives
+    the run's session)."""
+    monkeypatch.chdir(tmp_path)
+    namespace = run_python_blocks(spark=True)
+    assert namespace["spark"] is spark
+    assert len(namespace["changes"]) == 2

@@ -8,7 +8,10 @@ them (PgOutputMessageDecoder.resolveColumnsFromStreamTupleData reads 't', 'u', '
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
 
 from pgcdc_events.events import EventConfig
 from pgcdc_events.events.records import ChangeRecord
@@ -83,5 +86,27 @@ def decode(config: dict[str, str], messages: Iterable[tuple[Message, int]],
     return out
 
 
-__all__ = ["Delete", "Insert", "Update", "catalog", "decode", "relation", "text",
-           "transaction"]
+# -- docs/yugabytedb.md's examples ------------------------------------------------------------
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "yugabytedb.md"
+
+
+def blocks(language: str) -> list[str]:
+    """The fenced blocks of the page in ``language``, in order."""
+    return re.findall(rf"^```{language}\n(.*?)^```", DOC.read_text(encoding="utf-8"),
+                      flags=re.M | re.S)
+
+
+def run_python_blocks(*, spark: bool) -> dict[str, Any]:
+    """Run the page's Python blocks in order in one namespace (the Spark one only if asked)."""
+    namespace: dict[str, Any] = {}
+    for block in blocks("python"):
+        if "pyspark" in block and not spark:
+            continue
+        exec(compile(block, str(DOC), "exec"), namespace)
+    return namespace
+
+
+
+__all__ = ["Delete", "Insert", "Update", "blocks", "catalog", "decode", "relation",
+           "run_python_blocks", "text", "transaction"]
