@@ -13,11 +13,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from pgcdc_events.events import EventConfig
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.yugabyte import YugabyteEventDecoder
 from pgcdc_events.protocol import (
+    KIND_UNCHANGED_TOAST,
     Begin,
+    CaptureRow,
     Commit,
     Delete,
     Insert,
@@ -27,6 +31,7 @@ from pgcdc_events.protocol import (
     TupleData,
     Update,
     encode_message,
+    parse_message,
 )
 from pgcdc_events.types.catalog import CatalogColumn, CatalogSnapshot, CatalogTable
 
@@ -86,6 +91,48 @@ def decode(config: dict[str, str], messages: Iterable[tuple[Message, int]],
     return out
 
 
+# -- real PostgreSQL bytes as yboutput --------------------------------------------------------
+
+def as_yboutput(rows: list[CaptureRow], changed: Sequence[set[str]] = ()
+                ) -> list[tuple[bytes, int]]:
+    """PostgreSQL's pgoutput rows as YugabyteDB's yboutput sends them under CHANGE: the
+    Relation's identity byte is ``c``, and the n-th UPDATE's new tuple keeps the primary key
+    and the columns in ``changed[n]`` (the statement's SET list), every other column kind
+    ``u`` (yb_decode.c YBDecodeUpdate / proto.c logicalrep_write_tuple)."""
+    out: list[tuple[bytes, int]] = []
+    relation: Relation | None = None
+    updates = iter(changed)
+    for row in rows:
+        message = parse_message(row.data)
+        data = row.data
+        if isinstance(message, Relation):
+            relation = attrs.evolve(message, replica_identity="c")
+            data = encode_message(relation, yboutput=True)
+        elif isinstance(message, Update) and changed:
+            assert relation is not None
+            sent = next(updates)
+            new = message.new
+            kinds = bytes(k if c.is_key or c.name in sent else KIND_UNCHANGED_TOAST
+                          for k, c in zip(new.kinds, relation.columns, strict=True))
+            values = tuple(v if c.is_key or c.name in sent else None
+                           for v, c in zip(new.values, relation.columns, strict=True))
+            data = encode_message(attrs.evolve(message, new=TupleData(kinds, values)),
+                                  yboutput=True)
+        out.append((data, row.lsn))
+    return out
+
+
+def decode_yb(stream: list[tuple[bytes, int]], catalog: Any = None, **props: str
+              ) -> list[ChangeRecord]:
+    decoder = YugabyteEventDecoder(EventConfig.from_properties(
+        {"topic.prefix": "test_server", "plugin.name": "yboutput", **props}), catalog=catalog)
+    records: list[ChangeRecord] = []
+    for data, lsn in stream:
+        records += decoder.feed(data, lsn)
+    return records
+
+
+
 # -- docs/yugabytedb.md's examples ------------------------------------------------------------
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "yugabytedb.md"
@@ -108,5 +155,17 @@ def run_python_blocks(*, spark: bool) -> dict[str, Any]:
 
 
 
-__all__ = ["Delete", "Insert", "Update", "blocks", "catalog", "decode", "relation",
-           "run_python_blocks", "text", "transaction"]
+__all__ = [
+    "Delete",
+    "Insert",
+    "Update",
+    "as_yboutput",
+    "blocks",
+    "catalog",
+    "decode",
+    "decode_yb",
+    "relation",
+    "run_python_blocks",
+    "text",
+    "transaction",
+]
