@@ -95,21 +95,25 @@ def decode(config: dict[str, str], messages: Iterable[tuple[Message, int]],
 
 def as_yboutput(rows: list[CaptureRow], changed: Sequence[set[str]] = ()
                 ) -> list[tuple[bytes, int]]:
-    """PostgreSQL's pgoutput rows as YugabyteDB's yboutput sends them under CHANGE: the
-    Relation's identity byte is ``c``, and the n-th UPDATE's new tuple keeps the primary key
-    and the columns in ``changed[n]`` (the statement's SET list), every other column kind
-    ``u`` (yb_decode.c YBDecodeUpdate / proto.c logicalrep_write_tuple)."""
+    """PostgreSQL's pgoutput rows as YugabyteDB's yboutput sends them: a DEFAULT table is
+    CHANGE there (the service's default), so its Relation's identity byte becomes ``c`` and
+    the n-th UPDATE of a CHANGE table keeps the primary key and the columns in
+    ``changed[n]`` (the statement's SET list), every other column kind ``u`` (yb_decode.c
+    YBDecodeUpdate / proto.c logicalrep_write_tuple). FULL and NOTHING tables are as sent."""
     out: list[tuple[bytes, int]] = []
-    relation: Relation | None = None
+    relations: dict[int, Relation] = {}
     updates = iter(changed)
     for row in rows:
         message = parse_message(row.data)
         data = row.data
         if isinstance(message, Relation):
-            relation = attrs.evolve(message, replica_identity="c")
+            identity = "c" if message.replica_identity == "d" else message.replica_identity
+            relation = relations[message.relation_id] = attrs.evolve(
+                message, replica_identity=identity)
             data = encode_message(relation, yboutput=True)
-        elif isinstance(message, Update) and changed:
-            assert relation is not None
+        elif (isinstance(message, Update) and changed
+              and relations[message.relation_id].replica_identity == "c"):
+            relation = relations[message.relation_id]
             sent = next(updates)
             new = message.new
             kinds = bytes(k if c.is_key or c.name in sent else KIND_UNCHANGED_TOAST

@@ -12,6 +12,7 @@ test_table(text) VALUES ('insert'). Records are YBVerifyRecord-checked (key cell
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -190,3 +191,127 @@ def test_verify_operations_for_table_with_mixed_columns_yb_output(pg_conn: Any) 
                  "o_type", "o_created_at", "o_updated_at", "dis_details", "o_metadata",
                  "tx_data", "tx_ref_d", "rw_d", "meta", "created_at", "deleted_at"):
         assert after[name] is None, name
+
+
+def _values(record: ChangeRecord, part: str, expected: dict[str, Any]) -> None:
+    """assertRecordSchemaAndValues under yboutput (AbstractRecordsProducerTest
+    .SchemaAndValueField.assertFor: "YB Note: Not asserting for schema"): each field's
+    ``getStruct(field).get("value")``; an expected null also accepts a null cell."""
+    content = record.value[part]  # type: ignore[index]
+    assert content is not None
+    for name, want in expected.items():
+        cell = content[name]
+        actual = None if cell is None else cell["value"]
+        assert actual == want, name
+        if want is not None:
+            assert type(actual) is type(want), name  # "Incorrect value type"
+
+
+def test_should_receive_changes_for_new_table(pg_conn: Any) -> None:
+    """shouldReceiveChangesForNewTable: CREATE SCHEMA s1; CREATE TABLE s1.a (pk SERIAL,
+    aa integer, PRIMARY KEY(pk)); INSERT INTO s1.a (aa) VALUES (11) --
+    assertRecordInserted("s1.a", PK_FIELD, 1)."""
+    capturer = _setup(pg_conn)
+    pg_conn.run("CREATE SCHEMA s1")
+    pg_conn.run("CREATE TABLE s1.a (pk SERIAL, aa integer, PRIMARY KEY(pk))")
+    pg_conn.run("ALTER PUBLICATION pub ADD TABLE s1.a")
+    pg_conn.run("INSERT INTO s1.a (aa) VALUES (11)")
+    (record,) = decode_yb(as_yboutput(capturer.changes()))
+    assert record.topic == "test_server.s1.a"
+    _check(record, "c", "pk", 1)
+
+
+def test_should_receive_changes_for_renamed_table(pg_conn: Any) -> None:
+    """shouldReceiveChangesForRenamedTable: ALTER TABLE test_table RENAME TO
+    renamed_test_table; INSERT INTO renamed_test_table (text) VALUES ('new') --
+    assertRecordInserted("public.renamed_test_table", PK_FIELD, 2)."""
+    capturer = _setup(pg_conn)
+    _statements(pg_conn, "ALTER TABLE test_table RENAME TO renamed_test_table;"
+                         "INSERT INTO renamed_test_table (text) VALUES ('new')")
+    (record,) = decode_yb(as_yboutput(capturer.changes()))
+    assert record.topic == "test_server.public.renamed_test_table"
+    _check(record, "c", "pk", 2)
+
+
+def test_should_receive_changes_for_default_values(pg_conn: Any) -> None:
+    """shouldReceiveChangesForDefaultValues: REPLICA IDENTITY FULL; ADD COLUMN default_column
+    TEXT DEFAULT 'default'; INSERT INTO test_table (text) VALUES ('update') -- insert of
+    pk 2 with text "update" and default_column "default"."""
+    capturer = _setup(pg_conn)
+    _statements(pg_conn, "ALTER TABLE test_table REPLICA IDENTITY FULL;"
+                         "ALTER TABLE test_table ADD COLUMN default_column TEXT DEFAULT "
+                         "'default';"
+                         "INSERT INTO test_table (text) VALUES ('update')")
+    (record,) = decode_yb(as_yboutput(capturer.changes()), fetch_catalog(pg_conn))
+    assert record.topic == "test_server.public.test_table"
+    _check(record, "c", "pk", 2)
+    _values(record, "after", {"text": "update", "default_column": "default"})
+
+
+def test_should_receive_changes_for_type_constraints(pg_conn: Any) -> None:
+    """shouldReceiveChangesForTypeConstraints, as far as it goes on YugabyteDB ("YB Note:
+    Altering column for table part of CDC replication is not allowed": it returns there):
+    ADD COLUMN num_val NUMERIC(5,2); REPLICA IDENTITY FULL; UPDATE test_table SET num_val =
+    123.45 WHERE pk = 1 -- before num_val null, after Decimal 123.45."""
+    capturer = _setup(pg_conn)
+    pg_conn.run("ALTER TABLE test_table ADD COLUMN num_val NUMERIC(5,2)")
+    pg_conn.run("ALTER TABLE test_table REPLICA IDENTITY FULL")
+    catalog = fetch_catalog(pg_conn)
+    capturer.changes()  # the connector starts here
+    pg_conn.run("UPDATE test_table SET num_val = 123.45 WHERE pk = 1")
+    (record,) = decode_yb(as_yboutput(capturer.changes(), [{"num_val"}]), catalog)
+    _check(record, "u", "pk", 1)
+    _values(record, "before", {"num_val": None})
+    _values(record, "after", {"num_val": Decimal("123.45")})
+
+
+@pytest.mark.parametrize("defaults", [False, True], ids=["NullDefaults", "Defaults"])
+def test_should_receive_numeric_type_as_double(pg_conn: Any, defaults: bool) -> None:
+    """shouldReceiveNumericTypeAsDoubleWithNullDefaults and ...WithDefaults
+    (decimal.handling.mode=double, REPLICA IDENTITY FULL): INSERT (pk) VALUES (1) --
+    pk 1 and r_numeric, r_int null (NULL DEFAULT NULL) or 1.0 and 2 (NOT NULL DEFAULT 1/2)."""
+    _setup(pg_conn).drop()
+    table = "numeric_table_with_defaults" if defaults else "numeric_table_with_n_defaults"
+    body = ("r_numeric numeric(19, 4) NOT NULL DEFAULT 1, r_int int4 NOT NULL DEFAULT 2"
+            if defaults else
+            "r_numeric numeric(19, 4) NULL DEFAULT NULL, r_int int4 NULL DEFAULT NULL")
+    pg_conn.run(f"CREATE TABLE {table} (pk int4 PRIMARY KEY NOT NULL, {body})")
+    pg_conn.run(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
+    catalog = fetch_catalog(pg_conn)
+    capturer = Capturer(pg_conn, tables=[table])
+    pg_conn.run(f"INSERT INTO {table} (pk) VALUES (1)")
+    (record,) = decode_yb(as_yboutput(capturer.changes()), catalog,
+                          **{"decimal.handling.mode": "double"})
+    _check(record, "c", "pk", 1)
+    _values(record, "after", {"pk": 1, "r_numeric": 1.0 if defaults else None,
+                              "r_int": 2 if defaults else None})
+
+
+def test_should_receive_changes_for_updates_with_column_changes(pg_conn: Any) -> None:
+    """shouldReceiveChangesForUpdatesWithColumnChanges (REPLICA IDENTITY FULL): ADD COLUMN
+    uvc VARCHAR(2), then UPDATE uvc = 'aa' (before uvc null, after "aa"); RENAME uvc TO xvc,
+    UPDATE xvc = 'bb' (before "aa", after "bb"); DROP xvc, UPDATE text = 'update' (a valid
+    update); ADD COLUMN modtype INTEGER, INSERT (pk, modtype) VALUES (2, 1) (after modtype 1).
+    """
+    capturer = _setup(pg_conn)
+    pg_conn.run("ALTER TABLE test_table ADD COLUMN uvc VARCHAR(2)")
+    pg_conn.run("ALTER TABLE test_table REPLICA IDENTITY FULL")
+    catalog = fetch_catalog(pg_conn)
+    capturer.changes()  # the connector starts here
+    pg_conn.run("UPDATE test_table SET uvc ='aa' WHERE pk = 1")
+    _statements(pg_conn, "ALTER TABLE test_table RENAME COLUMN uvc to xvc;"
+                         "UPDATE test_table SET xvc ='bb' WHERE pk = 1")
+    _statements(pg_conn, "ALTER TABLE test_table DROP COLUMN xvc;"
+                         "UPDATE test_table SET text ='update' WHERE pk = 1")
+    _statements(pg_conn, "ALTER TABLE test_table ADD COLUMN modtype INTEGER;"
+                         "INSERT INTO test_table (pk,modtype) VALUES (2,1)")
+    first, second, third, insert = decode_yb(as_yboutput(capturer.changes()), catalog)
+    _check(first, "u", "pk", 1)
+    _values(first, "before", {"uvc": None})
+    _values(first, "after", {"uvc": "aa"})
+    _check(second, "u", "pk", 1)
+    _values(second, "before", {"xvc": "aa"})
+    _values(second, "after", {"xvc": "bb"})
+    _check(third, "u", "pk", 1)
+    _check(insert, "c", "pk", 2)
+    _values(insert, "after", {"modtype": 1})
