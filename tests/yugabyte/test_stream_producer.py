@@ -315,3 +315,55 @@ def test_should_receive_changes_for_updates_with_column_changes(pg_conn: Any) ->
     _check(third, "u", "pk", 1)
     _check(insert, "c", "pk", 2)
     _values(insert, "after", {"modtype": 1})
+
+
+def _source(record: ChangeRecord, db: str, schema: str, table: str) -> None:
+    """assertSourceInfo(record, db, schema, table)."""
+    source = record.value["source"]  # type: ignore[index]
+    assert (source["db"], source["schema"], source["table"]) == (db, schema, table)
+
+
+def test_should_stream_value_for_alias_like_integer_type(pg_conn: Any) -> None:
+    """shouldStreamValudForAliasLikeIntegerType: CREATE DOMAIN integer_alias AS integer;
+    CREATE TABLE test_alias_table (pk SERIAL PRIMARY KEY, alias_col integer_alias);
+    INSERT (alias_col) VALUES (1234) -- after/pk/value 1, after/alias_col/value 1234."""
+    pg_conn.run("CREATE DOMAIN integer_alias AS integer")
+    pg_conn.run("CREATE TABLE test_alias_table (pk SERIAL PRIMARY KEY, alias_col integer_alias)")
+    catalog = fetch_catalog(pg_conn)
+    capturer = Capturer(pg_conn, tables=["test_alias_table"])
+    pg_conn.run("INSERT INTO test_alias_table (alias_col) VALUES (1234)")
+    (record,) = decode_yb(as_yboutput(capturer.changes()), catalog,
+                          **{"table.include.list": "public.test_alias_table"})
+    assert record.topic == "test_server.public.test_alias_table"
+    _values(record, "after", {"pk": 1, "alias_col": 1234})
+
+
+@pytest.mark.parametrize("with_default", [False, True],
+                         ids=["shouldStreamEnumAsKnownType",
+                              "shouldEmitEnumColumnDefaultValuesInSchema"])
+def test_should_stream_enum_as_known_type(pg_conn: Any, with_default: bool) -> None:
+    """shouldStreamEnumAsKnownType / shouldEmitEnumColumnDefaultValuesInSchema
+    (include.unknown.datatypes=true, column.propagate.source.type=public.enum_table.value):
+    CREATE TYPE test_type AS ENUM ('V1','V2') and a NOT NULL column of it (with DEFAULT
+    'V2' and a data column in the second), one INSERT -- the record of pk 1, source
+    yugabyte.public.enum_table, value "V1" (the second: data "V1", value "V2")."""
+    pg_conn.run("CREATE TABLE enum_table (pk SERIAL, PRIMARY KEY (pk))")
+    pg_conn.run("CREATE TYPE test_type AS ENUM ('V1','V2')")
+    if with_default:
+        pg_conn.run("ALTER TABLE enum_table ADD COLUMN data varchar(50) NOT NULL")
+        pg_conn.run("ALTER TABLE enum_table ADD COLUMN value test_type NOT NULL "
+                    "DEFAULT 'V2'::test_type")
+    else:
+        pg_conn.run("ALTER TABLE enum_table ADD COLUMN value test_type NOT NULL")
+    catalog = fetch_catalog(pg_conn)
+    capturer = Capturer(pg_conn, tables=["enum_table"])
+    pg_conn.run("INSERT INTO enum_table (data) VALUES ('V1')" if with_default else
+                "INSERT INTO enum_table (value) VALUES ('V1')")
+    (record,) = decode_yb(as_yboutput(capturer.changes()), catalog, **{
+        "include.unknown.datatypes": "true", "database.dbname": "yugabyte",
+        "column.propagate.source.type": "public.enum_table.value",
+        "table.include.list": "public.enum_table"})
+    _check(record, "c", "pk", 1)
+    _source(record, "yugabyte", "public", "enum_table")
+    _values(record, "after", {"pk": 1, **({"data": "V1", "value": "V2"} if with_default
+                                          else {"value": "V1"})})
