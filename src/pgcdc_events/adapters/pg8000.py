@@ -132,6 +132,16 @@ def parse_dsn(dsn: str | Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
+def _require_pg8000() -> Any:
+    """``pg8000.native``, or a ConfigurationError naming the extra that installs it."""
+    try:
+        import pg8000.native  # noqa: PLC0415 - the optional 'pg' extra
+    except ImportError:
+        raise ConfigurationError("reading a slot needs pg8000: pip install "
+                                 "'pgcdc-events[pg]'") from None
+    return pg8000.native
+
+
 def _redact(dsn: str) -> str:
     parts = urlsplit(dsn) if "://" in dsn else None
     if parts is not None and parts.password:
@@ -388,6 +398,8 @@ class SlotReader:
         self.session_settings = dict(session_settings or {})
         self._kwargs = parse_dsn(dsn) if dsn is not None else {}
         self._connector = connector
+        if connector is None:
+            _require_pg8000()  # before the caller creates files for a read that cannot run
         self._budget = MemoryBudget(memory_limit) if memory_limit is not None else None
         self._conn: Any = None
         self.info: SlotInfo | None = None
@@ -402,12 +414,7 @@ class SlotReader:
             if self._connector is not None:
                 self._conn = self._connector()
             else:
-                try:
-                    import pg8000.native  # noqa: PLC0415 - the optional 'pg' extra
-                except ImportError:
-                    raise ConfigurationError("reading a slot needs pg8000: pip install "
-                                             "'pgcdc-events[pg]'") from None
-                self._conn = pg8000.native.Connection(**self._kwargs)
+                self._conn = _require_pg8000().Connection(**self._kwargs)
         except (ConfigurationError, SlotError):
             raise
         except Exception as exc:
