@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Literal
@@ -57,6 +58,8 @@ StreamingMode = Literal["off", "on", "parallel"]
 _PROTO_SINCE = {1: 100000, 2: 140000, 3: 150000, 4: 160000}
 _DEFAULT_MEMORY = 64 * 1024 * 1024
 _CURSOR = "pgcdc_events_peek"
+#: A URL's start (``scheme:/``, ``scheme//`` or ``user@host/``): no key=value string has these.
+_URL_LIKE = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.-]*(:/|//|:\\)|\s*[^\s=]+@[^\s=]+/")
 
 
 # ---------------------------------------------------------------- connection parameters
@@ -90,6 +93,12 @@ def parse_dsn(dsn: str | Mapping[str, Any]) -> dict[str, Any]:
             params["dbname"] = unquote(parts.path.lstrip("/"))
         for key, values in parse_qs(parts.query).items():
             params[key] = values[-1]
+    elif _URL_LIKE.match(dsn):  # echo only the scheme part: the rest may hold a password
+        start = re.match(r"\s*([^:/@\s]*)", dsn).group(1)  # type: ignore[union-attr]
+        raise ConfigurationError(
+            f"--dsn looks like a URL but does not start with postgresql:// or postgres:// "
+            f"(it starts {start[:20]!r}); give a URL such as postgresql://cdc@db:5432/app, or "
+            "libpq key=value pairs such as 'host=db dbname=app user=cdc'")
     elif dsn.strip():
         try:
             words = shlex.split(dsn)

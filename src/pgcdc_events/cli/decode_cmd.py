@@ -7,6 +7,7 @@ import sys
 import time
 from typing import Any
 
+from pgcdc_events.cli._io import count as counted
 from pgcdc_events.cli._io import open_input, open_output
 from pgcdc_events.errors import ConfigurationError, PgCdcError
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
@@ -46,6 +47,7 @@ def load_config(config_path: str | None, overrides: list[str]) -> EventConfig:
     to ``pgcdc``)."""
     props: dict[str, str] = {"topic.prefix": DEFAULT_PREFIX}
     if config_path:
+        _refuse_json(config_path)
         props.update(load_properties(config_path))
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -53,6 +55,22 @@ def load_config(config_path: str | None, overrides: list[str]) -> EventConfig:
             raise ConfigurationError(f"-c expects key=value, got {item!r}")
         props[key.strip()] = value.strip()
     return EventConfig.from_properties(props)
+
+
+def _refuse_json(path: str) -> None:
+    """A JSON file (a Kafka Connect REST request, say) is not read as properties, where its
+    first line would be an unknown property called ``{``."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            start = fh.read(4096).lstrip()
+    except OSError:
+        return  # load_properties reports it
+    if start.startswith(("{", "[")):
+        raise ConfigurationError(
+            f"--config {path}: this is JSON (a Kafka Connect REST request?); --config reads a "
+            "Java .properties file, one key=value a line (examples/connector.properties). "
+            "Convert the connector's \"config\" object with: jq -r '.config // . | "
+            f"to_entries[] | \"\\(.key)=\\(.value)\"' {path} > connector.properties")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,8 +108,10 @@ def run(args: argparse.Namespace) -> int:
             now = time.monotonic()
             if not args.quiet and now - last_report > 2:
                 last_report = now
-                print(f"pgcdc-events decode: {lines} messages, {count} records, "
+                print(f"pgcdc-events decode: {counted(lines, 'message')}, "
+                      f"{counted(count, 'record')}, "
                       f"{lines / (now - started):,.0f} messages/s", file=sys.stderr)
     if not args.quiet and time.monotonic() - started > 2:
-        print(f"pgcdc-events decode: done, {lines} messages, {count} records", file=sys.stderr)
+        print(f"pgcdc-events decode: done, {counted(lines, 'message')}, "
+              f"{counted(count, 'record')}", file=sys.stderr)
     return 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
 
@@ -23,6 +23,9 @@ from pgcdc_events import __version__
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.events.connector_properties import CONNECTOR_PROPERTIES
 from pgcdc_events.types.config import TYPE_PROPERTIES, TypeConfig, parse_bool, parse_patterns
+
+if TYPE_CHECKING:
+    from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = [
     "APPLIED_PROPERTIES",
@@ -317,6 +320,13 @@ class EventConfig:
         values["truncate_to_chars"] = tuple(truncates)
         values["not_applicable"] = tuple(sorted(set(not_applicable)))
         return cls(**values)
+
+    def with_catalog(self, catalog: CatalogSnapshot | None) -> EventConfig:
+        """This configuration with ``database`` (``source.db``) taken from the catalog
+        snapshot when ``database.dbname`` is unset (as the catalog records the database)."""
+        if catalog is None or self.database:
+            return self
+        return attrs.evolve(self, database=catalog.database)
 
     # -- selection -----------------------------------------------------------------------
     def includes_table(self, schema: str, table: str) -> bool:
