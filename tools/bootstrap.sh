@@ -42,6 +42,7 @@ if ! command -v java >/dev/null 2>&1; then apt_install openjdk-17-jre-headless; 
 .venv/bin/python -m pip install -q -e '.[dev]'
 .venv/bin/ruff check src tests
 .venv/bin/mypy --strict src
+bash tools/smoke_wheel.sh   # the built wheel, installed in a fresh venv, not the source tree
 # One hypothesis seed per run (0 unless PGCDC_HYPOTHESIS_SEED says otherwise): a commit's
 # result is reproducible; generated examples still change with the code.
 exec .venv/bin/python -m pytest -q -p no:cacheprovider \
