@@ -22,8 +22,10 @@ if [ ! -x .venv/bin/python ]; then "$PYTHON" -m venv .venv; fi
 
 if [ "$job" = demo ]; then
     .venv/bin/python -m pip install -q -e .
-    exec .venv/bin/pgcdc-events decode --capture examples/demo-capture.jsonl \
-        --catalog examples/demo-catalog.json
+    .venv/bin/pgcdc-events decode --capture examples/demo-capture.jsonl \
+        --catalog examples/demo-catalog.json --output demo-records.jsonl --summary
+    echo "The first record in full (the others are in demo-records.jsonl):"
+    exec head -n 1 demo-records.jsonl
 fi
 
 # test: server binaries (initdb) and contrib extensions, Java 17 for Spark.

@@ -77,3 +77,27 @@ def test_counts_of_one_are_singular(tmp_path: Path, capsys: pytest.CaptureFixtur
     one.write_text('{"topic": "t", "key": null, "value": null}\n')
     status, err = _run(["validate", str(one)], capsys)
     assert status == 0 and "1 record," in err and "1 records" not in err
+
+
+def test_the_summary_counts_records_by_topic_and_op(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README demo's table, checked against the records it summarises."""
+    target = tmp_path / "records.jsonl"
+    status, err = _run(["decode", "--capture", CAPTURE, "--catalog",
+                        str(EXAMPLES / "demo-catalog.json"), "--output", str(target),
+                        "--summary"], capsys)
+    assert status == 0
+    records = [json.loads(line) for line in target.read_text().splitlines()]
+    lines = err.splitlines()
+    assert lines[0] == (f"{len(records)} records from 21 messages, written to {target}"
+                        " (JsonConverter JSON, one a line)")
+    header = lines[1].split()
+    table = {row.split()[0]: dict(zip(header[1:], row.split()[1:], strict=True))
+             for row in lines[2:] if row.startswith("  ") and not row.startswith("  (")}
+    for topic, cells in table.items():
+        for op, cell in cells.items():
+            expected = sum(1 for r in records if r["topic"] == topic and (
+                (r["value"] is None and op == "tombstone")
+                or (r["value"] is not None and r["value"]["payload"].get("op") == op)))
+            assert (cell if cell != "." else "0") == str(expected), (topic, op)
+    assert sorted(table) == sorted({r["topic"] for r in records})

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 from pgcdc_events.cli._io import count as counted
 from pgcdc_events.cli._io import open_input, open_output
 from pgcdc_events.errors import ConfigurationError, PgCdcError
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
+from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.properties import load_properties
 from pgcdc_events.protocol import CaptureError, CaptureRow
 from pgcdc_events.types.catalog import CatalogSnapshot
@@ -39,6 +41,8 @@ def register(commands: Any) -> None:
                         help="memory for streamed and prepared transactions being assembled; "
                         "beyond it they spill to a temporary file (default 64)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    parser.add_argument("--summary", action="store_true",
+                        help="at the end, a table of the records by topic and op on stderr")
     parser.set_defaults(run=run)
 
 
@@ -76,10 +80,11 @@ def _refuse_json(path: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Decode the capture; errors name the capture line."""
     config = load_config(args.config, args.overrides)
-    for name in config.not_applicable:
-        if not args.quiet:
-            print(f"pgcdc-events decode: note: {name} does not shape events; ignored",
-                  file=sys.stderr)
+    if config.not_applicable and not args.quiet:
+        n = len(config.not_applicable)
+        print(f"pgcdc-events decode: note: {counted(n, 'property', 'properties')} "
+              f"{'does' if n == 1 else 'do'} not shape events, ignored: "
+              f"{', '.join(config.not_applicable)}", file=sys.stderr)
     if args.memory_limit < 0:
         raise ConfigurationError(f"--memory-limit must not be negative, got {args.memory_limit}")
     catalog = CatalogSnapshot.load(args.catalog) if args.catalog else None
@@ -87,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
                            streaming=args.streaming,
                            memory_limit=int(args.memory_limit * 1024 * 1024))
     writer = JsonRecordWriter.for_config(config)
+    tally: Counter[tuple[str, str]] = Counter()
     started = last_report = time.monotonic()
     count = lines = 0
     with open_input(args.capture) as src, open_output(args.output) as out:
@@ -100,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
                     out.write(writer.record_line(record))
                     out.write("\n")
                     count += 1
+                    tally[record.topic, _label(record)] += 1
             except CaptureError:
                 raise
             except PgCdcError as exc:
@@ -111,7 +118,43 @@ def run(args: argparse.Namespace) -> int:
                 print(f"pgcdc-events decode: {counted(lines, 'message')}, "
                       f"{counted(count, 'record')}, "
                       f"{lines / (now - started):,.0f} messages/s", file=sys.stderr)
-    if not args.quiet and time.monotonic() - started > 2:
+    if args.summary:
+        where = "standard output" if args.output in (None, "-") else args.output
+        print(summary(tally, f"{counted(count, 'record')} from {counted(lines, 'message')}, "
+                      f"written to {where} (JsonConverter JSON, one a line)"), file=sys.stderr)
+    elif not args.quiet and time.monotonic() - started > 2:
         print(f"pgcdc-events decode: done, {counted(lines, 'message')}, "
               f"{counted(count, 'record')}", file=sys.stderr)
     return 0
+
+
+#: Column order of the summary: Debezium's ops, then the other kinds of record.
+_COLUMNS = ("c", "r", "u", "d", "t", "m", "tombstone", "transaction", "heartbeat")
+_LEGEND = {"c": "create", "r": "read (snapshot)", "u": "update", "d": "delete",
+           "t": "truncate", "m": "logical message"}
+
+
+def _label(record: ChangeRecord) -> str:
+    """The summary column of a record: its op, or its kind when it has none."""
+    if record.value is None:
+        return "tombstone"
+    return record.op or record.kind
+
+
+def summary(tally: Counter[tuple[str, str]], headline: str) -> str:
+    """A table of record counts by topic (rows) and op (columns), under ``headline``."""
+    labels = sorted({label for _, label in tally},
+                    key=lambda x: (_COLUMNS.index(x) if x in _COLUMNS else len(_COLUMNS), x))
+    topics = sorted({topic for topic, _ in tally})
+    width = max([len("topic"), *map(len, topics)])
+    cells = [max(len(label), 3) for label in labels]
+    lines = [headline, "  " + "topic".ljust(width) + "".join(
+        "  " + label.rjust(w) for label, w in zip(labels, cells, strict=True))]
+    for topic in topics:
+        lines.append("  " + topic.ljust(width) + "".join(
+            "  " + (str(tally[topic, label]) if tally[topic, label] else ".").rjust(w)
+            for label, w in zip(labels, cells, strict=True)))
+    legend = ", ".join(f"{label} {_LEGEND[label]}" for label in labels if label in _LEGEND)
+    if legend:
+        lines.append(f"  ({legend})")
+    return "\n".join(lines)
