@@ -22,7 +22,6 @@ from pgcdc_events.cli import (
     validate_cmd,
 )
 from pgcdc_events.errors import PgCdcError
-from pgcdc_events.types.catalog import CatalogMismatchWarning
 
 __all__ = ["main"]
 
@@ -60,7 +59,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = show
-            warnings.filterwarnings("default", category=CatalogMismatchWarning)
             status: int = args.run(args)
     except PgCdcError as exc:
         print(f"pgcdc-events {args.command}: error: {exc}", file=sys.stderr)
