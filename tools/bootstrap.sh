@@ -22,8 +22,10 @@ if [ ! -x .venv/bin/python ]; then "$PYTHON" -m venv .venv; fi
 
 if [ "$job" = demo ]; then
     .venv/bin/python -m pip install -q -e .
-    exec .venv/bin/pgcdc-events decode --capture examples/demo-capture.jsonl \
-        --catalog examples/demo-catalog.json
+    .venv/bin/pgcdc-events decode --capture examples/demo-capture.jsonl \
+        --catalog examples/demo-catalog.json --output demo-records.jsonl --summary
+    echo "The first record in full (the others are in demo-records.jsonl):"
+    exec head -n 1 demo-records.jsonl
 fi
 
 # test: server binaries (initdb) and contrib extensions, Java 17 for Spark.
@@ -42,6 +44,7 @@ if ! command -v java >/dev/null 2>&1; then apt_install openjdk-17-jre-headless; 
 .venv/bin/python -m pip install -q -e '.[dev]'
 .venv/bin/ruff check src tests
 .venv/bin/mypy --strict src
+bash tools/smoke_wheel.sh   # the built wheel, installed in a fresh venv, not the source tree
 # One hypothesis seed per run (0 unless PGCDC_HYPOTHESIS_SEED says otherwise): a commit's
 # result is reproducible; generated examples still change with the code.
 exec .venv/bin/python -m pytest -q -p no:cacheprovider \

@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pgcdc_events.events.config import APPLIED_PROPERTIES, DEFAULT_ONLY_PROPERTIES
+from pgcdc_events.events.config import APPLIED_PROPERTIES, DEFAULT_ONLY_PROPERTIES, PROPERTIES
 from pgcdc_events.events.connector_properties import CONNECTOR_PROPERTIES, DEBEZIUM_VERSION
 from pgcdc_events.types.config import TypeConfig
 from pgcdc_events.types.mapper import TypeMapper
@@ -263,33 +263,12 @@ def configuration_page() -> str:
         "| property | default | notes |",
         "|---|---|---|",
     ]
-    notes = {
-        "topic.prefix": "required by the connector; `pgcdc-events decode` defaults it to `pgcdc`",
-        "database.dbname": "becomes `source.db`",
-        "event.converting.failure.handling.mode":
-            "**default differs**: `fail` here, `warn` in Debezium (which nulls the value)",
-        "event.processing.failure.handling.mode":
-            "a change whose value fails to convert (converting mode `fail`): `fail` raises "
-            "`ConversionError` with its `lsn`; `warn` (logged) and `skip` drop the change, "
-            "counted in `metrics.failed_events`",
-        "xmin.fetch.interval.ms": "needs a database connection: values other than 0 are "
-                                  "reported as not applicable and `source.xmin` stays null",
-        "heartbeat.interval.ms": "heartbeats are produced by `EventDecoder.keepalive()`",
-        "pgcdc.map.unsupported.types": "**ours**, not Debezium's: map the array columns "
-                                       "Debezium drops (`money[]`, `interval[]`...)",
-        "extended.headers.enabled": "`false` leaves out the `__debezium.context.*` headers, "
-                                    "as the connector's event dispatcher does",
-        "skip.messages.without.change": "drops updates whose included columns did not change "
-                                        "(needs the old row: REPLICA IDENTITY FULL)",
-        "plugin.name": "`pgoutput` or `yboutput` (the YugabyteDB connector's records, see "
-                       "[yugabytedb.md](yugabytedb.md))",
-    }
-    for name, default in sorted(APPLIED_PROPERTIES.items()):
-        debezium = CONNECTOR_PROPERTIES.get(name)
-        note = notes.get(name, "")
-        if debezium is not None and debezium.default != default and "differs" not in note:
+    for prop in sorted(PROPERTIES, key=lambda p: p.name):
+        debezium = CONNECTOR_PROPERTIES.get(prop.name)
+        note = prop.doc
+        if debezium is not None and debezium.default != prop.default and "differs" not in note:
             note = (note + "; " if note else "") + f"Debezium's default: `{debezium.default}`"
-        lines.append(f"| `{name}` | `{default}` | {note} |")
+        lines.append(f"| `{prop.name}` | `{prop.default}` | {note} |")
     lines += ["", "Patterned properties are applied too: `column.mask.with.N.chars`,",
               "`column.mask.hash.ALGORITHM.with.salt.SALT` (and `.v2.`),",
               "`column.truncate.to.N.chars`; and the JsonConverter options",

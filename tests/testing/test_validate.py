@@ -194,3 +194,31 @@ def test_cli_validate_notes_schemaless_records(tmp_path: Path, capsys: Any) -> N
     path.write_text(json.dumps(record) + "\n")
     assert main(["validate", str(path)]) == 0
     assert "only Debezium's envelope rules were checked" in capsys.readouterr().err
+
+
+def _numeric_decimal_record(payload_text: str) -> str:
+    """A JsonConverter record (decimal.format=NUMERIC) whose value is a scale-2 Decimal, with
+    the number written exactly as ``payload_text``."""
+    schema = {"type": "bytes", "optional": False, "name": "org.apache.kafka.connect.data.Decimal",
+              "version": 1, "parameters": {"scale": "2", "connect.decimal.precision": "10"}}
+    return ('{"topic": "t", "key": null, "value": {"schema": ' + json.dumps(schema)
+            + ', "payload": ' + payload_text + '}}')
+
+
+@pytest.mark.parametrize(("text", "ok"), [
+    ("12.34", True), ("12.3", True), ("12.340", True), ("12", True), ("0.00", True),
+    ("1E+3", True), ("-99999999.99", True),
+    ("12.345", False), ("0.001", False), ("-1.005", False), ("1.2345678901234567890123", False),
+])
+def test_a_numeric_decimal_is_checked_against_its_scale(text: str, ok: bool) -> None:
+    problems = [p for p in validate_record(_numeric_decimal_record(text)).problems
+                if p.path == "value.payload" and "expected an object" not in p.message]
+    assert (problems == []) is ok, problems
+    if not ok:
+        assert "scale 2" in problems[0].message and text in problems[0].message
+
+
+def test_a_numeric_decimal_in_a_dict_is_checked_too() -> None:
+    record = json.loads(_numeric_decimal_record("12.345"))  # floats, as json.loads gives them
+    assert [p.message for p in validate_record(record).problems if "scale" in p.message] == [
+        "12.345 has more decimal places than the Decimal's scale 2"]

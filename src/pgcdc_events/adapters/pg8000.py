@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Literal
@@ -57,6 +58,8 @@ StreamingMode = Literal["off", "on", "parallel"]
 _PROTO_SINCE = {1: 100000, 2: 140000, 3: 150000, 4: 160000}
 _DEFAULT_MEMORY = 64 * 1024 * 1024
 _CURSOR = "pgcdc_events_peek"
+#: A URL's start (``scheme:/``, ``scheme//`` or ``user@host/``): no key=value string has these.
+_URL_LIKE = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.-]*(:/|//|:\\)|\s*[^\s=]+@[^\s=]+/")
 
 
 # ---------------------------------------------------------------- connection parameters
@@ -90,6 +93,12 @@ def parse_dsn(dsn: str | Mapping[str, Any]) -> dict[str, Any]:
             params["dbname"] = unquote(parts.path.lstrip("/"))
         for key, values in parse_qs(parts.query).items():
             params[key] = values[-1]
+    elif _URL_LIKE.match(dsn):  # echo only the scheme part: the rest may hold a password
+        start = re.match(r"\s*([^:/@\s]*)", dsn).group(1)  # type: ignore[union-attr]
+        raise ConfigurationError(
+            f"--dsn looks like a URL but does not start with postgresql:// or postgres:// "
+            f"(it starts {start[:20]!r}); give a URL such as postgresql://cdc@db:5432/app, or "
+            "libpq key=value pairs such as 'host=db dbname=app user=cdc'")
     elif dsn.strip():
         try:
             words = shlex.split(dsn)
@@ -130,6 +139,16 @@ def parse_dsn(dsn: str | Mapping[str, Any]) -> dict[str, Any]:
     if kwargs["host"].startswith("/"):  # a Unix socket directory
         kwargs["unix_sock"] = f"{kwargs.pop('host')}/.s.PGSQL.{kwargs['port']}"
     return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def _require_pg8000() -> Any:
+    """``pg8000.native``, or a ConfigurationError naming the extra that installs it."""
+    try:
+        import pg8000.native  # noqa: PLC0415 - the optional 'pg' extra
+    except ImportError:
+        raise ConfigurationError("reading a slot needs pg8000: pip install "
+                                 "'pgcdc-events[pg]'") from None
+    return pg8000.native
 
 
 def _redact(dsn: str) -> str:
@@ -388,6 +407,8 @@ class SlotReader:
         self.session_settings = dict(session_settings or {})
         self._kwargs = parse_dsn(dsn) if dsn is not None else {}
         self._connector = connector
+        if connector is None:
+            _require_pg8000()  # before the caller creates files for a read that cannot run
         self._budget = MemoryBudget(memory_limit) if memory_limit is not None else None
         self._conn: Any = None
         self.info: SlotInfo | None = None
@@ -402,12 +423,7 @@ class SlotReader:
             if self._connector is not None:
                 self._conn = self._connector()
             else:
-                try:
-                    import pg8000.native  # noqa: PLC0415 - the optional 'pg' extra
-                except ImportError:
-                    raise ConfigurationError("reading a slot needs pg8000: pip install "
-                                             "'pgcdc-events[pg]'") from None
-                self._conn = pg8000.native.Connection(**self._kwargs)
+                self._conn = _require_pg8000().Connection(**self._kwargs)
         except (ConfigurationError, SlotError):
             raise
         except Exception as exc:

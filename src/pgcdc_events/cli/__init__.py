@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import TextIO
 
 from pgcdc_events import __version__
 from pgcdc_events.cli import (
@@ -49,8 +51,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        print(f"pgcdc-events {args.command}: warning: {message}", file=sys.stderr)
+
     try:
-        status: int = args.run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = show
+            status: int = args.run(args)
     except PgCdcError as exc:
         print(f"pgcdc-events {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -27,3 +27,8 @@ def open_output(path: str | None) -> Iterator[IO[str]]:
         return
     with open(path, "w", encoding="utf-8") as fh:
         yield fh
+
+
+def count(n: int, word: str, plural: str | None = None) -> str:
+    """``n`` and ``word``, plural unless ``n`` is 1: ``1 table``, ``1,234 changes``."""
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"

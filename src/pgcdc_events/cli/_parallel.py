@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.pool import AsyncResult, Pool
 from typing import IO, Any
@@ -29,11 +29,12 @@ import attrs
 
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
+from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.yugabyte import make_decoder
 from pgcdc_events.protocol import CaptureError, CaptureRow
 from pgcdc_events.types.catalog import CatalogSnapshot
 
-__all__ = ["DecodeJob", "default_workers", "run_decode"]
+__all__ = ["DecodeJob", "default_workers", "record_label", "run_decode"]
 
 _DATA = '"data": "'
 # The type bytes of messages whose state a prelude carries, as the hex in capture lines.
@@ -83,11 +84,20 @@ def _oid(line: str) -> str:
     return line[at + 2:at + 10]
 
 
+def record_label(record: ChangeRecord) -> str:
+    """A record's op, or its kind when it has none (``tombstone`` for a null value)."""
+    if record.value is None:
+        return "tombstone"
+    return record.op or record.kind
+
+
 def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, str]],
                 render: Callable[[Any], str], emit: Callable[[str], object],
-                report: Callable[[int, int], None] | None = None) -> tuple[int, int]:
+                report: Callable[[int, int], None] | None = None,
+                tally: Counter[tuple[str, str]] | None = None) -> tuple[int, int]:
     """The single decoder's loop: messages and records counted; errors name the line.
-    ``report`` gets the counts every 4,096 messages."""
+    ``report`` gets the counts every 4,096 messages; ``tally`` counts records by topic
+    and :func:`record_label`."""
     messages = records = 0
     for number, line in lines:
         if not line.strip():
@@ -98,6 +108,8 @@ def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, str]],
             for record in decoder.iter_feed(row.data, row.lsn):
                 emit(render(record) + "\n")
                 records += 1
+                if tally is not None:
+                    tally[record.topic, record_label(record)] += 1
         except CaptureError:
             raise
         except PgCdcError as exc:
@@ -117,6 +129,10 @@ def _prime(decoder: EventDecoder, prelude: Iterable[str]) -> EventDecoder:
     return decoder
 
 
+#: A chunk's output: its text, messages and records, the error that ended it, its tally.
+_Result = tuple[str, int, int, "CaptureError | None", "Counter[tuple[str, str]] | None"]
+
+
 # -- the worker side: one decoder and writer per process, kept from chunk to chunk -------
 class _Worker:
     def __init__(self, job: DecodeJob) -> None:
@@ -125,8 +141,7 @@ class _Worker:
         self.render = JsonRecordWriter.for_config(job.config).record_line
         self.fed: dict[str, str] = {}  # the Relation/Type line this decoder last had, by OID
 
-    def run(self, prelude: list[str], first: int, lines: list[str]
-            ) -> tuple[str, int, int, CaptureError | None]:
+    def run(self, prelude: list[str], first: int, lines: list[str], tally: bool) -> _Result:
         changed = []
         for line in prelude:
             kind = _line_type(line)
@@ -138,16 +153,17 @@ class _Worker:
             changed.append(line)
         _prime(self.decoder, changed)
         parts: list[str] = []
+        counts: Counter[tuple[str, str]] | None = Counter() if tally else None
         try:
             messages, records = _feed_lines(self.decoder, enumerate(lines, first), self.render,
-                                            parts.append)
+                                            parts.append, tally=counts)
         except CaptureError as exc:  # what was written before the error is kept
-            return "".join(parts), 0, len(parts), exc
+            return "".join(parts), 0, len(parts), exc, counts
         for line in lines:  # the chunk's own Relations and Types are now this decoder's
             kind = _line_type(line)
             if kind in (_RELATION, _TYPE):
                 self.fed[f"{kind}{_oid(line)}"] = line
-        return "".join(parts), messages, records, None
+        return "".join(parts), messages, records, None, counts
 
 
 _WORKER: _Worker | None = None
@@ -158,7 +174,7 @@ def _init(job: DecodeJob) -> None:
     _WORKER = _Worker(job)
 
 
-def _work(task: tuple[list[str], int, list[str]]) -> tuple[str, int, int, CaptureError | None]:
+def _work(task: tuple[list[str], int, list[str], bool]) -> _Result:
     assert _WORKER is not None
     return _WORKER.run(*task)
 
@@ -167,8 +183,10 @@ class _Splitter:
     """Cuts the capture into chunks of whole transactions and keeps the prelude."""
 
     def __init__(self, job: DecodeJob, out: IO[str], workers: int,
-                 report: Callable[[int, int], None], chunk_lines: int, big_lines: int) -> None:
+                 report: Callable[[int, int], None], tally: Counter[tuple[str, str]] | None,
+                 chunk_lines: int, big_lines: int) -> None:
         self.job, self.out, self.workers, self.report = job, out, workers, report
+        self.tally = tally
         self.chunk_lines, self.big_lines = chunk_lines, big_lines
         self.render = JsonRecordWriter.for_config(job.config).record_line
         self.messages = self.records = 0
@@ -180,7 +198,7 @@ class _Splitter:
         self.chunk: list[str] = []
         self.chunk_first = 1
         self.chunk_prelude: list[str] = []
-        self.pending: deque[AsyncResult[tuple[str, int, int, CaptureError | None]]] = deque()
+        self.pending: deque[AsyncResult[_Result]] = deque()
         self.pool: Pool | None = None
 
     def add(self, messages: int, records: int) -> None:
@@ -190,9 +208,11 @@ class _Splitter:
 
     def drain(self, keep: int) -> None:
         while len(self.pending) > keep:
-            text, messages, records, error = self.pending.popleft().get()
+            text, messages, records, error, counts = self.pending.popleft().get()
             self.out.write(text)
             self.add(messages, records)
+            if self.tally is not None and counts:
+                self.tally.update(counts)
             if error is not None:
                 raise error
 
@@ -201,7 +221,7 @@ class _Splitter:
             context = multiprocessing.get_context(
                 "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
             self.pool = context.Pool(self.workers, initializer=_init, initargs=(self.job,))
-        task = (self.chunk_prelude, self.chunk_first, self.chunk)
+        task = (self.chunk_prelude, self.chunk_first, self.chunk, self.tally is not None)
         self.pending.append(self.pool.apply_async(_work, (task,)))
         self.chunk = []
         self.drain(2 * self.workers)
@@ -211,7 +231,7 @@ class _Splitter:
         self.drain(0)
         decoder = _prime(self.job.decoder(), self.chunk_prelude)
         self.add(*_feed_lines(decoder, [*enumerate(self.chunk, self.chunk_first), *lines],
-                              self.render, self.out.write))
+                              self.render, self.out.write, tally=self.tally))
         self.chunk = []
 
     def note(self, kind: str | None, line: str) -> None:
@@ -289,20 +309,22 @@ class _Splitter:
 
 def run_decode(job: DecodeJob, src: Iterable[str], out: IO[str], *, workers: int,
                report: Callable[[int, int], None] = lambda m, r: None,
+               tally: Counter[tuple[str, str]] | None = None,
                chunk_lines: int = 4000, big_lines: int = 50_000) -> tuple[int, int]:
     """Decode capture lines from ``src`` into ``out``; returns (messages, records).
 
     ``workers`` above one decodes whole transactions in that many processes; the output
     is the same as with one, record for record. ``report(messages, records)`` is called
-    as they are written.
+    as they are written; ``tally`` counts records by topic and :func:`record_label`.
     """
     numbered: Iterator[tuple[int, str]] = enumerate(src, 1)
     if workers <= 1:
         render = JsonRecordWriter.for_config(job.config).record_line
-        messages, records = _feed_lines(job.decoder(), numbered, render, out.write, report)
+        messages, records = _feed_lines(job.decoder(), numbered, render, out.write, report,
+                                        tally)
         report(messages, records)
         return messages, records
-    splitter = _Splitter(job, out, workers, report, chunk_lines, big_lines)
+    splitter = _Splitter(job, out, workers, report, tally, chunk_lines, big_lines)
     try:
         splitter.run(numbered)
     finally:

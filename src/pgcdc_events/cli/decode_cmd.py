@@ -6,8 +6,10 @@ import argparse
 import sys
 import time
 import uuid
+from collections import Counter
 from typing import Any
 
+from pgcdc_events.cli._io import count as counted
 from pgcdc_events.cli._io import open_input, open_output
 from pgcdc_events.cli._parallel import DecodeJob, default_workers, run_decode
 from pgcdc_events.errors import ConfigurationError
@@ -44,6 +46,8 @@ def register(commands: Any) -> None:
                         "unchanged (default: one per core this process may use; 1: decode in "
                         "this process)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    parser.add_argument("--summary", action="store_true",
+                        help="at the end, a table of the records by topic and op on stderr")
     parser.set_defaults(run=run)
 
 
@@ -52,6 +56,7 @@ def load_config(config_path: str | None, overrides: list[str]) -> EventConfig:
     to ``pgcdc``)."""
     props: dict[str, str] = {"topic.prefix": DEFAULT_PREFIX}
     if config_path:
+        _refuse_json(config_path)
         props.update(load_properties(config_path))
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -61,13 +66,30 @@ def load_config(config_path: str | None, overrides: list[str]) -> EventConfig:
     return EventConfig.from_properties(props)
 
 
+def _refuse_json(path: str) -> None:
+    """A JSON file (a Kafka Connect REST request, say) is not read as properties, where its
+    first line would be an unknown property called ``{``."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            start = fh.read(4096).lstrip()
+    except OSError:
+        return  # load_properties reports it
+    if start.startswith(("{", "[")):
+        raise ConfigurationError(
+            f"--config {path}: this is JSON (a Kafka Connect REST request?); --config reads a "
+            "Java .properties file, one key=value a line (examples/connector.properties). "
+            "Convert the connector's \"config\" object with: jq -r '.config // . | "
+            f"to_entries[] | \"\\(.key)=\\(.value)\"' {path} > connector.properties")
+
+
 def run(args: argparse.Namespace) -> int:
     """Decode the capture; errors name the capture line."""
     config = load_config(args.config, args.overrides)
-    for name in config.not_applicable:
-        if not args.quiet:
-            print(f"pgcdc-events decode: note: {name} does not shape events; ignored",
-                  file=sys.stderr)
+    if config.not_applicable and not args.quiet:
+        n = len(config.not_applicable)
+        print(f"pgcdc-events decode: note: {counted(n, 'property', 'properties')} "
+              f"{'does' if n == 1 else 'do'} not shape events, ignored: "
+              f"{', '.join(config.not_applicable)}", file=sys.stderr)
     if args.memory_limit < 0:
         raise ConfigurationError(f"--memory-limit must not be negative, got {args.memory_limit}")
     catalog = CatalogSnapshot.load(args.catalog) if args.catalog else None
@@ -75,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError(f"--workers must be at least 1, got {args.workers}")
     job = DecodeJob(config, catalog, args.proto_version, args.streaming,
                     int(args.memory_limit * 1024 * 1024), run_id=str(uuid.uuid4()))
+    tally: Counter[tuple[str, str]] | None = Counter() if args.summary else None
     started = time.monotonic()
     last_report = [started]
 
@@ -82,12 +105,43 @@ def run(args: argparse.Namespace) -> int:
         now = time.monotonic()
         if not args.quiet and now - last_report[0] > 2:
             last_report[0] = now
-            print(f"pgcdc-events decode: {lines} messages, {count} records, "
+            print(f"pgcdc-events decode: {counted(lines, 'message')}, "
+                  f"{counted(count, 'record')}, "
                   f"{lines / (now - started):,.0f} messages/s", file=sys.stderr)
 
     with open_input(args.capture) as src, open_output(args.output) as out:
-        lines, count = run_decode(job, src, out, report=report,
+        lines, count = run_decode(job, src, out, report=report, tally=tally,
                                   workers=args.workers or default_workers())
-    if not args.quiet and time.monotonic() - started > 2:
-        print(f"pgcdc-events decode: done, {lines} messages, {count} records", file=sys.stderr)
+    if tally is not None:
+        where = "standard output" if args.output in (None, "-") else args.output
+        print(summary(tally, f"{counted(count, 'record')} from {counted(lines, 'message')}, "
+                      f"written to {where} (JsonConverter JSON, one a line)"), file=sys.stderr)
+    elif not args.quiet and time.monotonic() - started > 2:
+        print(f"pgcdc-events decode: done, {counted(lines, 'message')}, "
+              f"{counted(count, 'record')}", file=sys.stderr)
     return 0
+
+
+#: Column order of the summary: Debezium's ops, then the other kinds of record.
+_COLUMNS = ("c", "r", "u", "d", "t", "m", "tombstone", "transaction", "heartbeat")
+_LEGEND = {"c": "create", "r": "read (snapshot)", "u": "update", "d": "delete",
+           "t": "truncate", "m": "logical message"}
+
+
+def summary(tally: Counter[tuple[str, str]], headline: str) -> str:
+    """A table of record counts by topic (rows) and op (columns), under ``headline``."""
+    labels = sorted({label for _, label in tally},
+                    key=lambda x: (_COLUMNS.index(x) if x in _COLUMNS else len(_COLUMNS), x))
+    topics = sorted({topic for topic, _ in tally})
+    width = max([len("topic"), *map(len, topics)])
+    cells = [max(len(label), 3) for label in labels]
+    lines = [headline, "  " + "topic".ljust(width) + "".join(
+        "  " + label.rjust(w) for label, w in zip(labels, cells, strict=True))]
+    for topic in topics:
+        lines.append("  " + topic.ljust(width) + "".join(
+            "  " + (str(tally[topic, label]) if tally[topic, label] else ".").rjust(w)
+            for label, w in zip(labels, cells, strict=True)))
+    legend = ", ".join(f"{label} {_LEGEND[label]}" for label in labels if label in _LEGEND)
+    if legend:
+        lines.append(f"  ({legend})")
+    return "\n".join(lines)

@@ -17,6 +17,7 @@ import time
 import uuid
 from typing import Any
 
+from pgcdc_events.cli._io import count
 from pgcdc_events.cli.decode_cmd import load_config
 from pgcdc_events.errors import PgCdcError
 
@@ -148,6 +149,6 @@ def _run(args: argparse.Namespace) -> int:
             print(f"pgcdc-events spark decode: wrote {table} to {target}", file=sys.stderr)
     decoded.unpersist()
     if not args.quiet:
-        print(f"pgcdc-events spark decode: {len(wanted)} tables in "
+        print(f"pgcdc-events spark decode: {count(len(wanted), 'table')} in "
               f"{time.monotonic() - started:.1f}s", file=sys.stderr)
     return 0

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from pgcdc_events.cli._io import open_input
+from pgcdc_events.cli._io import count, open_input
 from pgcdc_events.testing.validate import validate_file
 
 EXIT_INVALID = 1
@@ -45,11 +45,14 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{args.records}:{number}: {problem}")
             hidden = len(report.problems) - max(args.max_problems, 1)
             if hidden > 0:
-                print(f"{args.records}:{number}: ... {hidden} more problem(s)")
+                print(f"{args.records}:{number}: ... {hidden} more "
+                      f"{'problem' if hidden == 1 else 'problems'}")
     if not args.quiet:
-        print(f"pgcdc-events validate: {total} records, {invalid} invalid", file=sys.stderr)
+        print(f"pgcdc-events validate: {count(total, 'record')}, {invalid:,} invalid",
+              file=sys.stderr)
         if schemaless:
-            print(f"pgcdc-events validate: note: {schemaless} record(s) carry no schema "
+            carry = "carries" if schemaless == 1 else "carry"
+            print(f"pgcdc-events validate: note: {count(schemaless, 'record')} {carry} no schema "
                   "(schemas.enable=false): only Debezium's envelope rules were checked "
                   "for their schemaless parts", file=sys.stderr)
     return EXIT_INVALID if invalid else 0

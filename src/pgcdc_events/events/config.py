@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
-from typing import Any, Final, Literal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
 
@@ -24,49 +24,141 @@ from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.events.connector_properties import CONNECTOR_PROPERTIES
 from pgcdc_events.types.config import TYPE_PROPERTIES, TypeConfig, parse_bool, parse_patterns
 
+if TYPE_CHECKING:
+    from pgcdc_events.types.catalog import CatalogSnapshot
+
 __all__ = [
     "APPLIED_PROPERTIES",
     "DEFAULT_ONLY_PROPERTIES",
     "HASH_ALGORITHMS",
+    "PROPERTIES",
     "ColumnHashMask",
     "EventConfig",
     "JsonConverterConfig",
+    "Property",
 ]
 
 AdjustmentMode = Literal["none", "avro", "avro_unicode"]
 FailureMode = Literal["fail", "warn", "skip"]
 
-#: Properties this library applies, with the default it uses.
-APPLIED_PROPERTIES: Final[dict[str, str]] = {
-    "topic.prefix": "",
-    "database.dbname": "",
-    "tombstones.on.delete": "true",
-    "skipped.operations": "t",
-    "provide.transaction.metadata": "false",
-    "topic.delimiter": ".",
-    "topic.transaction": "transaction",
-    "topic.heartbeat.prefix": "__debezium-heartbeat",
-    "topic.heartbeat.name": "",
-    "heartbeat.interval.ms": "0",
-    "schema.include.list": "",
-    "schema.exclude.list": "",
-    "table.include.list": "",
-    "table.exclude.list": "",
-    "column.include.list": "",
-    "column.exclude.list": "",
-    "message.prefix.include.list": "",
-    "message.prefix.exclude.list": "",
-    "message.key.columns": "",
-    "schema.name.adjustment.mode": "none",
-    "field.name.adjustment.mode": "none",
-    "event.processing.failure.handling.mode": "fail",
-    "event.converting.failure.handling.mode": "fail",
-    "skip.messages.without.change": "false",
-    "extended.headers.enabled": "true",
-    "xmin.fetch.interval.ms": "0",
-    "plugin.name": "pgoutput",
-    **TYPE_PROPERTIES,
+@attrs.frozen
+class Property:
+    """One connector property the library applies: its name, the :class:`EventConfig` field
+    it sets, its default (as written in a ``.properties`` file), the parser of its text and
+    the note docs/configuration.md gives it. ``field`` is ``None`` for the type layer's
+    properties (read by :meth:`TypeConfig.from_properties`) and for ``xmin.fetch.interval.ms``."""
+
+    name: str
+    field: str | None
+    default: str
+    parse: Callable[[str, str], Any] | None = None  # (name, text) -> value
+    doc: str = ""
+
+
+def _text(name: str, text: str) -> str:
+    return text
+
+
+def _bool(name: str, text: str) -> bool:
+    return parse_bool(name, text)
+
+
+def _non_negative(name: str, text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise ConfigurationError(f"{name}: expected a non-negative integer, got {text!r}")
+    return number
+
+
+def _choice(*allowed: str) -> Callable[[str, str], str]:
+    def parse(name: str, text: str) -> str:
+        if text.lower() not in allowed:
+            raise ConfigurationError(
+                f"{name}: unsupported value {text!r}; allowed: {', '.join(allowed)}")
+        return text.lower()
+    return parse
+
+
+def _patterns(name: str, text: str) -> tuple[re.Pattern[str], ...] | None:
+    return parse_patterns(text, name) if text else None
+
+
+_ADJUSTMENT = _choice("none", "avro", "avro_unicode")
+_FAILURE = _choice("fail", "warn", "skip")
+
+#: Notes for the type layer's properties (their parser is ``TypeConfig.from_properties``).
+_TYPE_NOTES: Final[dict[str, str]] = {
+    "pgcdc.map.unsupported.types": "**ours**, not Debezium's: map the array columns "
+                                   "Debezium drops (`money[]`, `interval[]`...)",
 }
+
+#: ``plugin.name`` values: pgoutput, and YugabyteDB's yboutput (the YugabyteDB connector's
+#: behaviour, see :mod:`pgcdc_events.events.yugabyte`).
+PLUGIN_NAMES: Final = ("pgoutput", "yboutput")
+
+#: Every property this library applies, in one table: the parser, the documentation
+#: (tools/gen_docs.py) and the "did you mean" hints all read it.
+PROPERTIES: Final[tuple[Property, ...]] = (
+    Property("topic.prefix", "topic_prefix", "", _text,
+             "required by the connector; `pgcdc-events decode` defaults it to `pgcdc`"),
+    Property("database.dbname", "database", "", _text,
+             "becomes `source.db`; when unset, the catalog snapshot's database"),
+    Property("tombstones.on.delete", "tombstones_on_delete", "true", _bool),
+    Property("skipped.operations", "skipped_operations", "t", lambda _, v: _operations(v)),
+    Property("provide.transaction.metadata", "provide_transaction_metadata", "false", _bool),
+    Property("topic.delimiter", "topic_delimiter", ".", _text),
+    Property("topic.transaction", "topic_transaction", "transaction", _text),
+    Property("topic.heartbeat.prefix", "topic_heartbeat_prefix", "__debezium-heartbeat", _text),
+    Property("topic.heartbeat.name", "topic_heartbeat_name", "", _text),
+    Property("heartbeat.interval.ms", "heartbeat_interval_ms", "0", _non_negative,
+             "heartbeats are produced by `EventDecoder.keepalive()`"),
+    Property("schema.include.list", "schema_include", "", _patterns),
+    Property("schema.exclude.list", "schema_exclude", "", _patterns),
+    Property("table.include.list", "table_include", "", _patterns),
+    Property("table.exclude.list", "table_exclude", "", _patterns),
+    Property("column.include.list", "column_include", "", _patterns),
+    Property("column.exclude.list", "column_exclude", "", _patterns),
+    Property("message.prefix.include.list", "message_prefix_include", "", _patterns),
+    Property("message.prefix.exclude.list", "message_prefix_exclude", "", _patterns),
+    Property("message.key.columns", "message_key_columns", "",
+             lambda _, v: _message_key_columns(v)),
+    Property("schema.name.adjustment.mode", "schema_name_adjustment_mode", "none", _ADJUSTMENT),
+    Property("field.name.adjustment.mode", "field_name_adjustment_mode", "none", _ADJUSTMENT),
+    Property("event.processing.failure.handling.mode", "event_processing_failure_handling_mode",
+             "fail", _FAILURE,
+             "a change whose value fails to convert (converting mode `fail`): `fail` raises "
+             "`ConversionError` with its `lsn`; `warn` (logged) and `skip` drop the change, "
+             "counted in `metrics.failed_events`"),
+    Property("event.converting.failure.handling.mode", "event_converting_failure_handling_mode",
+             "fail", _FAILURE,
+             "**default differs**: `fail` here, `warn` in Debezium (which nulls the value)"),
+    Property("skip.messages.without.change", "skip_messages_without_change", "false", _bool,
+             "drops updates whose included columns did not change (needs the old row: "
+             "REPLICA IDENTITY FULL)"),
+    Property("extended.headers.enabled", "extended_headers_enabled", "true", _bool,
+             "`false` leaves out the `__debezium.context.*` headers, as the connector's event "
+             "dispatcher does"),
+    Property("plugin.name", "plugin_name", "pgoutput", _choice(*PLUGIN_NAMES),
+             "`pgoutput` or `yboutput` (the YugabyteDB connector's records, see "
+             "[yugabytedb.md](yugabytedb.md))"),
+    Property("xmin.fetch.interval.ms", None, "0", _non_negative,
+             "needs a database connection: values other than 0 are reported as not "
+             "applicable and `source.xmin` stays null"),
+    *(Property(name, None, default, None, _TYPE_NOTES.get(name, ""))
+      for name, default in TYPE_PROPERTIES.items()),
+)
+
+#: Properties this library applies, with the default it uses (from :data:`PROPERTIES`).
+APPLIED_PROPERTIES: Final[dict[str, str]] = {p.name: p.default for p in PROPERTIES}
+
+#: Mutually exclusive pairs.
+_EXCLUSIVE: Final = (("schema.include.list", "schema.exclude.list"),
+                     ("table.include.list", "table.exclude.list"),
+                     ("column.include.list", "column.exclude.list"),
+                     ("message.prefix.include.list", "message.prefix.exclude.list"))
 
 #: Properties that would change events in ways not implemented: only their default is accepted.
 DEFAULT_ONLY_PROPERTIES: Final[dict[str, str]] = {
@@ -78,9 +170,6 @@ DEFAULT_ONLY_PROPERTIES: Final[dict[str, str]] = {
         "io.debezium.pipeline.txmetadata.DefaultTransactionMetadataFactory",
 }
 
-#: ``plugin.name`` values: pgoutput, and YugabyteDB's yboutput (the YugabyteDB connector's
-#: behaviour, see :mod:`pgcdc_events.events.yugabyte`).
-PLUGIN_NAMES: Final = ("pgoutput", "yboutput")
 #: Properties only the YugabyteDB connector defines (yugabyte/debezium
 #: PostgresConnectorConfig.YB_CONSISTENT_SNAPSHOT); accepted, not applicable, under yboutput.
 YUGABYTEDB_PROPERTIES: Final = frozenset({"yb.consistent.snapshot"})
@@ -263,68 +352,21 @@ class EventConfig:
         def get(name: str) -> str:
             return str(props.get(name, APPLIED_PROPERTIES[name])).strip()
 
-        def choice(name: str, allowed: tuple[str, ...]) -> str:
-            value = get(name).lower()
-            if value not in allowed:
-                raise ConfigurationError(
-                    f"{name}: unsupported value {get(name)!r}; allowed: {', '.join(allowed)}")
-            return value
-
-        def non_negative(name: str) -> int:
-            try:
-                number = int(get(name))
-            except ValueError:
-                number = -1
-            if number < 0:
-                raise ConfigurationError(
-                    f"{name}: expected a non-negative integer, got {get(name)!r}")
-            return number
-
-        for include, exclude in (("schema.include.list", "schema.exclude.list"),
-                                 ("table.include.list", "table.exclude.list"),
-                                 ("column.include.list", "column.exclude.list"),
-                                 ("message.prefix.include.list", "message.prefix.exclude.list")):
+        for include, exclude in _EXCLUSIVE:
             if get(include) and get(exclude):
                 raise ConfigurationError(f"{include} and {exclude} cannot be used together")
-        for name in ("schema.include.list", "schema.exclude.list", "table.include.list",
-                     "table.exclude.list", "column.include.list", "column.exclude.list",
-                     "message.prefix.include.list", "message.prefix.exclude.list"):
-            if get(name):
-                field = name.removesuffix(".list").replace("message.prefix", "message_prefix")
-                values[field.replace(".", "_")] = parse_patterns(get(name), name)
-
-        values["topic_prefix"] = get("topic.prefix")
-        values["database"] = get("database.dbname")
+        for prop in PROPERTIES:
+            if prop.parse is None:
+                continue  # the type layer's: TypeConfig.from_properties below
+            value = prop.parse(prop.name, get(prop.name))
+            if prop.field is not None:
+                values[prop.field] = value
+            elif value:  # xmin.fetch.interval.ms: fetching xmin needs a database connection
+                not_applicable.append(prop.name)
         values["types"] = TypeConfig.from_properties(props)
         values["json"] = JsonConverterConfig.from_properties(props)
         values["json_key"] = JsonConverterConfig.from_properties(props, "key")
         values["json_headers"] = JsonConverterConfig.from_properties(props, "header")
-        values["tombstones_on_delete"] = parse_bool("tombstones.on.delete",
-                                                    get("tombstones.on.delete"))
-        values["provide_transaction_metadata"] = parse_bool(
-            "provide.transaction.metadata", get("provide.transaction.metadata"))
-        values["skip_messages_without_change"] = parse_bool(
-            "skip.messages.without.change", get("skip.messages.without.change"))
-        values["extended_headers_enabled"] = parse_bool(
-            "extended.headers.enabled", get("extended.headers.enabled"))
-        values["skipped_operations"] = _operations(get("skipped.operations"))
-        values["topic_delimiter"] = get("topic.delimiter")
-        values["topic_transaction"] = get("topic.transaction")
-        values["topic_heartbeat_prefix"] = get("topic.heartbeat.prefix")
-        values["topic_heartbeat_name"] = get("topic.heartbeat.name")
-        values["heartbeat_interval_ms"] = non_negative("heartbeat.interval.ms")
-        if non_negative("xmin.fetch.interval.ms"):
-            not_applicable.append("xmin.fetch.interval.ms")  # needs a database connection
-        values["message_key_columns"] = _message_key_columns(get("message.key.columns"))
-        modes = ("none", "avro", "avro_unicode")
-        values["schema_name_adjustment_mode"] = choice("schema.name.adjustment.mode", modes)
-        values["field_name_adjustment_mode"] = choice("field.name.adjustment.mode", modes)
-        failure = ("fail", "warn", "skip")
-        values["event_processing_failure_handling_mode"] = choice(
-            "event.processing.failure.handling.mode", failure)
-        values["event_converting_failure_handling_mode"] = choice(
-            "event.converting.failure.handling.mode", failure)
-        values["plugin_name"] = choice("plugin.name", PLUGIN_NAMES)
         if values["plugin_name"] == "yboutput" and "t" not in values["skipped_operations"]:
             raise ConfigurationError(
                 "skipped.operations must include 't' with plugin.name=yboutput: the YugabyteDB "
@@ -334,6 +376,13 @@ class EventConfig:
         values["truncate_to_chars"] = tuple(truncates)
         values["not_applicable"] = tuple(sorted(set(not_applicable)))
         return cls(**values)
+
+    def with_catalog(self, catalog: CatalogSnapshot | None) -> EventConfig:
+        """This configuration with ``database`` (``source.db``) taken from the catalog
+        snapshot when ``database.dbname`` is unset (as the catalog records the database)."""
+        if catalog is None or self.database:
+            return self
+        return attrs.evolve(self, database=catalog.database)
 
     # -- selection -----------------------------------------------------------------------
     def includes_table(self, schema: str, table: str) -> bool:

@@ -58,7 +58,7 @@ from pgcdc_events.protocol.messages import (
     Update,
 )
 from pgcdc_events.protocol.reader import PgOutputReader, Streaming
-from pgcdc_events.types.catalog import CatalogSnapshot, CatalogTable
+from pgcdc_events.types.catalog import CatalogSnapshot, CatalogTable, catalog_table_for
 from pgcdc_events.types.mapper import TypeMapper
 from pgcdc_events.types.registry import TypeRegistry
 from pgcdc_events.types.schema import Schema, Struct
@@ -103,7 +103,7 @@ class EventDecoder:
         run_id: str | None = None,
         memory_limit: int | None = None,
     ) -> None:
-        self.config = config
+        self.config = config = config.with_catalog(catalog)
         self.catalog = catalog
         self.clock = clock
         self.reader = PgOutputReader(proto_version=proto_version, streaming=streaming)
@@ -188,9 +188,7 @@ class EventDecoder:
     def _relation(self, message: Relation, lsn: int) -> list[ChangeRecord]:
         config = self.config
         if config.includes_table(message.namespace, message.name):
-            ctable = None if self.catalog is None else self.catalog.table_for(
-                message.relation_id, message.namespace, message.name,
-                [(c.name, c.type_oid) for c in message.columns])
+            ctable = catalog_table_for(self.catalog, message) if self.catalog else None
             self._tables[message.relation_id] = build_table_schema(
                 message, self.mapper, config, ctable, self.on_conversion_error)
         else:

@@ -456,6 +456,7 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
     Relation and Type messages; the tables' DataFrames stay lazy.
     """
     options = options or SparkSchemaOptions(flavour)
+    config = config.with_catalog(catalog)
     if transaction_context not in ("auto", "xid", "order"):
         raise SparkDecodeError(f"transaction_context must be auto, xid or order, "
                                f"not {transaction_context!r}")

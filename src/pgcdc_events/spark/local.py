@@ -162,6 +162,7 @@ def decode_to_arrow(rows: Sequence[CaptureRow], config: EventConfig,
                     ) -> dict[str, Any]:
     """Every table's events as an Arrow table, decoded in this process (no Spark)."""
     options = options or SparkSchemaOptions("semantic")
+    config = config.with_catalog(catalog)
     context = stream_context(rows, config, catalog)
     registry = context.registry
     out: dict[str, Any] = {}

@@ -22,7 +22,7 @@ from pgcdc_events.events.tables import TableSchema, build_table_schema
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.messages import Relation, RelationColumn, Type
 from pgcdc_events.spark.errors import SparkDecodeError
-from pgcdc_events.types.catalog import CatalogSnapshot, CatalogTable
+from pgcdc_events.types.catalog import CatalogSnapshot, CatalogTable, catalog_table_for
 from pgcdc_events.types.mapper import TypeMapper
 from pgcdc_events.types.registry import TypeRegistry
 
@@ -131,7 +131,7 @@ class RelationRegistry:
         config = self.config
         if not config.includes_table(relation.namespace, relation.name):
             return None
-        ctable = self.catalog.table(relation.namespace, relation.name) if self.catalog else None
+        ctable = catalog_table_for(self.catalog, relation) if self.catalog else None
         return build_table_schema(relation, mapper, config, ctable)
 
     # -- lookups ------------------------------------------------------------------------------

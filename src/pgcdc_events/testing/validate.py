@@ -24,6 +24,7 @@ import binascii
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from decimal import Decimal
 from typing import Any, Final, TypeGuard
 
 import attrs
@@ -149,7 +150,11 @@ class _Checker:
             self.semantic_string(name, schema, value, path)
         elif kind == "bytes":
             if name == "org.apache.kafka.connect.data.Decimal" and _is_number(value):
-                return  # decimal.format=NUMERIC
+                scale = int((schema.get("parameters") or {})["scale"])  # checked with the schema
+                if not _fits_scale(value, scale):  # decimal.format=NUMERIC
+                    self.add(path, f"{_show(value)} has more decimal places than the Decimal's"
+                             f" scale {scale}")
+                return
             if not isinstance(value, str):
                 self.add(path, f"expected bytes as a base64 string, got {_show(value)}")
                 return
@@ -345,11 +350,29 @@ def _is_int(value: Any) -> TypeGuard[int]:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+
+
+def _fits_scale(value: int | float | Decimal, scale: int) -> bool:
+    """Whether ``value`` is a number with at most ``scale`` decimal places (trailing zeros
+    aside), as a Connect Decimal of that scale must be."""
+    number = value if isinstance(value, Decimal) else Decimal(repr(value))
+    if not number.is_finite():
+        return False
+    _, digits, exponent = number.as_tuple()
+    assert isinstance(exponent, int)
+    end = len(digits)
+    while exponent < -scale and end > 1 and digits[end - 1] == 0:
+        end -= 1
+        exponent += 1
+    return exponent >= -scale or not any(digits)
 
 
 def _show(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, bytes) else repr(value)
+    if isinstance(value, (bytes, Decimal)):
+        text = repr(value) if isinstance(value, bytes) else str(value)
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -367,7 +390,7 @@ def validate_record(record: Any) -> Report:
     checker = _Checker()
     if isinstance(record, (str, bytes)):
         try:
-            record = json.loads(record)
+            record = json.loads(record, parse_float=Decimal)  # a Decimal's digits as written
         except ValueError as exc:
             return Report((Problem("<line>", f"not valid JSON: {exc}"),))
         except RecursionError:

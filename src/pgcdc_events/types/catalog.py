@@ -13,20 +13,26 @@ and loading the one row it returns with :func:`load_catalog`, or with
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from pgcdc_events.errors import PgCdcError
 
+if TYPE_CHECKING:
+    from pgcdc_events.protocol.messages import Relation
+
 __all__ = [
     "CATALOG_QUERY",
     "CatalogColumn",
     "CatalogError",
+    "CatalogMismatchWarning",
     "CatalogSnapshot",
     "CatalogTable",
     "CatalogType",
+    "catalog_table_for",
     "fetch_catalog",
     "load_catalog",
 ]
@@ -36,6 +42,11 @@ FORMAT_VERSION = 1
 
 class CatalogError(PgCdcError, ValueError):
     """A catalog snapshot that cannot be read."""
+
+
+class CatalogMismatchWarning(UserWarning):
+    """The catalog snapshot may not be the stream's: a table missing from it, or the
+    same name under another OID (another database, or the table was recreated)."""
 
 
 #: One row, one column: the whole snapshot as a JSON document. Covers ordinary and
@@ -272,12 +283,20 @@ class CatalogSnapshot:
             try:
                 obj = json.loads(obj)
             except ValueError as exc:
-                raise CatalogError(f"catalog snapshot is not valid JSON: {exc}") from None
+                hint = (" (one JSON document is expected: is this a capture or records file?)"
+                        if "Extra data" in str(exc) else "")
+                raise CatalogError(f"catalog snapshot is not valid JSON: {exc}{hint}") from None
             except RecursionError:
                 raise CatalogError(
                     "catalog snapshot is not valid JSON: nested too deeply") from None
         if not isinstance(obj, Mapping):
             raise CatalogError("catalog snapshot must be a JSON object")
+        if "format" not in obj or "tables" not in obj:
+            raise CatalogError(
+                "not a catalog snapshot (no \"format\" and \"tables\"): a catalog snapshot is"
+                " the JSON document `pgcdc-events catalog --dsn DSN --output catalog.json` writes"
+                " (the captured database's tables, columns, keys, defaults and types; see"
+                " examples/demo-catalog.json)")
         if obj.get("format") != FORMAT_VERSION:
             raise CatalogError(f"unsupported catalog snapshot format {obj.get('format')!r}; "
                                f"this version reads format {FORMAT_VERSION}")
@@ -357,3 +376,59 @@ def fetch_catalog(connection: Any) -> CatalogSnapshot:
         return load_catalog(cursor.fetchall())
     finally:
         cursor.close()
+
+
+
+def catalog_table_for(catalog: CatalogSnapshot, relation: Relation) -> CatalogTable | None:
+    """The catalog's table for a Relation message, checked against it.
+
+    A :class:`CatalogMismatchWarning` names the table, and the columns, when the
+    snapshot does not describe what the stream sends: the table is missing (it is then
+    decoded without catalog information, under the type layer's documented
+    assumptions), has another OID (a snapshot of another database, or the table was
+    recreated), or a column the Relation sends is missing or has another type OID or
+    modifier (renamed or altered since; its value is still read by the Relation's type,
+    but NOT NULL and the default come from the snapshot's column of that name, or are
+    assumed). Debezium reads the catalog as it is when it sees the Relation and does the
+    same; the warning is there because a snapshot from the wrong moment or database
+    changes optionality and defaults without any other sign. The snapshot may have more
+    columns than the Relation: generated columns and those outside a publication's
+    column list are not sent.
+    """
+    qualified = f'"{relation.namespace}"."{relation.name}"'
+    where = f"the catalog snapshot of database {catalog.database!r}"
+    # by OID, else by name when the columns match (CatalogSnapshot.table_for)
+    table = catalog.table_for(relation.relation_id, relation.namespace, relation.name,
+                              [(c.name, c.type_oid) for c in relation.columns])
+    if table is None:
+        without = ("decoded without its NOT NULL, defaults and primary key (every field "
+                   "optional, the replica identity as key)")
+        other = catalog.table(relation.namespace, relation.name)
+        if other is None:
+            _mismatch(f"table {qualified} is not in {where}: {without}")
+        else:
+            _mismatch(f"table {qualified} has OID {relation.relation_id} in the stream, and "
+                      f"{where} has another table of that name (OID {other.oid}) with other "
+                      f"columns (dropped and recreated since the change?): {without}")
+        return None
+    problems = []
+    if table.oid != relation.relation_id:
+        problems.append(f"OID {relation.relation_id} in the stream, {table.oid} in the snapshot "
+                        "(a snapshot of another database, or the table was recreated)")
+    for column in relation.columns:
+        known = table.column(column.name)
+        if known is None:
+            problems.append(f"column {column.name!r} is not in the snapshot (renamed or added"
+                            " since?): its NOT NULL and default are assumed")
+        elif (known.type_oid, known.type_modifier) != (column.type_oid, column.type_modifier):
+            problems.append(f"column {column.name!r} has type OID {column.type_oid} modifier "
+                            f"{column.type_modifier} in the stream, {known.type_oid} modifier "
+                            f"{known.type_modifier} in the snapshot")
+    if problems:
+        _mismatch(f"table {qualified} does not match {where}: " + "; ".join(problems))
+    return table
+
+
+def _mismatch(text: str) -> None:
+    warnings.warn(text + " (take the snapshot from the captured database when the capture is "
+                  "made: pgcdc-events catalog)", CatalogMismatchWarning, stacklevel=4)

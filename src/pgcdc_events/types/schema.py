@@ -222,6 +222,19 @@ class Struct:
         except KeyError:
             return default
 
+    def get_or_default(self, name: str) -> Any:
+        """Kafka Connect's ``Struct.get``: the value of field ``name``, or the field schema's
+        default when the value is null. ``struct[name]`` is the value as held
+        (``getWithoutDefault``). JsonConverter's ``replace.null.with.default=true`` (its
+        default) writes this one: ``source.snapshot`` null is written ``"false"``, a NULL in
+        a column with a default is written as the default."""
+        value = self[name]
+        if value is None:
+            schema = self.schema.field(name).schema
+            if schema.has_default and schema.default is not None:
+                return schema.default
+        return value
+
     def __iter__(self) -> Iterator[str]:
         return (f.name for f in self.schema.fields or ())
 

@@ -1,0 +1,103 @@
+"""Errors a new user meets first say what was expected and how to get it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pgcdc_events.adapters.pg8000 import parse_dsn
+from pgcdc_events.cli import main
+from pgcdc_events.errors import ConfigurationError
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+CAPTURE = str(EXAMPLES / "demo-capture.jsonl")
+
+
+@pytest.mark.parametrize("dsn", [
+    "postgressql://cdc:s3cret@db/app",   # a misspelled scheme
+    "postgresql:/cdc:s3cret@db/app",     # one slash
+    "postgresql//cdc:s3cret@db/app",     # no colon
+    "cdc:s3cret@db/app",                 # no scheme at all
+])
+def test_a_url_shaped_dsn_with_a_typo_is_called_a_url(dsn: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        parse_dsn(dsn)
+    text = str(caught.value)
+    assert "looks like a URL" in text and "postgresql://" in text
+    assert "key=value, got" not in text
+    assert "s3cret" not in text  # never print a secret
+
+
+def test_key_value_dsns_still_parse() -> None:
+    assert parse_dsn("host=db dbname=app user=cdc")["database"] == "app"
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    status = main(argv)
+    return status, capsys.readouterr().err
+
+
+def test_a_kafka_connect_json_as_config_asks_for_properties(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rest = tmp_path / "connector.json"
+    rest.write_text(json.dumps({"name": "inventory", "config": {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "topic.prefix": "inventory"}}, indent=2))
+    status, err = _run(["decode", "--capture", CAPTURE, "--config", str(rest)], capsys)
+    assert status == 1
+    assert "unknown connector property" not in err
+    assert "this is JSON" in err and "Java .properties file" in err
+    assert "jq -r" in err  # how to convert it
+
+
+def test_a_non_catalog_json_as_catalog_says_what_a_catalog_is(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "settings.json"
+    other.write_text('{"topic.prefix": "inventory"}')
+    status, err = _run(["decode", "--capture", CAPTURE, "--catalog", str(other)], capsys)
+    assert status == 1
+    assert "format None" not in err
+    assert "not a catalog snapshot" in err and "pgcdc-events catalog --dsn" in err
+
+
+def test_a_capture_as_catalog_says_one_document_is_expected(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    status, err = _run(["decode", "--capture", CAPTURE, "--catalog", CAPTURE], capsys)
+    assert status == 1 and "one JSON document is expected" in err
+
+
+def test_counts_of_one_are_singular(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pgcdc_events.cli._io import count  # noqa: PLC0415
+
+    assert [count(1, "table"), count(2, "table"), count(1234, "change")] == [
+        "1 table", "2 tables", "1,234 changes"]
+    one = tmp_path / "one.jsonl"
+    one.write_text('{"topic": "t", "key": null, "value": null}\n')
+    status, err = _run(["validate", str(one)], capsys)
+    assert status == 0 and "1 record," in err and "1 records" not in err
+
+
+def test_the_summary_counts_records_by_topic_and_op(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README demo's table, checked against the records it summarises."""
+    target = tmp_path / "records.jsonl"
+    status, err = _run(["decode", "--capture", CAPTURE, "--catalog",
+                        str(EXAMPLES / "demo-catalog.json"), "--output", str(target),
+                        "--summary"], capsys)
+    assert status == 0
+    records = [json.loads(line) for line in target.read_text().splitlines()]
+    lines = err.splitlines()
+    assert lines[0] == (f"{len(records)} records from 21 messages, written to {target}"
+                        " (JsonConverter JSON, one a line)")
+    header = lines[1].split()
+    table = {row.split()[0]: dict(zip(header[1:], row.split()[1:], strict=True))
+             for row in lines[2:] if row.startswith("  ") and not row.startswith("  (")}
+    for topic, cells in table.items():
+        for op, cell in cells.items():
+            expected = sum(1 for r in records if r["topic"] == topic and (
+                (r["value"] is None and op == "tombstone")
+                or (r["value"] is not None and r["value"]["payload"].get("op") == op)))
+            assert (cell if cell != "." else "0") == str(expected), (topic, op)
+    assert sorted(table) == sorted({r["topic"] for r in records})
