@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,13 @@ def test_golden_recordings_decode_the_same_in_parallel(recording) -> None:  # ty
     assert single.count("\n") >= len(recording.records) - 20  # not an empty comparison
     assert _decode(job, lines, 2, chunk_lines=3, big_lines=4) == single
     assert _decode(job, lines, 2) == single
+    tallies = []
+    for workers in (1, 2):
+        tally: Counter[tuple[str, str]] = Counter()
+        run_decode(job, lines, io.StringIO(), workers=workers, tally=tally, chunk_lines=3)
+        tallies.append(tally)
+    assert tallies[0] == tallies[1]
+    assert sum(tallies[0].values()) == single.count("\n")
 
 
 @pytest.mark.parametrize("capture", INDEX, ids=[c["name"] for c in INDEX])
