@@ -27,13 +27,14 @@ from pgcdc_events.protocol.messages import (
     Relation,
     TupleData,
 )
-from pgcdc_events.types.catalog import CatalogTable
+from pgcdc_events.types.catalog import CatalogSnapshot, CatalogTable
 from pgcdc_events.types.defaults import null_fallback
 from pgcdc_events.types.mapper import ColumnMapping, TypeMapper, conversion_error
 from pgcdc_events.types.schema import Field, Schema, Struct, struct_schema
 from pgcdc_events.types.source_type import without_source_parameters
 
-__all__ = ["TRANSACTION_BLOCK_SCHEMA", "ColumnPlan", "TableSchema", "build_table_schema"]
+__all__ = ["TRANSACTION_BLOCK_SCHEMA", "ColumnPlan", "TableSchema", "build_table_schema",
+           "catalog_table_for"]
 
 #: The ``transaction`` block of data events (``event.block`` version 1).
 TRANSACTION_BLOCK_SCHEMA: Final = struct_schema(
@@ -178,6 +179,15 @@ def _binary(col: ColumnPlan) -> Callable[[bytes], Any]:
 def _error(table: TableSchema, col: ColumnPlan, raw: bytes | None, kind: int, reason: str
            ) -> ConversionError:
     return conversion_error(table.qualified, col.mapping, raw or b"", kind == KIND_BINARY, reason)
+
+
+def catalog_table_for(catalog: CatalogSnapshot | None, relation: Relation
+                      ) -> CatalogTable | None:
+    """The catalog's table for a Relation message (:meth:`CatalogSnapshot.table_for`)."""
+    if catalog is None:
+        return None
+    return catalog.table_for(relation.relation_id, relation.namespace, relation.name,
+                             [(c.name, c.type_oid) for c in relation.columns])
 
 
 def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConfig,

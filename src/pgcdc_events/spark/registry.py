@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from pgcdc_events.events.config import EventConfig
-from pgcdc_events.events.tables import TableSchema, build_table_schema
+from pgcdc_events.events.tables import TableSchema, build_table_schema, catalog_table_for
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.messages import Relation, RelationColumn, Type
 from pgcdc_events.spark.errors import SparkDecodeError
@@ -131,8 +131,8 @@ class RelationRegistry:
         config = self.config
         if not config.includes_table(relation.namespace, relation.name):
             return None
-        ctable = self.catalog.table(relation.namespace, relation.name) if self.catalog else None
-        return build_table_schema(relation, mapper, config, ctable)
+        return build_table_schema(relation, mapper, config,
+                                  catalog_table_for(self.catalog, relation))
 
     # -- lookups ------------------------------------------------------------------------------
     def schema(self, version: int) -> TableSchema | None:
