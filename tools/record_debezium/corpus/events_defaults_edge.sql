@@ -4,6 +4,7 @@
 -- each table is all NULL (replace.null.with.default in the modes that keep it).
 --
 -- @modes: default nanos-string-map-istring-base64 isostring-map-istring-hex-money0-typesrc
+-- @modes: amicros-double-map-istring-base64-ph-colsrc
 
 SET client_min_messages = warning;
 
