@@ -112,10 +112,10 @@ def _literal_for(expression: str, pg_type: PgType, type_modifier: int) -> str | 
             expression.startswith("NULL::")):
         return None
     literal = _PLACEHOLDER[name] if _generated(expression) else extract_literal(expression)
-    if name == "bool":  # Boolean.parseBoolean
-        return literal is not None and literal.lower() == "true"
     if literal is None:
         return None
+    if name == "bool":  # Boolean.parseBoolean
+        return literal.lower() == "true"
     if name == "bit" and len(literal) == 1:
         return literal == "1"
     if name in _INT_RANGE:
