@@ -24,8 +24,9 @@ def register(commands: Any) -> None:
         "decode",
         help="decode a capture into Debezium change-event records (JsonConverter JSON)",
         description="Decode a capture (JSON Lines of {lsn, xid, data}) into the records the "
-        "Debezium PostgreSQL connector would produce, one {topic, key, value, headers} object "
-        "a line, key/value/headers as Kafka's JsonConverter writes them.",
+        "Debezium PostgreSQL connector would produce (with -c plugin.name=yboutput, those of "
+        "the YugabyteDB connector for a yboutput capture), one {topic, key, value, headers} "
+        "object a line, key/value/headers as Kafka's JsonConverter writes them.",
     )
     parser.add_argument("--capture", required=True, help="capture JSON Lines ('-' for stdin)")
     parser.add_argument("--catalog", help="catalog snapshot JSON (pgcdc-events catalog)")
