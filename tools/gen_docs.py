@@ -193,7 +193,8 @@ by the connector's rules (`pgcdc_events.types.defaults`; recorded in
 `time`, `timestamp`, `timestamptz`, `interval` and enums get one; arrays, domains
 and every other type get none, whatever the expression. The literal is the first
 quoted string of the expression (`'a'::text || 'b'::text` gives `"a"`), or the
-whole expression when it has no quote (`42`; `(1 + 2)` gives none). A function call
+whole expression when it has no quote (`42`; `(1 + 2)` gives none); a `numeric`
+literal with more fraction digits than the column's scale gives none. A function call
 or `CURRENT_DATE`, `CURRENT_TIMESTAMP`, `LOCALTIMESTAMP`... gives the type's
 placeholder: `0`, `false`, `""`, `"{}"`, the epoch, the nil UUID. An enum default
 needs an unquoted type name (`'open'::"bug.status"` gives none); its doubled quotes

@@ -31,7 +31,11 @@ from pgcdc_events.events.special import (
     transaction_record,
     truncate_record,
 )
-from pgcdc_events.events.tables import TRANSACTION_BLOCK_SCHEMA, TableSchema, build_table_schema
+from pgcdc_events.events.tables import (
+    TRANSACTION_BLOCK_SCHEMA,
+    TableSchema,
+    build_table_schema,
+)
 from pgcdc_events.events.transactions import ChangeBuffer, MemoryBudget, TransactionContext
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.protocol.lsn import Lsn, pg_timestamp_to_unix_us
@@ -188,9 +192,9 @@ class EventDecoder:
     def _relation(self, message: Relation, lsn: int) -> list[ChangeRecord]:
         config = self.config
         if config.includes_table(message.namespace, message.name):
-            ctable = catalog_table_for(self.catalog, message) if self.catalog else None
             self._tables[message.relation_id] = build_table_schema(
-                message, self.mapper, config, ctable, self.on_conversion_error)
+                message, self.mapper, config, catalog_table_for(self.catalog, message),
+                self.on_conversion_error)
         else:
             self._tables[message.relation_id] = None
         return []

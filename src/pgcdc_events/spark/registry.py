@@ -131,8 +131,8 @@ class RelationRegistry:
         config = self.config
         if not config.includes_table(relation.namespace, relation.name):
             return None
-        ctable = catalog_table_for(self.catalog, relation) if self.catalog else None
-        return build_table_schema(relation, mapper, config, ctable)
+        return build_table_schema(relation, mapper, config,
+                                  catalog_table_for(self.catalog, relation))
 
     # -- lookups ------------------------------------------------------------------------------
     def schema(self, version: int) -> TableSchema | None:

@@ -379,8 +379,10 @@ def fetch_catalog(connection: Any) -> CatalogSnapshot:
 
 
 
-def catalog_table_for(catalog: CatalogSnapshot, relation: Relation) -> CatalogTable | None:
-    """The catalog's table for a Relation message, checked against it.
+def catalog_table_for(catalog: CatalogSnapshot | None, relation: Relation
+                      ) -> CatalogTable | None:
+    """The catalog's table for a Relation message, checked against it (``None`` without a
+    catalog).
 
     A :class:`CatalogMismatchWarning` names the table, and the columns, when the
     snapshot does not describe what the stream sends: the table is missing (it is then
@@ -395,6 +397,8 @@ def catalog_table_for(catalog: CatalogSnapshot, relation: Relation) -> CatalogTa
     columns than the Relation: generated columns and those outside a publication's
     column list are not sent.
     """
+    if catalog is None:
+        return None
     qualified = f'"{relation.namespace}"."{relation.name}"'
     where = f"the catalog snapshot of database {catalog.database!r}"
     # by OID, else by name when the columns match (CatalogSnapshot.table_for)

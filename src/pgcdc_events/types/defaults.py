@@ -33,9 +33,11 @@ written with, even beyond the column's precision.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Any, Final, Protocol
 
 from pgcdc_events.types.mapping import Converter, ValueMapping
+from pgcdc_events.types.numeric import numeric_modifier
 from pgcdc_events.types.registry import PgType
 from pgcdc_events.types.schema import NO_DEFAULT, Schema, Struct
 
@@ -98,7 +100,7 @@ def _enum_literal(expression: str, pg_type: PgType) -> str | None:
     return None
 
 
-def _literal_for(expression: str, pg_type: PgType) -> str | bool | None:
+def _literal_for(expression: str, pg_type: PgType, type_modifier: int) -> str | bool | None:
     """The raw default of ``expression`` for a column of ``pg_type`` (``None``: no default)."""
     if pg_type.kind == "enum":
         return _enum_literal(expression, pg_type)
@@ -110,10 +112,10 @@ def _literal_for(expression: str, pg_type: PgType) -> str | bool | None:
             expression.startswith("NULL::")):
         return None
     literal = _PLACEHOLDER[name] if _generated(expression) else extract_literal(expression)
-    if name == "bool":  # Boolean.parseBoolean
-        return literal is not None and literal.lower() == "true"
     if literal is None:
         return None
+    if name == "bool":  # Boolean.parseBoolean
+        return literal.lower() == "true"
     if name == "bit" and len(literal) == 1:
         return literal == "1"
     if name in _INT_RANGE:
@@ -121,8 +123,15 @@ def _literal_for(expression: str, pg_type: PgType) -> str | bool | None:
             return None
         bound = _INT_RANGE[name]
         return literal if -bound <= int(literal) < bound else None
-    if name == "numeric" and not _DECIMAL.fullmatch(literal):
-        return None
+    if name == "numeric":
+        if not _DECIMAL.fullmatch(literal):
+            return None
+        # more fraction digits than the column's scale: the connector's decimal conversion
+        # refuses it in every decimal mode (numeric(6,2) DEFAULT 1.555 has no default)
+        exponent = Decimal(literal).as_tuple().exponent
+        if type_modifier != -1 and isinstance(exponent, int) and (
+                -exponent > numeric_modifier(type_modifier)[1]):
+            return None
     if name in ("float4", "float8"):
         if not _FLOAT.fullmatch(literal):
             return None
@@ -130,9 +139,11 @@ def _literal_for(expression: str, pg_type: PgType) -> str | bool | None:
     return literal
 
 
-def parse_default(expression: str, mapping: ValueMapping, pg_type: PgType) -> Any:
-    """The schema default of a column of ``pg_type`` for ``expression``, or :data:`NO_DEFAULT`."""
-    literal = _literal_for(expression, pg_type)
+def parse_default(expression: str, mapping: ValueMapping, pg_type: PgType,
+                  type_modifier: int = -1) -> Any:
+    """The schema default of a column of ``pg_type`` (with ``type_modifier``) for
+    ``expression``, or :data:`NO_DEFAULT`."""
+    literal = _literal_for(expression, pg_type, type_modifier)
     if literal is None:
         return NO_DEFAULT
     if isinstance(literal, bool):

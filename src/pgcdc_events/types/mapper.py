@@ -142,7 +142,7 @@ class TypeMapper:
         # events_geometry); a geography keeps its NOT NULL.
         schema = mapping.schema.with_(optional=optional or pg_type.root.name == "geometry")
         if default is not None:
-            value = parse_default(default, mapping, pg_type)
+            value = parse_default(default, mapping, pg_type, type_modifier)
             if value is not NO_DEFAULT:
                 schema = schema.with_(default=value)
         params = self._source_parameters(name, table, pg_type, type_modifier)

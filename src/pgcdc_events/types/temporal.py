@@ -418,11 +418,12 @@ def _timestamp_iso(us: int) -> str:
 
 
 def _zoned_timestamp(width: int) -> Callable[[int], str]:
-    """io.debezium.time.ZonedTimestamp in UTC with at least ``width`` fraction digits (the
-    column's precision, 6 when unspecified: golden t_time.c_tstz ``...T03:14:08.000000Z``)
-    and any further non-zero ones (only a default literal has more digits than its column:
-    ``timestamptz(0) DEFAULT '12:00:00.5+00'`` is ``12:00:00.5Z``, golden
-    events_defaults); infinities are the strings ``infinity``/``-infinity``."""
+    """io.debezium.time.ZonedTimestamp in UTC with exactly ``width`` fraction digits (the
+    column's precision, 6 when unspecified: golden t_time.c_tstz ``...T03:14:08.000000Z``),
+    or for ``timestamptz(0)`` the digits there are, trailing zeros dropped (only a default
+    literal has more digits than its column, and the connector truncates it to the
+    precision, or keeps it whole under (0): golden events_defaults ``12:00:00.5Z``,
+    events_defaults_edge ``00:00:00.123Z``); infinities are ``infinity``/``-infinity``."""
 
     def render(us: int) -> str:
         if us == TS_POS_INF:
@@ -430,7 +431,7 @@ def _zoned_timestamp(width: int) -> Callable[[int], str]:
         if us == TS_NEG_INF:
             return "-infinity"
         text = _iso_datetime6(us + _PG_EPOCH_US)
-        fraction = text[-6:width - 6 or None] + text[len(text) - 6 + width:].rstrip("0")
+        fraction = text[-6:width - 6 or None] if width else text[-6:].rstrip("0")
         return f"{text[:-7]}.{fraction}Z" if fraction else f"{text[:-7]}Z"
 
     return render
@@ -444,7 +445,7 @@ def _zoned_timestamp_from_text(width: int) -> Callable[[bytes], str]:
     def convert(raw: bytes) -> str:
         if raw[-3:] == b"+00" and raw[4:5] == b"-":
             text = raw[:-3].decode("ascii")  # YYYY-MM-DD HH:MM:SS[.f], no trailing zeros
-            fraction = text[20:].ljust(width, "0")
+            fraction = text[20:].ljust(width, "0")[:width] if width else text[20:]
             if fraction:
                 return f"{text[:10]}T{text[11:19]}.{fraction}Z"
             return f"{text[:10]}T{text[11:19]}Z"

@@ -1,7 +1,7 @@
 -- Arrays of domains (issue 11, class 6): with include.unknown.datatypes=true the
 -- connector emits them as arrays of bytes; without it, it drops the column.
 --
--- @modes: default events-unknown
+-- @modes: default events-unknown connect-string-b64url-hexph-unknown
 
 SET client_min_messages = warning;
 

@@ -2,7 +2,7 @@
 -- declares a NOT NULL geometry(Point,4326) optional, and fills the zero point for
 -- a NOT NULL point missing from a delete's before-image (REPLICA IDENTITY DEFAULT).
 --
--- @modes: default
+-- @modes: default connect-string-b64url-hexph-unknown isostring-map-istring-hex-money0-typesrc
 
 SET client_min_messages = warning;
 

@@ -33,6 +33,11 @@ CREATE UNIQUE INDEX ri_expr_a ON ri_expr (lower(code));
 CREATE UNIQUE INDEX ri_expr_b ON ri_expr (n);
 ALTER TABLE ri_expr REPLICA IDENTITY FULL;
 
+-- a unique index on a nullable column, REPLICA IDENTITY FULL
+CREATE TABLE ri_nullable (code text, n int, val text);
+CREATE UNIQUE INDEX ri_nullable_code ON ri_nullable (code);
+ALTER TABLE ri_nullable REPLICA IDENTITY FULL;
+
 -- @changes
 
 INSERT INTO ri_idx VALUES ('A', 1, 'x');
@@ -57,3 +62,7 @@ INSERT INTO ri_expr VALUES ('A', 1, 'v');
 UPDATE ri_expr SET code = 'B' WHERE n = 1;
 UPDATE ri_expr SET n = 2 WHERE n = 1;
 DELETE FROM ri_expr WHERE n = 2;
+INSERT INTO ri_nullable VALUES (NULL, 1, 'v');
+INSERT INTO ri_nullable VALUES ('A', 2, 'w');
+UPDATE ri_nullable SET code = 'B' WHERE n = 1;
+DELETE FROM ri_nullable WHERE n = 2;
