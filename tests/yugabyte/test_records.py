@@ -303,3 +303,30 @@ def test_should_work_with_null_values() -> None:
         after = _value(record, "after")
         assert after["id"]["value"] == i
         assert after["hours"] is not None and after["hours"]["value"] is None
+
+
+def test_source_block() -> None:
+    """Source rules, no YugabyteDB test of their values: the fields of
+    PostgresSourceInfoStructMaker (Debezium 2.5 common fields, schema, table, txId, lsn,
+    xmin) and the origin pair of YBRecordsStreamProducerIT's origin tests; ``sequence`` as
+    SourceInfo.sequence() writes it ("<last commit LSN>,<LSN>", "null" before any commit)."""
+    records = decode({"database.dbname": "yugabyte"}, [
+        (relation(S2, "s2", "a", "c", S2_A), 1),
+        *transaction(700, 10, Insert(S2, text("1", "22", "x"))),
+        *transaction(701, 20, Insert(S2, text("2", "22", "x"))),
+    ])
+    first, second = _table_records(records, "s2.a")
+    source = first.value["source"]  # type: ignore[index]
+    assert [f.name for f in source.schema.fields] == [
+        "version", "connector", "name", "ts_ms", "snapshot", "db", "sequence", "schema", "table",
+        "txId", "lsn", "xmin", "origin", "origin_lsn"]
+    assert source.schema.name == "io.debezium.connector.postgresql.Source"
+    assert (source["connector"], source["name"], source["db"], source["schema"],
+            source["table"], source["txId"], source["lsn"]) == (
+        "postgresql", "test_server", "yugabyte", "s2", "a", 700, 11)
+    assert source["sequence"] == "null,11"
+    # the last commit LSN is the first transaction's end LSN (transaction(): Commit at
+    # 10 + 1 change + 1 = 12, end LSN 13), as for PostgreSQL records
+    assert second.value["source"]["sequence"] == "13,21"  # type: ignore[index]
+    envelope = [f.name for f in first.value_schema.fields]  # type: ignore[union-attr]
+    assert envelope == ["before", "after", "source", "op", "ts_ms", "transaction"]

@@ -367,3 +367,74 @@ def test_should_stream_enum_as_known_type(pg_conn: Any, with_default: bool) -> N
     _source(record, "yugabyte", "public", "enum_table")
     _values(record, "after", {"pk": 1, **({"data": "V1", "value": "V2"} if with_default
                                           else {"value": "V1"})})
+
+
+def _origin_table(conn: Any, table: str) -> Capturer:
+    conn.run(f"CREATE TABLE {table} (pk SERIAL PRIMARY KEY, data TEXT)")
+    return Capturer(conn, tables=[table])
+
+
+def _insert_with_origin(conn: Any, table: str, data: str, origin: str | None) -> None:
+    """pg_replication_origin_session_setup(origin); INSERT; session_reset. PostgreSQL gives a
+    transaction an origin LSN only through pg_replication_origin_xact_setup, which the test
+    does not call: there ("YB Note: In YugabyteDB, LSN won't default to 0") YugabyteDB sets
+    one. Here the transaction sets one so that it is not 0 either."""
+    if origin is not None:
+        conn.run("SELECT pg_replication_origin_session_setup(:o)", o=origin)
+    conn.run("BEGIN")
+    if origin is not None:
+        conn.run("SELECT pg_replication_origin_xact_setup('0/1000'::pg_lsn, now())")
+    conn.run(f"INSERT INTO {table} (data) VALUES (:d)", d=data)
+    conn.run("COMMIT")
+    if origin is not None:
+        conn.run("SELECT pg_replication_origin_session_reset()")
+
+
+def _origin(record: ChangeRecord) -> tuple[Any, Any]:
+    source = record.value["source"]  # type: ignore[index]
+    return source["origin"], source["origin_lsn"]
+
+
+def test_should_have_null_origin_info_when_no_origin_is_set(pg_conn: Any) -> None:
+    """shouldHaveNullOriginInfoWhenNoOriginIsSet: origin and origin_lsn are null, and "the
+    schema should still have the fields defined"."""
+    capturer = _origin_table(pg_conn, "test_no_origin")
+    _insert_with_origin(pg_conn, "test_no_origin", "test without origin", None)
+    (record,) = decode_yb(as_yboutput(capturer.changes()))
+    assert _origin(record) == (None, None)
+    source_schema = record.value["source"].schema  # type: ignore[index]
+    assert {"origin", "origin_lsn"} <= {f.name for f in source_schema.fields or ()}
+
+
+def test_should_include_origin_info_in_source_metadata_when_origin_is_set(pg_conn: Any) -> None:
+    """shouldIncludeOriginInfoInSourceMetadataWhenOriginIsSet: origin is the origin's name,
+    origin_lsn present and not 0."""
+    pg_conn.run("SELECT pg_replication_origin_create('test_origin_dc1')")
+    capturer = _origin_table(pg_conn, "test_origin")
+    _insert_with_origin(pg_conn, "test_origin", "test with origin", "test_origin_dc1")
+    (record,) = decode_yb(as_yboutput(capturer.changes()))
+    origin, origin_lsn = _origin(record)
+    assert origin == "test_origin_dc1"
+    assert origin_lsn is not None and origin_lsn != 0
+    pg_conn.run("SELECT pg_replication_origin_drop('test_origin_dc1')")
+
+
+def test_origins_do_not_leak_and_are_tracked_across_transactions(pg_conn: Any) -> None:
+    """shouldNotLeakOriginInfoBetweenTransactions (a transaction with an origin, then one
+    without: the second has null origin and origin_lsn) and
+    shouldCorrectlyTrackDifferentOriginsAcrossTransactions (dc1 then dc2: each its own)."""
+    for name in ("test_origin_leak_dc1", "test_multi_origin_dc1", "test_multi_origin_dc2"):
+        pg_conn.run("SELECT pg_replication_origin_create(:o)", o=name)
+    capturer = _origin_table(pg_conn, "test_origin_leak")
+    _insert_with_origin(pg_conn, "test_origin_leak", "transaction with origin",
+                        "test_origin_leak_dc1")
+    _insert_with_origin(pg_conn, "test_origin_leak", "transaction without origin", None)
+    _insert_with_origin(pg_conn, "test_origin_leak", "from dc1", "test_multi_origin_dc1")
+    _insert_with_origin(pg_conn, "test_origin_leak", "from dc2", "test_multi_origin_dc2")
+    first, second, dc1, dc2 = decode_yb(as_yboutput(capturer.changes()))
+    assert _origin(first)[0] == "test_origin_leak_dc1" and _origin(first)[1] not in (None, 0)
+    assert _origin(second) == (None, None)
+    assert _origin(dc1)[0] == "test_multi_origin_dc1" and _origin(dc1)[1] not in (None, 0)
+    assert _origin(dc2)[0] == "test_multi_origin_dc2" and _origin(dc2)[1] not in (None, 0)
+    for name in ("test_origin_leak_dc1", "test_multi_origin_dc1", "test_multi_origin_dc2"):
+        pg_conn.run("SELECT pg_replication_origin_drop(:o)", o=name)
