@@ -215,8 +215,12 @@ def test_the_yboutput_configuration() -> None:
     with pytest.raises(ConfigurationError, match="TRUNCATE"):
         EventConfig.from_properties({"topic.prefix": "p", "plugin.name": "yboutput",
                                      "skipped.operations": "none"})
-    with pytest.raises(ConfigurationError, match=r"plugin\.name=yboutput"):
+    with pytest.raises(ConfigurationError, match=r"plugin\.name=yboutput, not pgoutput"):
         YugabyteEventDecoder(EventConfig("p"))
+    # and a plain EventDecoder refuses a yboutput configuration rather than ignore it
+    yb = EventConfig.from_properties({"topic.prefix": "p", "plugin.name": "yboutput"})
+    with pytest.raises(ConfigurationError, match=r"plugin\.name=pgoutput, not yboutput"):
+        EventDecoder(yb)
 
 
 def test_pgoutput_decoder_refuses_a_change_relation() -> None:

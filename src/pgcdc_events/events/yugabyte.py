@@ -167,13 +167,11 @@ class YugabyteEventDecoder(EventDecoder):
     """:class:`EventDecoder` for a ``yboutput`` stream, producing the YugabyteDB connector's
     records (``plugin.name=yboutput``; see the module docstring for every difference)."""
 
+    PLUGIN = "yboutput"
+
     def __init__(self, config: EventConfig, *, catalog: CatalogSnapshot | None = None,
                  proto_version: int | None = None, streaming: Streaming | None = None,
                  **kwargs: Any) -> None:
-        if config.plugin_name != "yboutput":
-            raise ConfigurationError(
-                "YugabyteEventDecoder needs plugin.name=yboutput "
-                f"(got {config.plugin_name!r})")
         super().__init__(config, catalog=catalog, proto_version=proto_version,
                          streaming=streaming, **kwargs)
         self.reader = PgOutputReader(proto_version=proto_version, streaming=streaming,
