@@ -16,13 +16,13 @@ import json
 from typing import Any
 
 import pytest
-from support.capture import Capturer
-from support.yboutput import as_yboutput, decode_yb
 
 from pgcdc_events.events import EventConfig, JsonRecordWriter
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.yugabyte_transforms import pg_compatible, yb_extract_new_record_state
 from pgcdc_events.types.catalog import fetch_catalog
+from support.capture import Capturer
+from support.yboutput import as_yboutput, decode_yb
 
 pytestmark = pytest.mark.usefixtures("pg_cluster")
 
