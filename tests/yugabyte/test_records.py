@@ -334,3 +334,23 @@ def test_source_block() -> None:
     assert second.value["source"]["sequence"] == "13,21"  # type: ignore[index]
     envelope = [f.name for f in first.value_schema.fields]  # type: ignore[union-attr]
     assert envelope == ["before", "after", "source", "op", "ts_ms", "transaction"]
+
+
+def test_replica_identity_nothing() -> None:
+    """Source rules, no YugabyteDB record test (under NOTHING the server refuses UPDATE and
+    DELETE: YugabyteReplicaIdentityIT.shouldThrowExceptionWithReplicaIdentityNothingOnUpdates
+    AndDeletes): inserts are records as under any identity; the primary key comes from the
+    catalog (PgOutputMessageDecoder queries it for FULL and NOTHING, the flags being all 0)."""
+    records = decode({}, [
+        (relation(S2, "s2", "a", "n", S2_A), 1),
+        *transaction(700, 10, Insert(S2, text("1", "22", "random text value"))),
+        # an UPDATE without old data, were one sent: no before (no old tuple to read)
+        *transaction(701, 20, Update(S2, None, None, text("1", "23", "x"))),
+    ], catalog(S2, "s2", "a", "n", S2_A))
+    insert, update = _table_records(records, "s2.a")
+    _is_valid(insert, "c", 1)
+    _is_valid(update, "u", 1)
+    assert _value(update, "before") is None
+    assert _cell(_value(update, "after"), "aa")["value"] == 23
+    with pytest.raises(ConfigurationError, match="REPLICA IDENTITY NOTHING"):
+        decode({}, [(relation(S2, "s2", "a", "n", S2_A), 1)])
