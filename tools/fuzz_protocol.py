@@ -10,6 +10,7 @@ in-stream flag, in pgoutput and in yboutput mode, and fed to a long-lived reader
 each mode. Only ProtocolError may escape, with the message type and offset. The two
 modes must agree: what pgoutput mode parses, yboutput mode parses to the same message,
 and what only yboutput mode parses is a Relation with replica identity ``c`` (CHANGE).
+Every message that parses must re-encode to exactly its bytes.
 
 ``yboutput-sequences``: the same mutations over yboutput streams of generated YugabyteDB
 workloads (every replica identity), fed to a yboutput reader and a YugabyteEventDecoder;
@@ -159,9 +160,13 @@ def run_messages(cases: int, seed: int) -> tuple[Counter[str], list[str], float]
             parsed: dict[bool, object] = {}
             for yboutput in (False, True):
                 try:
-                    parsed[yboutput] = parse_message(data, in_stream=in_stream,
-                                                     yboutput=yboutput)
+                    parsed[yboutput] = message = parse_message(data, in_stream=in_stream,
+                                                               yboutput=yboutput)
                     stats["yboutput parsed" if yboutput else "parsed"] += 1
+                    again = encode_message(message)
+                    if again != data:
+                        failures.append(f"case {i}: parses but re-encodes as {again.hex()}: "
+                                        f"{data.hex()}")
                 except ProtocolError as exc:
                     stats["yboutput ProtocolError" if yboutput else "ProtocolError"] += 1
                     problem = _context_problem(exc, data)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import uuid
 from typing import Any
 
 from pgcdc_events.cli._io import open_input, open_output
-from pgcdc_events.errors import ConfigurationError, PgCdcError
-from pgcdc_events.events import EventConfig, JsonRecordWriter
-from pgcdc_events.events.yugabyte import make_decoder
+from pgcdc_events.cli._parallel import DecodeJob, default_workers, run_decode
+from pgcdc_events.errors import ConfigurationError
+from pgcdc_events.events import EventConfig
 from pgcdc_events.properties import load_properties
-from pgcdc_events.protocol import CaptureError, CaptureRow
 from pgcdc_events.types.catalog import CatalogSnapshot
 
 DEFAULT_PREFIX = "pgcdc"
@@ -39,6 +39,10 @@ def register(commands: Any) -> None:
     parser.add_argument("--memory-limit", type=float, default=64.0, metavar="MIB",
                         help="memory for streamed and prepared transactions being assembled; "
                         "beyond it they spill to a temporary file (default 64)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="processes decoding whole transactions in parallel, the output "
+                        "unchanged (default: one per core this process may use; 1: decode in "
+                        "this process)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     parser.set_defaults(run=run)
 
@@ -67,33 +71,23 @@ def run(args: argparse.Namespace) -> int:
     if args.memory_limit < 0:
         raise ConfigurationError(f"--memory-limit must not be negative, got {args.memory_limit}")
     catalog = CatalogSnapshot.load(args.catalog) if args.catalog else None
-    decoder = make_decoder(config, catalog=catalog, proto_version=args.proto_version,
-                           streaming=args.streaming,
-                           memory_limit=int(args.memory_limit * 1024 * 1024))
-    writer = JsonRecordWriter.for_config(config)
-    started = last_report = time.monotonic()
-    count = lines = 0
+    if args.workers is not None and args.workers < 1:
+        raise ConfigurationError(f"--workers must be at least 1, got {args.workers}")
+    job = DecodeJob(config, catalog, args.proto_version, args.streaming,
+                    int(args.memory_limit * 1024 * 1024), run_id=str(uuid.uuid4()))
+    started = time.monotonic()
+    last_report = [started]
+
+    def report(lines: int, count: int) -> None:
+        now = time.monotonic()
+        if not args.quiet and now - last_report[0] > 2:
+            last_report[0] = now
+            print(f"pgcdc-events decode: {lines} messages, {count} records, "
+                  f"{lines / (now - started):,.0f} messages/s", file=sys.stderr)
+
     with open_input(args.capture) as src, open_output(args.output) as out:
-        for number, line in enumerate(src, 1):
-            if not line.strip():
-                continue
-            row = CaptureRow.from_line(line, line_number=number)
-            try:
-                # lazily: a big streamed transaction is written as it is read back
-                for record in decoder.iter_feed(row.data, row.lsn):
-                    out.write(writer.record_line(record))
-                    out.write("\n")
-                    count += 1
-            except CaptureError:
-                raise
-            except PgCdcError as exc:
-                raise CaptureError(str(exc), line=number) from None
-            lines += 1
-            now = time.monotonic()
-            if not args.quiet and now - last_report > 2:
-                last_report = now
-                print(f"pgcdc-events decode: {lines} messages, {count} records, "
-                      f"{lines / (now - started):,.0f} messages/s", file=sys.stderr)
+        lines, count = run_decode(job, src, out, report=report,
+                                  workers=args.workers or default_workers())
     if not args.quiet and time.monotonic() - started > 2:
         print(f"pgcdc-events decode: done, {lines} messages, {count} records", file=sys.stderr)
     return 0

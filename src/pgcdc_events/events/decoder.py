@@ -121,6 +121,9 @@ class EventDecoder:
         self._tables: dict[int, TableSchema | None] = {}
         self._txn: TransactionContext | None = None
         self._last_commit_lsn: int | None = None
+        #: Commit time (µs since 1970) of the last transaction begun: the source time of
+        #: non-transactional messages, as in Debezium.
+        self.last_begin_commit_us: int | None = None
         #: Where each streamed or prepared transaction still held began (for flushable_lsn).
         self._pending_since: dict[int, int] = {}
         self._budget = None if memory_limit is None else MemoryBudget(memory_limit)
@@ -193,7 +196,9 @@ class EventDecoder:
     def _relation(self, message: Relation, lsn: int) -> list[ChangeRecord]:
         config = self.config
         if config.includes_table(message.namespace, message.name):
-            ctable = self.catalog.table(message.namespace, message.name) if self.catalog else None
+            ctable = None if self.catalog is None else self.catalog.table_for(
+                message.relation_id, message.namespace, message.name,
+                [(c.name, c.type_oid) for c in message.columns])
             self._tables[message.relation_id] = build_table_schema(
                 message, self.mapper, config, ctable, self.on_conversion_error)
         else:
@@ -216,6 +221,7 @@ class EventDecoder:
     def _begin(self, message: Begin, lsn: int) -> list[ChangeRecord]:
         self._txn = TransactionContext(message.xid, pg_timestamp_to_unix_us(message.commit_time),
                                        lsn)
+        self.last_begin_commit_us = self._txn.commit_us
         return self._tx_record("BEGIN", lsn)
 
     def _origin(self, message: Origin, lsn: int) -> list[ChangeRecord]:
@@ -339,6 +345,7 @@ class EventDecoder:
             first_lsn = next((p.lsn for p in buffer), lsn)
             self._txn = TransactionContext(xid, pg_timestamp_to_unix_us(commit_time),
                                            first_lsn, buffer.origin, buffer.origin_lsn)
+            self.last_begin_commit_us = self._txn.commit_us
             yield from self._tx_record("BEGIN", first_lsn)
             for pending in buffer:
                 yield from self._emit(pending)
