@@ -354,3 +354,21 @@ def test_replica_identity_nothing() -> None:
     assert _cell(_value(update, "after"), "aa")["value"] == 23
     with pytest.raises(ConfigurationError, match="REPLICA IDENTITY NOTHING"):
         decode({}, [(relation(S2, "s2", "a", "n", S2_A), 1)])
+
+
+def test_a_unique_index_is_no_primary_key() -> None:
+    """TablesWithoutPrimaryKeyIT's nopk.t1 (pk INT UNIQUE, val INT) is keyed by its unique
+    index under pgoutput (that test reads plain values, so it runs with pgoutput); under
+    yboutput a table without a primary key is refused whatever its indexes ("CDC is not
+    supported for tables without primary keys")."""
+    from pgcdc_events.types.catalog import (  # noqa: PLC0415
+        CatalogColumn,
+        CatalogSnapshot,
+        CatalogTable,
+    )
+    columns = [("pk", INT4, -1, False), ("val", INT4, -1, False)]
+    unique = CatalogSnapshot("yugabyte", "15.2-YB", (CatalogTable(16440, "nopk", "t1", "d", (
+        CatalogColumn("pk", 1, INT4, unique_index_position=1), CatalogColumn("val", 2, INT4))),))
+    assert unique.tables[0].event_key == ("pk",) and not unique.tables[0].primary_key
+    with pytest.raises(ConfigurationError, match=r'table "nopk"\."t1" has no primary key'):
+        decode({}, [(relation(16440, "nopk", "t1", "d", columns), 1)], unique)

@@ -203,7 +203,10 @@ class YugabyteEventDecoder(EventDecoder):
         table = self._tables.get(message.relation_id)
         if table is None:
             return out
-        if table.key_schema is None:
+        ctable = self.catalog.table(message.namespace, message.name) if self.catalog else None
+        if table.key_schema is None or (ctable is not None and not ctable.primary_key):
+            # Keyed by a unique index is not enough: the table has no primary key (the
+            # PostgreSQL connector's unique-index fallback is not the YugabyteDB rule).
             # Refused now, and each change to the table is refused again (the table stays
             # known, without yboutput schemas) until a Relation gives it a primary key.
             raise _no_primary_key(message)
