@@ -61,3 +61,15 @@ def test_the_spark_example_of_the_docs_runs(spark: SparkSession, tmp_path: Any,
     namespace = run_python_blocks(spark=True)
     assert namespace["spark"] is spark
     assert len(namespace["changes"]) == 2
+
+
+def test_decode_capture_refuses_a_yboutput_configuration(spark: SparkSession) -> None:
+    """The Spark decoder implements the PostgreSQL connector's rules: under
+    plugin.name=yboutput it says so instead of producing records of the wrong shape."""
+    from pgcdc_events.events import EventConfig  # noqa: PLC0415
+    from pgcdc_events.spark import decode_capture  # noqa: PLC0415
+    frame = spark.createDataFrame([("0/1", 1, b"B", 0)], "lsn string, xid long, data binary, "
+                                  "position long")
+    config = EventConfig.from_properties({"topic.prefix": "p", "plugin.name": "yboutput"})
+    with pytest.raises(SparkDecodeError, match="yboutput"):
+        decode_capture(frame, config)

@@ -93,13 +93,15 @@ def decode(config: dict[str, str], messages: Iterable[tuple[Message, int]],
 
 # -- real PostgreSQL bytes as yboutput --------------------------------------------------------
 
-def as_yboutput(rows: list[CaptureRow], changed: Sequence[set[str]] = ()
-                ) -> list[tuple[bytes, int]]:
+def as_yboutput(rows: list[CaptureRow], changed: Sequence[set[str]] = (), *,
+                default_is_change: bool = True) -> list[tuple[bytes, int]]:
     """PostgreSQL's pgoutput rows as YugabyteDB's yboutput sends them: a DEFAULT table is
     CHANGE there (the service's default), so its Relation's identity byte becomes ``c`` and
     the n-th UPDATE of a CHANGE table keeps the primary key and the columns in
     ``changed[n]`` (the statement's SET list), every other column kind ``u`` (yb_decode.c
-    YBDecodeUpdate / proto.c logicalrep_write_tuple). FULL and NOTHING tables are as sent."""
+    YBDecodeUpdate / proto.c logicalrep_write_tuple). FULL and NOTHING tables are as sent,
+    and DEFAULT ones too with ``default_is_change=False`` (a YugabyteDB table altered to
+    REPLICA IDENTITY DEFAULT)."""
     out: list[tuple[bytes, int]] = []
     relations: dict[int, Relation] = {}
     updates = iter(changed)
@@ -107,7 +109,9 @@ def as_yboutput(rows: list[CaptureRow], changed: Sequence[set[str]] = ()
         message = parse_message(row.data)
         data = row.data
         if isinstance(message, Relation):
-            identity = "c" if message.replica_identity == "d" else message.replica_identity
+            identity = message.replica_identity
+            if identity == "d" and default_is_change:
+                identity = "c"
             relation = relations[message.relation_id] = attrs.evolve(
                 message, replica_identity=identity)
             data = encode_message(relation, yboutput=True)

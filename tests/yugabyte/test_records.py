@@ -215,8 +215,12 @@ def test_the_yboutput_configuration() -> None:
     with pytest.raises(ConfigurationError, match="TRUNCATE"):
         EventConfig.from_properties({"topic.prefix": "p", "plugin.name": "yboutput",
                                      "skipped.operations": "none"})
-    with pytest.raises(ConfigurationError, match=r"plugin\.name=yboutput"):
+    with pytest.raises(ConfigurationError, match=r"plugin\.name=yboutput, not pgoutput"):
         YugabyteEventDecoder(EventConfig("p"))
+    # and a plain EventDecoder refuses a yboutput configuration rather than ignore it
+    yb = EventConfig.from_properties({"topic.prefix": "p", "plugin.name": "yboutput"})
+    with pytest.raises(ConfigurationError, match=r"plugin\.name=pgoutput, not yboutput"):
+        EventDecoder(yb)
 
 
 def test_pgoutput_decoder_refuses_a_change_relation() -> None:
@@ -303,3 +307,68 @@ def test_should_work_with_null_values() -> None:
         after = _value(record, "after")
         assert after["id"]["value"] == i
         assert after["hours"] is not None and after["hours"]["value"] is None
+
+
+def test_source_block() -> None:
+    """Source rules, no YugabyteDB test of their values: the fields of
+    PostgresSourceInfoStructMaker (Debezium 2.5 common fields, schema, table, txId, lsn,
+    xmin) and the origin pair of YBRecordsStreamProducerIT's origin tests; ``sequence`` as
+    SourceInfo.sequence() writes it ("<last commit LSN>,<LSN>", "null" before any commit)."""
+    records = decode({"database.dbname": "yugabyte"}, [
+        (relation(S2, "s2", "a", "c", S2_A), 1),
+        *transaction(700, 10, Insert(S2, text("1", "22", "x"))),
+        *transaction(701, 20, Insert(S2, text("2", "22", "x"))),
+    ])
+    first, second = _table_records(records, "s2.a")
+    source = first.value["source"]  # type: ignore[index]
+    assert [f.name for f in source.schema.fields] == [
+        "version", "connector", "name", "ts_ms", "snapshot", "db", "sequence", "schema", "table",
+        "txId", "lsn", "xmin", "origin", "origin_lsn"]
+    assert source.schema.name == "io.debezium.connector.postgresql.Source"
+    assert (source["connector"], source["name"], source["db"], source["schema"],
+            source["table"], source["txId"], source["lsn"]) == (
+        "postgresql", "test_server", "yugabyte", "s2", "a", 700, 11)
+    assert source["sequence"] == "null,11"
+    # the last commit LSN is the first transaction's end LSN (transaction(): Commit at
+    # 10 + 1 change + 1 = 12, end LSN 13), as for PostgreSQL records
+    assert second.value["source"]["sequence"] == "13,21"  # type: ignore[index]
+    envelope = [f.name for f in first.value_schema.fields]  # type: ignore[union-attr]
+    assert envelope == ["before", "after", "source", "op", "ts_ms", "transaction"]
+
+
+def test_replica_identity_nothing() -> None:
+    """Source rules, no YugabyteDB record test (under NOTHING the server refuses UPDATE and
+    DELETE: YugabyteReplicaIdentityIT.shouldThrowExceptionWithReplicaIdentityNothingOnUpdates
+    AndDeletes): inserts are records as under any identity; the primary key comes from the
+    catalog (PgOutputMessageDecoder queries it for FULL and NOTHING, the flags being all 0)."""
+    records = decode({}, [
+        (relation(S2, "s2", "a", "n", S2_A), 1),
+        *transaction(700, 10, Insert(S2, text("1", "22", "random text value"))),
+        # an UPDATE without old data, were one sent: no before (no old tuple to read)
+        *transaction(701, 20, Update(S2, None, None, text("1", "23", "x"))),
+    ], catalog(S2, "s2", "a", "n", S2_A))
+    insert, update = _table_records(records, "s2.a")
+    _is_valid(insert, "c", 1)
+    _is_valid(update, "u", 1)
+    assert _value(update, "before") is None
+    assert _cell(_value(update, "after"), "aa")["value"] == 23
+    with pytest.raises(ConfigurationError, match="REPLICA IDENTITY NOTHING"):
+        decode({}, [(relation(S2, "s2", "a", "n", S2_A), 1)])
+
+
+def test_a_unique_index_is_no_primary_key() -> None:
+    """TablesWithoutPrimaryKeyIT's nopk.t1 (pk INT UNIQUE, val INT) is keyed by its unique
+    index under pgoutput (that test reads plain values, so it runs with pgoutput); under
+    yboutput a table without a primary key is refused whatever its indexes ("CDC is not
+    supported for tables without primary keys")."""
+    from pgcdc_events.types.catalog import (  # noqa: PLC0415
+        CatalogColumn,
+        CatalogSnapshot,
+        CatalogTable,
+    )
+    columns = [("pk", INT4, -1, False), ("val", INT4, -1, False)]
+    unique = CatalogSnapshot("yugabyte", "15.2-YB", (CatalogTable(16440, "nopk", "t1", "d", (
+        CatalogColumn("pk", 1, INT4, unique_index_position=1), CatalogColumn("val", 2, INT4))),))
+    assert unique.tables[0].event_key == ("pk",) and not unique.tables[0].primary_key
+    with pytest.raises(ConfigurationError, match=r'table "nopk"\."t1" has no primary key'):
+        decode({}, [(relation(16440, "nopk", "t1", "d", columns), 1)], unique)

@@ -367,3 +367,180 @@ def test_should_stream_enum_as_known_type(pg_conn: Any, with_default: bool) -> N
     _source(record, "yugabyte", "public", "enum_table")
     _values(record, "after", {"pk": 1, **({"data": "V1", "value": "V2"} if with_default
                                           else {"value": "V1"})})
+
+
+def _origin_table(conn: Any, table: str) -> Capturer:
+    conn.run(f"CREATE TABLE {table} (pk SERIAL PRIMARY KEY, data TEXT)")
+    return Capturer(conn, tables=[table])
+
+
+def _insert_with_origin(conn: Any, table: str, data: str, origin: str | None) -> None:
+    """pg_replication_origin_session_setup(origin); INSERT; session_reset. PostgreSQL gives a
+    transaction an origin LSN only through pg_replication_origin_xact_setup, which the test
+    does not call: there ("YB Note: In YugabyteDB, LSN won't default to 0") YugabyteDB sets
+    one. Here the transaction sets one so that it is not 0 either."""
+    if origin is not None:
+        conn.run("SELECT pg_replication_origin_session_setup(:o)", o=origin)
+    conn.run("BEGIN")
+    if origin is not None:
+        conn.run("SELECT pg_replication_origin_xact_setup('0/1000'::pg_lsn, now())")
+    conn.run(f"INSERT INTO {table} (data) VALUES (:d)", d=data)
+    conn.run("COMMIT")
+    if origin is not None:
+        conn.run("SELECT pg_replication_origin_session_reset()")
+
+
+def _origin(record: ChangeRecord) -> tuple[Any, Any]:
+    source = record.value["source"]  # type: ignore[index]
+    return source["origin"], source["origin_lsn"]
+
+
+def test_should_have_null_origin_info_when_no_origin_is_set(pg_conn: Any) -> None:
+    """shouldHaveNullOriginInfoWhenNoOriginIsSet: origin and origin_lsn are null, and "the
+    schema should still have the fields defined"."""
+    capturer = _origin_table(pg_conn, "test_no_origin")
+    _insert_with_origin(pg_conn, "test_no_origin", "test without origin", None)
+    (record,) = decode_yb(as_yboutput(capturer.changes()))
+    assert _origin(record) == (None, None)
+    source_schema = record.value["source"].schema  # type: ignore[index]
+    assert {"origin", "origin_lsn"} <= {f.name for f in source_schema.fields or ()}
+
+
+def test_should_include_origin_info_in_source_metadata_when_origin_is_set(pg_conn: Any) -> None:
+    """shouldIncludeOriginInfoInSourceMetadataWhenOriginIsSet: origin is the origin's name,
+    origin_lsn present and not 0."""
+    pg_conn.run("SELECT pg_replication_origin_create('test_origin_dc1')")
+    capturer = _origin_table(pg_conn, "test_origin")
+    _insert_with_origin(pg_conn, "test_origin", "test with origin", "test_origin_dc1")
+    (record,) = decode_yb(as_yboutput(capturer.changes()))
+    origin, origin_lsn = _origin(record)
+    assert origin == "test_origin_dc1"
+    assert origin_lsn is not None and origin_lsn != 0
+    pg_conn.run("SELECT pg_replication_origin_drop('test_origin_dc1')")
+
+
+def test_origins_do_not_leak_and_are_tracked_across_transactions(pg_conn: Any) -> None:
+    """shouldNotLeakOriginInfoBetweenTransactions (a transaction with an origin, then one
+    without: the second has null origin and origin_lsn) and
+    shouldCorrectlyTrackDifferentOriginsAcrossTransactions (dc1 then dc2: each its own)."""
+    for name in ("test_origin_leak_dc1", "test_multi_origin_dc1", "test_multi_origin_dc2"):
+        pg_conn.run("SELECT pg_replication_origin_create(:o)", o=name)
+    capturer = _origin_table(pg_conn, "test_origin_leak")
+    _insert_with_origin(pg_conn, "test_origin_leak", "transaction with origin",
+                        "test_origin_leak_dc1")
+    _insert_with_origin(pg_conn, "test_origin_leak", "transaction without origin", None)
+    _insert_with_origin(pg_conn, "test_origin_leak", "from dc1", "test_multi_origin_dc1")
+    _insert_with_origin(pg_conn, "test_origin_leak", "from dc2", "test_multi_origin_dc2")
+    first, second, dc1, dc2 = decode_yb(as_yboutput(capturer.changes()))
+    assert _origin(first)[0] == "test_origin_leak_dc1" and _origin(first)[1] not in (None, 0)
+    assert _origin(second) == (None, None)
+    assert _origin(dc1)[0] == "test_multi_origin_dc1" and _origin(dc1)[1] not in (None, 0)
+    assert _origin(dc2)[0] == "test_multi_origin_dc2" and _origin(dc2)[1] not in (None, 0)
+    for name in ("test_origin_leak_dc1", "test_multi_origin_dc1", "test_multi_origin_dc2"):
+        pg_conn.run("SELECT pg_replication_origin_drop(:o)", o=name)
+
+
+def test_should_maintain_primary_key_order_on_schema_change(pg_conn: Any) -> None:
+    """shouldMaintainPrimaryKeyOrderOnSchemaChange: PRIMARY KEY (b, d, c, a); the key's fields
+    are in that order, after/b/value is 1; after ADD COLUMN val2 and another insert, the
+    same order, after/b/value 10."""
+    capturer = _setup(pg_conn)
+    pg_conn.run("CREATE TABLE test_should_maintain_primary_key_order(b INTEGER, d INTEGER, "
+                "c INTEGER, a INTEGER, val INTEGER, PRIMARY KEY (b, d, c, a))")
+    pg_conn.run("ALTER PUBLICATION pub ADD TABLE test_should_maintain_primary_key_order")
+    catalog = fetch_catalog(pg_conn)
+    pg_conn.run("INSERT INTO test_should_maintain_primary_key_order VALUES (1, 2, 3, 4, 5)")
+    _statements(pg_conn, "ALTER TABLE test_should_maintain_primary_key_order ADD COLUMN val2 "
+                         "INTEGER;"
+                         "INSERT INTO test_should_maintain_primary_key_order VALUES "
+                         "(10, 11, 12, 13, 14, 15)")
+    first, second = decode_yb(as_yboutput(capturer.changes()), catalog)
+    for record, b in ((first, 1), (second, 10)):
+        assert record.value["after"]["b"]["value"] == b  # type: ignore[index]
+        assert [f.name for f in record.key_schema.fields] == ["b", "d", "c", "a"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode, expected", [("string", "123.45"), ("double", 123.45)],
+                         ids=["testStreamMoneyAsString", "testStreamMoneyAsDouble"])
+def test_stream_money(pg_conn: Any, mode: str, expected: Any) -> None:
+    """testStreamMoneyAsString / testStreamMoneyAsDouble (decimal.handling.mode string /
+    double): INSERT INTO salary (name, salary) values ('Joe', 123.45) -- pk 1, name "Joe",
+    salary "123.45" / 123.45; source yugabyte.public.salary."""
+    pg_conn.run("CREATE TABLE salary (pk SERIAL, name VARCHAR(50), salary money, "
+                "PRIMARY KEY(pk))")
+    catalog = fetch_catalog(pg_conn)
+    capturer = Capturer(pg_conn, tables=["salary"])
+    pg_conn.run("INSERT INTO salary (name, salary) values ('Joe', 123.45)")
+    (record,) = decode_yb(as_yboutput(capturer.changes()), catalog, **{
+        "decimal.handling.mode": mode, "database.dbname": "yugabyte",
+        "table.include.list": "public.salary"})
+    _check(record, "c", "pk", 1)
+    _source(record, "yugabyte", "public", "salary")
+    _values(record, "after", {"pk": 1, "name": "Joe", "salary": expected})
+
+
+def test_should_handle_non_null_interval_field_delete(pg_conn: Any) -> None:
+    """shouldHandleNonNullIntervalFiledDelete (interval.handling.mode=string): INSERT (1,
+    '2 Months 3 Days'); DELETE pk = 1 -- insert, delete, tombstone of pk 1."""
+    pg_conn.run("CREATE TABLE test_interval (pk SERIAL, i interval NOT NULL, PRIMARY KEY(pk))")
+    catalog = fetch_catalog(pg_conn)
+    capturer = Capturer(pg_conn, tables=["test_interval"])
+    _statements(pg_conn, "INSERT INTO test_interval (pk, i) VALUES (1, '2 Months 3 Days');"
+                         "DELETE FROM test_interval WHERE pk = 1")
+    records = decode_yb(as_yboutput(capturer.changes()), catalog,
+                        **{"interval.handling.mode": "string"})
+    assert [r.topic for r in records] == ["test_server.public.test_interval"] * 3
+    for record, op in zip(records, ("c", "d", "tombstone"), strict=True):
+        _check(record, op, "pk", 1)
+
+
+def test_should_stream_enums_when_include_unknown_data_types_disabled(pg_conn: Any) -> None:
+    """shouldStreamEnumsWhenIncludeUnknownDataTypesDisabled: enum_table (pk, data varchar(25)
+    NOT NULL, value test_type NOT NULL DEFAULT 'V1'); INSERT (data) VALUES ('hello') -- pk 1,
+    data "hello", value "V1"."""
+    pg_conn.run("CREATE TYPE test_type AS ENUM ('V1','V2')")
+    pg_conn.run("CREATE TABLE enum_table (pk SERIAL, data varchar(25) NOT NULL, value "
+                "test_type NOT NULL DEFAULT 'V1', PRIMARY KEY (pk))")
+    catalog = fetch_catalog(pg_conn)
+    capturer = Capturer(pg_conn, tables=["enum_table"])
+    pg_conn.run("INSERT INTO enum_table (data) VALUES ('hello')")
+    (record,) = decode_yb(as_yboutput(capturer.changes()), catalog, **{
+        "include.unknown.datatypes": "false", "database.dbname": "yugabyte",
+        "column.propagate.source.type": "public.enum_table.value",
+        "table.include.list": "public.enum_table"})
+    _check(record, "c", "pk", 1)
+    _source(record, "yugabyte", "public", "enum_table")
+    _values(record, "after", {"pk": 1, "data": "hello", "value": "V1"})
+
+
+def test_should_stream_time_array_types_as_known_types(pg_conn: Any) -> None:
+    """shouldStreamTimeArrayTypesAsKnownTypes: the UPDATE of all four arrays gives MicroTime,
+    ZonedTime, MicroTimestamp and ZonedTimestamp lists (the INSERT's expected values are in
+    schemaAndValuesForTimeArrayTypes, not read); the DELETE is a valid delete of pk 1."""
+    pg_conn.run("CREATE TABLE time_array_table (pk SERIAL, timea time[] NOT NULL, "
+                "timetza timetz[] NOT NULL, timestampa timestamp[] NOT NULL, "
+                "timestamptza timestamptz[] NOT NULL, primary key(pk))")
+    catalog = fetch_catalog(pg_conn)
+    capturer = Capturer(pg_conn, tables=["time_array_table"])
+    pg_conn.run("INSERT INTO time_array_table (timea, timetza, timestampa, timestamptza) "
+                "values ('{00:01:02,01:02:03}', '{13:51:02+0200,14:51:03+0200}', "
+                "'{2020-04-01 00:01:02,2020-04-01 01:02:03}', "
+                "'{2020-04-01 13:51:02+02,2020-04-01 14:51:03+02}')")
+    pg_conn.run("UPDATE time_array_table SET timea = '{00:01:02,02:03:04}', "
+                "timetza = '{00:01:02-0400,01:03:04-0400}', "
+                "timestampa = '{2020-04-01 00:01:02,2020-04-25 03:04:05}', "
+                "timestamptza = '{2020-04-01 00:01:02-04,2020-04-25 03:04:05-04}'")
+    pg_conn.run("DELETE FROM time_array_table")
+    changed = [{"timea", "timetza", "timestampa", "timestamptza"}]
+    insert, update, delete, _ = decode_yb(as_yboutput(capturer.changes(), changed), catalog, **{
+        "include.unknown.datatypes": "false", "database.dbname": "yugabyte",
+        "table.include.list": "public.time_array_table"})
+    _check(insert, "c", "pk", 1)
+    _source(update, "yugabyte", "public", "time_array_table")
+    _values(update, "after", {
+        "timea": [62 * 1_000_000, (2 * 3600 + 3 * 60 + 4) * 1_000_000],
+        "timetza": ["04:01:02Z", "05:03:04Z"],
+        "timestampa": [1585699262 * 1_000_000, 1587783845 * 1_000_000],
+        "timestamptza": ["2020-04-01T04:01:02.000000Z", "2020-04-25T07:04:05.000000Z"]})
+    _check(delete, "d", "pk", 1)
+    _source(delete, "yugabyte", "public", "time_array_table")

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import attrs
 
-from pgcdc_events.errors import ConversionError, ProtocolError
+from pgcdc_events.errors import ConfigurationError, ConversionError, ProtocolError
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.metrics import StreamingMetrics
 from pgcdc_events.events.records import ChangeRecord, Header
@@ -96,6 +96,9 @@ class EventDecoder:
     temporary file (see :class:`~pgcdc_events.events.transactions.MemoryBudget`).
     """
 
+    #: The ``plugin.name`` whose records this class produces.
+    PLUGIN: str = "pgoutput"
+
     def __init__(
         self,
         config: EventConfig,
@@ -107,6 +110,11 @@ class EventDecoder:
         run_id: str | None = None,
         memory_limit: int | None = None,
     ) -> None:
+        if config.plugin_name != self.PLUGIN:  # yboutput: events.yugabyte.make_decoder
+            raise ConfigurationError(
+                f"{type(self).__name__} produces the records of plugin.name={self.PLUGIN}, not "
+                f"{config.plugin_name}; pgcdc_events.events.yugabyte.make_decoder picks the "
+                "decoder a configuration calls for")
         self.config = config = config.with_catalog(catalog)
         self.catalog = catalog
         self.clock = clock

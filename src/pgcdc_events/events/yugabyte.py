@@ -27,10 +27,12 @@ What changes, each rule with its source in yugabyte/debezium
 * **A primary-key UPDATE stays one ``u`` record** under the new key (``emitUpdateRecord``:
   ``oldKey == null || connectorConfig.plugin().isYBOutput() || ...``), never the
   delete + create pair of upstream Debezium.
-* **The source block** is ``PostgresSourceInfoStructMaker``'s of Debezium 2.5: the common
-  fields then ``schema``, ``table``, ``txId``, ``lsn``, ``xmin`` (no ``ts_us``, ``ts_ns``,
-  ``origin``); the envelope is Debezium 2.5's (``before``, ``after``, ``source``, ``op``,
-  ``ts_ms``, ``transaction``).
+* **The source block** is Debezium 2.5's (the common fields, then ``schema``, ``table``,
+  ``txId``, ``lsn``, ``xmin``; no ``ts_us``, ``ts_ns``) with the replication origin
+  (``origin``, ``origin_lsn``) the connector's tests expect; ``sequence`` is
+  ``"<last commit LSN>,<LSN>"`` (``SourceInfo.sequence()``), not upstream's JSON array. The
+  envelope is Debezium 2.5's (``before``, ``after``, ``source``, ``op``, ``ts_ms``,
+  ``transaction``).
 * **Tables without a primary key are refused** (the connector's documentation: "CDC is
   not supported for tables without primary keys"), with an error naming the table.
 * **TRUNCATE is not supported** by the yboutput decoder
@@ -80,21 +82,31 @@ __all__ = [
     "cell_schema",
     "make_decoder",
     "yb_envelope_schema",
+    "yb_sequence",
     "yugabyte_table",
 ]
 
 _OPT_INT64: Final = Schema("int64", optional=True)
 _BOOLEAN: Final = Schema("boolean")
 
-#: The source block of the YugabyteDB connector: yugabyte/debezium
-#: .../yb/postgresql/PostgresSourceInfoStructMaker.java, ``commonSchemaBuilder()`` (Debezium
-#: 2.5: version, connector, name, ts_ms, snapshot, db, sequence) then schema, table, txId,
-#: lsn, xmin. The fields are this library's PostgreSQL ones (one home), less those 2.5
-#: does not have.
+#: The source block of the YugabyteDB connector: Debezium 2.5's common fields (version,
+#: connector, name, ts_ms, snapshot, db, sequence: yugabyte/debezium
+#: .../yb/postgresql/PostgresSourceInfoStructMaker.java, ``commonSchemaBuilder()``), then
+#: schema, table, txId, lsn, xmin, and the replication origin (``origin``, ``origin_lsn``:
+#: YBRecordsStreamProducerIT.shouldHaveNullOriginInfoWhenNoOriginIsSet asserts "the schema
+#: should still have the fields defined"). No ts_us / ts_ns (Debezium 2.6+). The fields are
+#: this library's PostgreSQL ones (one home), less those two.
 YB_SOURCE_SCHEMA: Final = attrs.evolve(SOURCE_SCHEMA, fields=tuple(
     Field(f.name, i, f.schema) for i, f in enumerate(
-        f for f in SOURCE_SCHEMA.fields or ()
-        if f.name not in ("ts_us", "ts_ns", "origin", "origin_lsn"))))
+        f for f in SOURCE_SCHEMA.fields or () if f.name not in ("ts_us", "ts_ns"))))
+
+
+def yb_sequence(last_commit_lsn: int | None, lsn: int) -> str:
+    """``source.sequence`` as the YugabyteDB connector writes it: ``"<last commit>,<lsn>"``,
+    ``null`` for an unknown one (yugabyte/debezium .../postgresql/SourceInfo.java,
+    ``sequence()``: ``return lastCommitLsn + "," + lsn;``, the JSON array of upstream
+    Debezium commented out)."""
+    return f"{last_commit_lsn},{lsn}" if last_commit_lsn is not None else f"null,{lsn}"
 
 
 def cell_schema(name: str, value: Schema) -> Schema:
@@ -155,13 +167,11 @@ class YugabyteEventDecoder(EventDecoder):
     """:class:`EventDecoder` for a ``yboutput`` stream, producing the YugabyteDB connector's
     records (``plugin.name=yboutput``; see the module docstring for every difference)."""
 
+    PLUGIN = "yboutput"
+
     def __init__(self, config: EventConfig, *, catalog: CatalogSnapshot | None = None,
                  proto_version: int | None = None, streaming: Streaming | None = None,
                  **kwargs: Any) -> None:
-        if config.plugin_name != "yboutput":
-            raise ConfigurationError(
-                "YugabyteEventDecoder needs plugin.name=yboutput "
-                f"(got {config.plugin_name!r})")
         super().__init__(config, catalog=catalog, proto_version=proto_version,
                          streaming=streaming, **kwargs)
         self.reader = PgOutputReader(proto_version=proto_version, streaming=streaming,
@@ -193,7 +203,10 @@ class YugabyteEventDecoder(EventDecoder):
         table = self._tables.get(message.relation_id)
         if table is None:
             return out
-        if table.key_schema is None:
+        ctable = self.catalog.table(message.namespace, message.name) if self.catalog else None
+        if table.key_schema is None or (ctable is not None and not ctable.primary_key):
+            # Keyed by a unique index is not enough: the table has no primary key (the
+            # PostgreSQL connector's unique-index fallback is not the YugabyteDB rule).
             # Refused now, and each change to the table is refused again (the table stays
             # known, without yboutput schemas) until a Relation gives it a primary key.
             raise _no_primary_key(message)
@@ -263,17 +276,17 @@ class YugabyteEventDecoder(EventDecoder):
         config = self.config
         block = None
         if txn is not None:
-            commit_us, xid = txn.commit_us, txn.xid
+            commit_us, xid, origin, origin_lsn = txn.commit_us, txn.xid, txn.origin, \
+                txn.origin_lsn
             if config.provide_transaction_metadata:
                 total, per = txn.next_order(yb.base.qualified)
                 block = Struct(TRANSACTION_BLOCK_SCHEMA, (f"{xid}:{lsn}", total, per))
         else:
-            commit_us, xid = self.clock() // 1000, None
-        last = self._last_commit_lsn
+            commit_us, xid, origin, origin_lsn = self.clock() // 1000, None, None, None
         source = Struct(YB_SOURCE_SCHEMA, (
             config.version, "postgresql", config.topic_prefix, commit_us // 1000, None,
-            config.database, f'["{last}","{lsn}"]' if last is not None else f'[null,"{lsn}"]',
-            yb.base.schema_name, yb.base.table_name, xid, lsn, None))
+            config.database, yb_sequence(self._last_commit_lsn, lsn), yb.base.schema_name,
+            yb.base.table_name, xid, lsn, None, origin, origin_lsn))
         value = Struct(yb.envelope_schema,
                        (before, after, source, op, self.clock() // 1_000_000, block))
         self.metrics.events_seen += 1

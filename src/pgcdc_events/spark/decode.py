@@ -456,6 +456,11 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
     Relation and Type messages; the tables' DataFrames stay lazy.
     """
     options = options or SparkSchemaOptions(flavour)
+    if config.plugin_name != "pgoutput":  # the YugabyteDB connector's rules are not here
+        raise SparkDecodeError(
+            f"decode_capture implements plugin.name=pgoutput, not {config.plugin_name}: decode "
+            "a yboutput capture with pgcdc_events.events.yugabyte.YugabyteEventDecoder and "
+            "pgcdc_events.spark.yugabyte (docs/yugabytedb.md)")
     config = config.with_catalog(catalog)
     if transaction_context not in ("auto", "xid", "order"):
         raise SparkDecodeError(f"transaction_context must be auto, xid or order, "
