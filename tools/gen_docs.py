@@ -184,7 +184,25 @@ def types_page() -> str:
     return "\n".join(lines) + "\n"
 
 
-ASSUMPTIONS = """## Without a catalog snapshot
+ASSUMPTIONS = """## Column defaults
+
+With a catalog snapshot, a column's default expression becomes its schema default
+by the connector's rules (`pgcdc_events.types.defaults`; recorded in
+`tests/golden/events_defaults`). Only integers, `numeric`, floats, `bool`,
+`bit`/`varbit`, `text`/`varchar`/`bpchar`, `json`/`jsonb`/`xml`, `uuid`, `date`,
+`time`, `timestamp`, `timestamptz`, `interval` and enums get one; arrays, domains
+and every other type get none, whatever the expression. The literal is the first
+quoted string of the expression (`'a'::text || 'b'::text` gives `"a"`), or the
+whole expression when it has no quote (`42`; `(1 + 2)` gives none). A function call
+or `CURRENT_DATE`, `CURRENT_TIMESTAMP`, `LOCALTIMESTAMP`... gives the type's
+placeholder: `0`, `false`, `""`, `"{}"`, the epoch, the nil UUID. An enum default
+keeps its doubled quotes (`'it''s'` gives `"it''s"`) and needs an unquoted type name.
+The defaults matter twice more: JsonConverter's `replace.null.with.default` writes
+them for nulls, and a NOT NULL column that PostgreSQL did not send (a delete's
+before-image) gets its default, else the type's zero (`""` for a range, `"{}"` for
+hstore).
+
+## Without a catalog snapshot
 
 pgoutput's Relation message carries each column's type OID and modifier, nothing
 else. The connector reads the rest from the database; this library reads it from a

@@ -64,7 +64,7 @@ def test_a_real_connector_configuration_is_accepted() -> None:
     ({"time.precision.mode": "millis"}, "time.precision.mode"),
     ({"skipped.operations": "c,x"}, "unsupported operation"),
     ({"table.include.list": "a", "table.exclude.list": "b"}, "cannot be used together"),
-    ({"plugin.name": "decoderbufs"}, "only 'pgoutput' is supported"),
+    ({"plugin.name": "decoderbufs"}, "allowed: pgoutput, yboutput"),
     ({"transforms": "unwrap"}, "changes events"),
     ({"column.mask.hash.NOPE.with.salt.x": "a.b.c"}, "unsupported hash algorithm"),
     ({"column.truncate.to.0.chars": "a.b.c"}, "positive integer"),

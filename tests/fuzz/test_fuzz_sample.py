@@ -16,6 +16,8 @@ from types import ModuleType
 
 import pytest
 
+from pgcdc_events.protocol import Relation, RelationColumn
+
 TOOLS = Path(__file__).resolve().parents[2] / "tools"
 
 
@@ -49,6 +51,20 @@ def test_pgoutput_messages_sample(monkeypatch: pytest.MonkeyPatch) -> None:
     stats, failures, _ = tool.run_messages(2500, seed=7)
     assert failures == []
     assert stats["parsed"] and stats["ProtocolError"]
+    # Both modes ran on every case; they agreed (else a failure): yboutput mode parses
+    # what pgoutput mode parses, plus Relations with identity 'c'.
+    assert stats["yboutput parsed"] >= stats["parsed"]
+    assert stats["yboutput parsed"] + stats["yboutput ProtocolError"] == 5000
+
+
+def test_yboutput_modes_disagreement_is_reported() -> None:
+    """The cross-mode check of the campaign fails on a parser that reads the modes apart."""
+    tool = _tool("fuzz_protocol")
+    rel = Relation(1, "s", "t", "d", (RelationColumn(1, "id", 23, -1),))
+    assert tool._modes_disagree({False: rel, True: rel}) is None
+    assert tool._modes_disagree({True: rel.__class__(1, "s", "t", "c", rel.columns)}) is None
+    assert "only yboutput" in tool._modes_disagree({True: rel})
+    assert "yboutput mode gave" in tool._modes_disagree({False: rel})
 
 
 def test_message_sequences_sample(monkeypatch: pytest.MonkeyPatch) -> None:

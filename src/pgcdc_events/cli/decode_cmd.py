@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+import uuid
 from collections import Counter
-from typing import Any
+from typing import IO, Any, cast
 
 from pgcdc_events.cli._io import count as counted
 from pgcdc_events.cli._io import open_input, open_output
-from pgcdc_events.errors import ConfigurationError, PgCdcError
-from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
-from pgcdc_events.events.records import ChangeRecord
+from pgcdc_events.cli._parallel import DecodeJob, default_workers, run_decode
+from pgcdc_events.errors import ConfigurationError
+from pgcdc_events.events import EventConfig
 from pgcdc_events.properties import load_properties
-from pgcdc_events.protocol import CaptureError, CaptureRow
 from pgcdc_events.types.catalog import CatalogSnapshot
 
 DEFAULT_PREFIX = "pgcdc"
@@ -26,8 +27,9 @@ def register(commands: Any) -> None:
         "decode",
         help="decode a capture into Debezium change-event records (JsonConverter JSON)",
         description="Decode a capture (JSON Lines of {lsn, xid, data}) into the records the "
-        "Debezium PostgreSQL connector would produce, one {topic, key, value, headers} object "
-        "a line, key/value/headers as Kafka's JsonConverter writes them.",
+        "Debezium PostgreSQL connector would produce (with -c plugin.name=yboutput, those of "
+        "the YugabyteDB connector for a yboutput capture), one {topic, key, value, headers} "
+        "object a line, key/value/headers as Kafka's JsonConverter writes them.",
     )
     parser.add_argument("--capture", required=True, help="capture JSON Lines ('-' for stdin)")
     parser.add_argument("--catalog", help="catalog snapshot JSON (pgcdc-events catalog)")
@@ -40,6 +42,10 @@ def register(commands: Any) -> None:
     parser.add_argument("--memory-limit", type=float, default=64.0, metavar="MIB",
                         help="memory for streamed and prepared transactions being assembled; "
                         "beyond it they spill to a temporary file (default 64)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="processes decoding whole transactions in parallel, the output "
+                        "unchanged (default: one per core this process may use; 1: decode in "
+                        "this process)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     parser.add_argument("--summary", action="store_true",
                         help="at the end, a table of the records by topic and op on stderr")
@@ -88,40 +94,30 @@ def run(args: argparse.Namespace) -> int:
     if args.memory_limit < 0:
         raise ConfigurationError(f"--memory-limit must not be negative, got {args.memory_limit}")
     catalog = CatalogSnapshot.load(args.catalog) if args.catalog else None
-    decoder = EventDecoder(config, catalog=catalog, proto_version=args.proto_version,
-                           streaming=args.streaming,
-                           memory_limit=int(args.memory_limit * 1024 * 1024))
-    writer = JsonRecordWriter.for_config(config)
-    tally: Counter[tuple[str, str]] = Counter()
-    started = last_report = time.monotonic()
-    count = lines = 0
+    if args.workers is not None and args.workers < 1:
+        raise ConfigurationError(f"--workers must be at least 1, got {args.workers}")
+    job = DecodeJob(config, catalog, args.proto_version, args.streaming,
+                    int(args.memory_limit * 1024 * 1024), run_id=str(uuid.uuid4()))
+    started = time.monotonic()
+    last_report = [started]
+
+    def report(lines: int, count: int) -> None:
+        now = time.monotonic()
+        if not args.quiet and now - last_report[0] > 2:
+            last_report[0] = now
+            print(f"pgcdc-events decode: {counted(lines, 'message')}, "
+                  f"{counted(count, 'record')}, "
+                  f"{lines / (now - started):,.0f} messages/s", file=sys.stderr)
+
     with open_input(args.capture) as src, open_output(args.output) as out:
-        for number, line in enumerate(src, 1):
-            if not line.strip():
-                continue
-            row = CaptureRow.from_line(line, line_number=number)
-            try:
-                # lazily: a big streamed transaction is written as it is read back
-                for record in decoder.iter_feed(row.data, row.lsn):
-                    out.write(writer.record_line(record))
-                    out.write("\n")
-                    count += 1
-                    tally[record.topic, _label(record)] += 1
-            except CaptureError:
-                raise
-            except PgCdcError as exc:
-                raise CaptureError(str(exc), line=number) from None
-            lines += 1
-            now = time.monotonic()
-            if not args.quiet and now - last_report > 2:
-                last_report = now
-                print(f"pgcdc-events decode: {counted(lines, 'message')}, "
-                      f"{counted(count, 'record')}, "
-                      f"{lines / (now - started):,.0f} messages/s", file=sys.stderr)
-    if args.summary:
+        tally = _Tally(out) if args.summary else None
+        lines, count = run_decode(job, src, cast("IO[str]", tally) if tally else out,
+                                  report=report, workers=args.workers or default_workers())
+    if tally is not None:
         where = "standard output" if args.output in (None, "-") else args.output
-        print(summary(tally, f"{counted(count, 'record')} from {counted(lines, 'message')}, "
-                      f"written to {where} (JsonConverter JSON, one a line)"), file=sys.stderr)
+        print(tally.table(f"{counted(count, 'record')} from {counted(lines, 'message')}, "
+                          f"written to {where} (JsonConverter JSON, one a line)"),
+              file=sys.stderr)
     elif not args.quiet and time.monotonic() - started > 2:
         print(f"pgcdc-events decode: done, {counted(lines, 'message')}, "
               f"{counted(count, 'record')}", file=sys.stderr)
@@ -134,27 +130,47 @@ _LEGEND = {"c": "create", "r": "read (snapshot)", "u": "update", "d": "delete",
            "t": "truncate", "m": "logical message"}
 
 
-def _label(record: ChangeRecord) -> str:
-    """The summary column of a record: its op, or its kind when it has none."""
-    if record.value is None:
+class _Tally:
+    """Passes the record lines written through to ``out`` and counts them by topic and op."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.counts: Counter[tuple[str, str]] = Counter()
+
+    def write(self, text: str) -> int:
+        for line in text.splitlines():
+            record = json.loads(line)
+            self.counts[record["topic"], _label(record["value"])] += 1
+        return self.out.write(text)
+
+    def table(self, headline: str) -> str:
+        """The counts by topic (rows) and op (columns), under ``headline``."""
+        tally = self.counts
+        labels = sorted({label for _, label in tally},
+                        key=lambda x: (_COLUMNS.index(x) if x in _COLUMNS else len(_COLUMNS), x))
+        topics = sorted({topic for topic, _ in tally})
+        width = max([len("topic"), *map(len, topics)])
+        cells = [max(len(label), 3) for label in labels]
+        lines = [headline, "  " + "topic".ljust(width) + "".join(
+            "  " + label.rjust(w) for label, w in zip(labels, cells, strict=True))]
+        for topic in topics:
+            lines.append("  " + topic.ljust(width) + "".join(
+                "  " + (str(tally[topic, label]) if tally[topic, label] else ".").rjust(w)
+                for label, w in zip(labels, cells, strict=True)))
+        legend = ", ".join(f"{label} {_LEGEND[label]}" for label in labels if label in _LEGEND)
+        if legend:
+            lines.append(f"  ({legend})")
+        return "\n".join(lines)
+
+
+def _label(value: Any) -> str:
+    """The summary column of a record's JsonConverter value: its op, else its kind."""
+    if value is None:
         return "tombstone"
-    return record.op or record.kind
-
-
-def summary(tally: Counter[tuple[str, str]], headline: str) -> str:
-    """A table of record counts by topic (rows) and op (columns), under ``headline``."""
-    labels = sorted({label for _, label in tally},
-                    key=lambda x: (_COLUMNS.index(x) if x in _COLUMNS else len(_COLUMNS), x))
-    topics = sorted({topic for topic, _ in tally})
-    width = max([len("topic"), *map(len, topics)])
-    cells = [max(len(label), 3) for label in labels]
-    lines = [headline, "  " + "topic".ljust(width) + "".join(
-        "  " + label.rjust(w) for label, w in zip(labels, cells, strict=True))]
-    for topic in topics:
-        lines.append("  " + topic.ljust(width) + "".join(
-            "  " + (str(tally[topic, label]) if tally[topic, label] else ".").rjust(w)
-            for label, w in zip(labels, cells, strict=True)))
-    legend = ", ".join(f"{label} {_LEGEND[label]}" for label in labels if label in _LEGEND)
-    if legend:
-        lines.append(f"  ({legend})")
-    return "\n".join(lines)
+    if isinstance(value, dict) and set(value) == {"schema", "payload"}:
+        value = value["payload"]
+    if isinstance(value, dict) and "op" in value:
+        return str(value["op"])
+    if isinstance(value, dict) and "status" in value:
+        return "transaction"
+    return "heartbeat"

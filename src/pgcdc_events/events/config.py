@@ -89,6 +89,13 @@ def _patterns(name: str, text: str) -> tuple[re.Pattern[str], ...] | None:
 _ADJUSTMENT = _choice("none", "avro", "avro_unicode")
 _FAILURE = _choice("fail", "warn", "skip")
 
+#: ``plugin.name`` values: pgoutput, and YugabyteDB's yboutput (the YugabyteDB connector's
+#: behaviour, see :mod:`pgcdc_events.events.yugabyte`).
+PLUGIN_NAMES: Final = ("pgoutput", "yboutput")
+#: Properties only the YugabyteDB connector defines (yugabyte/debezium
+#: PostgresConnectorConfig.YB_CONSISTENT_SNAPSHOT); accepted, not applicable, under yboutput.
+YUGABYTEDB_PROPERTIES: Final = frozenset({"yb.consistent.snapshot"})
+
 #: Notes for the type layer's properties (their parser is ``TypeConfig.from_properties``).
 _TYPE_NOTES: Final[dict[str, str]] = {
     "pgcdc.map.unsupported.types": "**ours**, not Debezium's: map the array columns "
@@ -137,6 +144,9 @@ PROPERTIES: Final[tuple[Property, ...]] = (
     Property("extended.headers.enabled", "extended_headers_enabled", "true", _bool,
              "`false` leaves out the `__debezium.context.*` headers, as the connector's event "
              "dispatcher does"),
+    Property("plugin.name", "plugin_name", "pgoutput", _choice(*PLUGIN_NAMES),
+             "`pgoutput` or `yboutput` (the YugabyteDB connector's records, see "
+             "[yugabytedb.md](yugabytedb.md))"),
     Property("xmin.fetch.interval.ms", None, "0", _non_negative,
              "needs a database connection: values other than 0 are reported as not "
              "applicable and `source.xmin` stays null"),
@@ -161,7 +171,6 @@ DEFAULT_ONLY_PROPERTIES: Final[dict[str, str]] = {
     "sourceinfo.struct.maker": "io.debezium.connector.postgresql.PostgresSourceInfoStructMaker",
     "transaction.metadata.factory":
         "io.debezium.pipeline.txmetadata.DefaultTransactionMetadataFactory",
-    "plugin.name": "pgoutput",
 }
 
 #: Kafka Connect / embedded-engine properties that are not connector fields.
@@ -283,6 +292,9 @@ class EventConfig:
     event_converting_failure_handling_mode: FailureMode = "fail"
     skip_messages_without_change: bool = False
     extended_headers_enabled: bool = True
+    #: ``plugin.name``: ``yboutput`` selects the YugabyteDB connector's records
+    #: (:class:`~pgcdc_events.events.yugabyte.YugabyteEventDecoder`).
+    plugin_name: Literal["pgoutput", "yboutput"] = "pgoutput"
     version: str = __version__
     not_applicable: tuple[str, ...] = ()
 
@@ -326,7 +338,9 @@ class EventConfig:
                         f"{name}={value!r} changes events in a way pgcdc-events does not implement;"
                         f" only {DEFAULT_ONLY_PROPERTIES[name]!r} is supported")
                 not_applicable.append(name)
-            elif name in CONNECTOR_PROPERTIES or name in _RUNTIME:
+            elif (name in CONNECTOR_PROPERTIES or name in _RUNTIME
+                  or (name in YUGABYTEDB_PROPERTIES
+                      and str(props.get("plugin.name")).strip() == "yboutput")):
                 not_applicable.append(name)
             elif name.startswith(_RUNTIME_PREFIXES):
                 _refuse_near_miss(name)  # database.dbnmae is a typo, not a driver option
@@ -348,6 +362,10 @@ class EventConfig:
                 values[prop.field] = value
             elif value:  # xmin.fetch.interval.ms: fetching xmin needs a database connection
                 not_applicable.append(prop.name)
+        if values["plugin_name"] == "yboutput" and "t" not in values["skipped_operations"]:
+            raise ConfigurationError(
+                "skipped.operations must include 't' with plugin.name=yboutput: the YugabyteDB "
+                "connector's yboutput decoder does not support TRUNCATE")
         values["types"] = TypeConfig.from_properties(props)
         values["json"] = JsonConverterConfig.from_properties(props)
         values["json_key"] = JsonConverterConfig.from_properties(props, "key")

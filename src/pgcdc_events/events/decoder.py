@@ -113,6 +113,9 @@ class EventDecoder:
         self._tables: dict[int, TableSchema | None] = {}
         self._txn: TransactionContext | None = None
         self._last_commit_lsn: int | None = None
+        #: Commit time (µs since 1970) of the last transaction begun: the source time of
+        #: non-transactional messages, as in Debezium.
+        self.last_begin_commit_us: int | None = None
         #: Where each streamed or prepared transaction still held began (for flushable_lsn).
         self._pending_since: dict[int, int] = {}
         self._budget = None if memory_limit is None else MemoryBudget(memory_limit)
@@ -208,6 +211,7 @@ class EventDecoder:
     def _begin(self, message: Begin, lsn: int) -> list[ChangeRecord]:
         self._txn = TransactionContext(message.xid, pg_timestamp_to_unix_us(message.commit_time),
                                        lsn)
+        self.last_begin_commit_us = self._txn.commit_us
         return self._tx_record("BEGIN", lsn)
 
     def _origin(self, message: Origin, lsn: int) -> list[ChangeRecord]:
@@ -331,6 +335,7 @@ class EventDecoder:
             first_lsn = next((p.lsn for p in buffer), lsn)
             self._txn = TransactionContext(xid, pg_timestamp_to_unix_us(commit_time),
                                            first_lsn, buffer.origin, buffer.origin_lsn)
+            self.last_begin_commit_us = self._txn.commit_us
             yield from self._tx_record("BEGIN", first_lsn)
             for pending in buffer:
                 yield from self._emit(pending)

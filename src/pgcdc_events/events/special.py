@@ -112,7 +112,11 @@ def message_record(decoder: EventDecoder, message: LogicalMessage, lsn: int,
             total, per = txn.next_message_order(MESSAGE_COLLECTION)
             block = Struct(TRANSACTION_BLOCK_SCHEMA, (f"{xid}:{lsn}", total, per))
     else:
-        ts_us, xid, block = decoder.clock() // 1000, None, None
+        # A non-transactional message has no commit time: the connector stamps it with
+        # the commit time of the last BEGIN it read, or the clock before the first one.
+        last = decoder.last_begin_commit_us
+        ts_us = last if last is not None else decoder.clock() // 1000
+        xid, block = None, None
     source = source_struct(
         version=config.version, name=config.topic_prefix, ts_us=ts_us, snapshot=None,
         db=config.database, sequence=sequence(decoder.last_commit_lsn, lsn), schema="", table="",

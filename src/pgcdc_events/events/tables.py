@@ -31,6 +31,7 @@ from pgcdc_events.types.catalog import CatalogTable
 from pgcdc_events.types.defaults import null_fallback
 from pgcdc_events.types.mapper import ColumnMapping, TypeMapper, conversion_error
 from pgcdc_events.types.schema import Field, Schema, Struct, struct_schema
+from pgcdc_events.types.source_type import without_source_parameters
 
 __all__ = ["TRANSACTION_BLOCK_SCHEMA", "ColumnPlan", "TableSchema", "build_table_schema"]
 
@@ -209,7 +210,7 @@ def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConf
         from_text, from_binary, schema = mapping.from_text, mapping.from_binary, mapping.schema
         transform = column_transform(config, ns, name, column.name, schema, mapping.pg_type,
                                      column.type_modifier if ccol is None else ccol.type_modifier)
-        null_value = null_fallback(mapping, mapping.pg_type, schema.optional, schema.default)
+        null_value = null_fallback(mapping, mapping.pg_type, not mapping.not_null, schema.default)
         if not schema.optional and mapping.pg_type.root.name in _MAY_BE_UNREPRESENTABLE:
             from_text = _required(from_text, schema)
             from_binary = _required(from_binary, schema) if from_binary is not None else None
@@ -233,8 +234,9 @@ def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConf
     key_positions: tuple[int, ...] = ()
     if key_names and all(k in key_at for k in key_names):
         key_positions = tuple(key_at[k] for k in key_names)
-        key_schema = struct_schema(f"{base}.Key", [(plans[i].name, plans[i].mapping.schema)
-                                                   for i in key_positions])
+        key_schema = struct_schema(f"{base}.Key",
+                                   [(plans[i].name, without_source_parameters(
+                                       plans[i].mapping.schema)) for i in key_positions])
     value_schema = Schema("struct", optional=True, name=f"{base}.Value",
                           fields=tuple(Field(plans[i].name, n, plans[i].mapping.schema)
                                        for n, i in enumerate(in_value)))
@@ -279,7 +281,7 @@ def _compose(outer: Callable[[Any], Any], inner: Callable[[bytes], Any]) -> Call
 
 def _key_columns(relation: Relation, config: EventConfig,
                  catalog_table: CatalogTable | None) -> tuple[str, ...]:
-    """Key column names: ``message.key.columns``, else the primary key.
+    """Key column names: ``message.key.columns``, else the primary key, else a unique index.
 
     Without a catalog snapshot the primary key is taken to be the replica-identity
     columns of a REPLICA IDENTITY DEFAULT table (they are its primary key); other
@@ -289,7 +291,7 @@ def _key_columns(relation: Relation, config: EventConfig,
     if override is not None:
         return override
     if catalog_table is not None:
-        return catalog_table.primary_key
+        return catalog_table.event_key
     if relation.replica_identity == "d":
         return tuple(c.name for c in relation.columns if c.is_key)
     return ()

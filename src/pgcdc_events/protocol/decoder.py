@@ -187,6 +187,21 @@ def _origin(data: bytes, in_stream: bool, abort_info: bool | None) -> Origin:
 
 
 def _relation(data: bytes, in_stream: bool, abort_info: bool | None) -> Relation:
+    return _relation_with(data, in_stream, "dnfi", "a replica identity d, n, f or i")
+
+
+def _yb_relation(data: bytes, in_stream: bool, abort_info: bool | None) -> Relation:
+    """A Relation from YugabyteDB's ``yboutput``: its replica identity may also be ``c``.
+
+    ``c`` is YB_REPLICA_IDENTITY_CHANGE: yugabyte/yugabyte-db
+    src/yb/yql/pggate/ybc_pg_typedefs.h (``#define YBC_YB_REPLICA_IDENTITY_CHANGE 'c'``),
+    sent as is by logicalrep_write_rel (src/postgres/src/backend/replication/logical/proto.c,
+    ``pq_sendbyte(out, rel->rd_rel->relreplident)``).
+    """
+    return _relation_with(data, in_stream, "dnfic", "a replica identity d, n, f, i or c")
+
+
+def _relation_with(data: bytes, in_stream: bool, idents: str, expected: str) -> Relation:
     xid, pos = _xid(data, in_stream)
     _need(data, pos, 4, "the relation OID")
     (relid,) = _u32(data, pos)
@@ -194,8 +209,8 @@ def _relation(data: bytes, in_stream: bool, abort_info: bool | None) -> Relation
     name, pos = _string(data, pos, "the relation name")
     _need(data, pos, 3, "the replica identity and column count")
     ident = chr(data[pos])
-    if ident not in "dnfi":
-        raise _fail(data, pos, "a replica identity d, n, f or i", repr(ident))
+    if ident not in idents:
+        raise _fail(data, pos, expected, repr(ident))
     (ncols,) = _I16.unpack_from(data, pos + 1)
     if ncols < 0:
         raise _fail(data, pos + 1, "a non-negative column count", str(ncols))
@@ -419,6 +434,13 @@ for _byte, _fn in {
 }.items():
     _PARSERS[ord(_byte)] = _fn  # type: ignore[assignment]
 
+#: yboutput's parsers: pgoutput's, with the Relation that accepts REPLICA IDENTITY CHANGE.
+#: Its tuple data needs no parser of its own: a column yboutput does not send (not changed
+#: under CHANGE) is written as ``'u'``, the unchanged-TOAST kind (proto.c,
+#: logicalrep_write_tuple: "Treat omitted column as an unchanged toast column").
+_YB_PARSERS: list[_Parser | None] = list(_PARSERS)
+_YB_PARSERS[ord("R")] = _yb_relation
+
 #: Type bytes whose body starts with an xid inside a Stream Start/Stop block.
 STREAMABLE_TYPES = frozenset(b"RYIUDTM")
 
@@ -428,6 +450,7 @@ def parse_message(
     *,
     in_stream: bool = False,
     abort_info: bool | None = None,
+    yboutput: bool = False,
 ) -> Message:
     """Parse one pgoutput message (the payload of an XLogData, or one row of the SQL interface).
 
@@ -435,12 +458,16 @@ def parse_message(
     Relation, Type, Insert, Update, Delete, Truncate or Message starts with the
     (sub)transaction's xid. ``abort_info``: Stream Abort carries the abort LSN
     and time (``streaming 'parallel'``, protocol 4); ``None`` infers it from the length.
+    ``yboutput``: the bytes come from YugabyteDB's ``yboutput`` plug-in, whose Relation
+    messages may carry replica identity ``c`` (CHANGE); see :attr:`Relation.replica_identity`.
     """
     if not isinstance(data, bytes):
         data = bytes(data)
     if not data:
         raise ProtocolError("a message type byte", offset=0, detail="empty message")
     parser = _PARSERS[data[0]]
+    if yboutput:
+        parser = _YB_PARSERS[data[0]]
     if parser is None:
         raise _fail(data, 0, "a pgoutput message type byte", f"unknown type {data[:1]!r}")
     return parser(data, in_stream, abort_info)

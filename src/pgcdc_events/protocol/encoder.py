@@ -96,6 +96,18 @@ def _relation(m: Relation) -> bytes:
     if m.replica_identity not in ("d", "n", "f", "i"):
         raise ProtocolError("a replica identity d, n, f or i", message_type="R",
                             detail=repr(m.replica_identity))
+    return _relation_bytes(m)
+
+
+def _yb_relation(m: Relation) -> bytes:
+    """yboutput's Relation: replica identity ``c`` (CHANGE) is allowed too (see decoder)."""
+    if m.replica_identity not in ("d", "n", "f", "i", "c"):
+        raise ProtocolError("a replica identity d, n, f, i or c", message_type="R",
+                            detail=repr(m.replica_identity))
+    return _relation_bytes(m)
+
+
+def _relation_bytes(m: Relation) -> bytes:
     parts = [
         b"R",
         _xid(m.xid),
@@ -231,9 +243,17 @@ _ENCODERS: dict[type, Callable[[Any], bytes]] = {
 }
 
 
-def encode_message(message: Message) -> bytes:
-    """The pgoutput bytes of ``message``; raises :class:`ProtocolError` on unencodable fields."""
-    encoder = _ENCODERS.get(type(message))
+#: yboutput's encoders: pgoutput's, with a Relation that may carry REPLICA IDENTITY CHANGE.
+_YB_ENCODERS: dict[type, Callable[[Any], bytes]] = {**_ENCODERS, Relation: _yb_relation}
+
+
+def encode_message(message: Message, *, yboutput: bool = False) -> bytes:
+    """The pgoutput bytes of ``message``; raises :class:`ProtocolError` on unencodable fields.
+
+    ``yboutput``: encode as YugabyteDB's ``yboutput`` plug-in does (a Relation may carry
+    replica identity ``c``); parse such bytes with ``parse_message(..., yboutput=True)``.
+    """
+    encoder = (_YB_ENCODERS if yboutput else _ENCODERS).get(type(message))
     if encoder is None:
         raise ProtocolError("a pgoutput message object", detail=type(message).__name__)
     try:

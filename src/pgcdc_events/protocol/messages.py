@@ -22,6 +22,7 @@ __all__ = [
     "KIND_NULL",
     "KIND_TEXT",
     "KIND_UNCHANGED_TOAST",
+    "REPLICA_IDENTITY_CHANGE",
     "Begin",
     "BeginPrepare",
     "Commit",
@@ -52,13 +53,20 @@ KIND_UNCHANGED_TOAST = ord("u")
 KIND_TEXT = ord("t")
 KIND_BINARY = ord("b")
 
+#: YugabyteDB's replica identity CHANGE in a Relation message (``yboutput`` only): an
+#: UPDATE carries the changed columns and the primary key; every other column is sent
+#: as kind ``u`` (:data:`KIND_UNCHANGED_TOAST`). Source: yugabyte/yugabyte-db
+#: src/yb/yql/pggate/ybc_pg_typedefs.h, ``YBC_YB_REPLICA_IDENTITY_CHANGE 'c'``.
+REPLICA_IDENTITY_CHANGE = "c"
+
 
 
 @attrs.frozen
 class TupleData:
     """The columns of one row as sent: a kind byte and, for text/binary, the raw value.
 
-    ``kinds[i]`` is one of ``n`` (NULL), ``u`` (unchanged TOASTed value, not sent),
+    ``kinds[i]`` is one of ``n`` (NULL), ``u`` (unchanged TOASTed value, not sent; from
+    YugabyteDB's ``yboutput`` also a column omitted under REPLICA IDENTITY CHANGE),
     ``t`` (text output of the type) or ``b`` (the type's binary send format);
     ``values[i]`` holds the bytes for ``t`` and ``b`` and ``None`` otherwise.
     """
@@ -150,7 +158,8 @@ class Relation:
 
     ``namespace`` is kept as sent: PostgreSQL sends an empty string for
     ``pg_catalog``. ``replica_identity`` is ``'d'`` (default), ``'n'`` (nothing), ``'f'`` (full) or
-    ``'i'`` (index).
+    ``'i'`` (index); from YugabyteDB's ``yboutput`` also ``'c'`` (CHANGE, see
+    :data:`REPLICA_IDENTITY_CHANGE`).
     """
 
     TYPE: ClassVar[bytes] = b"R"

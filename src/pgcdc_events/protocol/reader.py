@@ -51,7 +51,8 @@ class PgOutputReader:
     started with; when given, message types the version cannot send are rejected
     and Stream Abort is parsed in the form that ``streaming`` implies. When left
     as ``None`` every message type is accepted and the Stream Abort form is taken
-    from its length.
+    from its length. ``yboutput``: the stream comes from YugabyteDB's ``yboutput``
+    plug-in (see :func:`parse_message`).
 
     A message that fails to parse or validate raises :class:`ProtocolError` and
     leaves the reader's state as it was.
@@ -62,6 +63,7 @@ class PgOutputReader:
         *,
         proto_version: int | None = None,
         streaming: Streaming | None = None,
+        yboutput: bool = False,
     ) -> None:
         if proto_version is not None and proto_version not in _TYPES_BY_VERSION:
             raise ProtocolError("a protocol version between 1 and 4", detail=str(proto_version))
@@ -73,6 +75,8 @@ class PgOutputReader:
             raise ProtocolError("protocol version 4 or higher for streaming 'parallel'")
         self.proto_version = proto_version
         self.streaming = streaming
+        #: The stream comes from YugabyteDB's ``yboutput`` (Relation identity ``c`` accepted).
+        self.yboutput = yboutput
         allowed = _TYPES_BY_VERSION.get(proto_version or 4, _TYPES_BY_VERSION[4])
         if streaming == "off":
             allowed = allowed - _STREAM_TYPES
@@ -134,7 +138,8 @@ class PgOutputReader:
                     f"streaming={self.streaming}",
                 )
         message = parse_message(
-            data, in_stream=self._stream_xid is not None, abort_info=self._abort_info
+            data, in_stream=self._stream_xid is not None, abort_info=self._abort_info,
+            yboutput=self.yboutput,
         )
         self._apply(data[0], message)
         self.messages_read += 1

@@ -66,15 +66,16 @@ def _xid(in_stream: bool) -> st.SearchStrategy[int | None]:
     return u32 if in_stream else st.none()
 
 
-def _dml(in_stream: bool) -> st.SearchStrategy[Message]:
+def _dml(in_stream: bool, yboutput: bool = False) -> st.SearchStrategy[Message]:
     xid = _xid(in_stream)
+    identities = "dnfic" if yboutput else "dnfi"
     columns = st.builds(RelationColumn, u8, names, u32, i32)
     update_old = st.one_of(
         st.tuples(st.none(), st.none()),
         st.tuples(st.sampled_from(["K", "O"]), tuple_data()),
     )
     return st.one_of(
-        st.builds(Relation, u32, names, names, st.sampled_from("dnfi"),
+        st.builds(Relation, u32, names, names, st.sampled_from(identities),
                   st.lists(columns, max_size=6).map(tuple), xid),
         st.builds(Type, u32, names, names, xid),
         st.builds(Insert, u32, tuple_data(), xid),
@@ -106,8 +107,13 @@ def _control() -> st.SearchStrategy[Message]:
     )
 
 
-def messages(*, in_stream: bool | None = None) -> st.SearchStrategy[Message]:
-    """Any message; ``in_stream`` fixes whether DML-like messages carry an xid (``None``: both)."""
+def messages(*, in_stream: bool | None = None, yboutput: bool = False
+             ) -> st.SearchStrategy[Message]:
+    """Any message; ``in_stream`` fixes whether DML-like messages carry an xid (``None``: both).
+
+    ``yboutput``: messages YugabyteDB's ``yboutput`` can send, so Relations may also carry
+    replica identity ``c`` (CHANGE); encode and parse them with ``yboutput=True``.
+    """
     if in_stream is None:
-        return st.one_of(_control(), _dml(False), _dml(True))
-    return st.one_of(_control(), _dml(in_stream))
+        return st.one_of(_control(), _dml(False, yboutput), _dml(True, yboutput))
+    return st.one_of(_control(), _dml(in_stream, yboutput))

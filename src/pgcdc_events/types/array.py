@@ -2,8 +2,10 @@
 
 Debezium 3.6 maps the arrays of the element types in :data:`DEBEZIUM_ELEMENTS`
 (and of enums) and drops the others (``money[]``, ``name[]``, ``interval[]``,
-``varbit[]``, ``xml[]``, ``point[]``, domain arrays...; even with
-``include.unknown.datatypes``); ``TypeConfig.map_unsupported_types`` maps them too.
+``varbit[]``, ``xml[]``, ``point[]``...; even with ``include.unknown.datatypes``),
+except that with ``include.unknown.datatypes`` an array of a domain becomes an
+array of bytes, each element's text (``{bar,baz}`` is ``["YmFy","YmF6"]``);
+``TypeConfig.map_unsupported_types`` maps them all as arrays of their elements.
 
 Connect arrays are one-dimensional. A multi-dimensional array becomes its
 elements in row-major order (PostgreSQL's own storage order); its shape and
@@ -314,17 +316,20 @@ def debezium_maps(element: PgType) -> bool:
     return element.kind in ("base", "range") and element.name in DEBEZIUM_ELEMENTS
 
 
-def build(t: PgType, typmod: int, config: TypeConfig, element: ValueMapping | None
-          ) -> ValueMapping | None:
+def build(t: PgType, typmod: int, config: TypeConfig, element: ValueMapping | None, *,
+          unknown: bool = False) -> ValueMapping | None:
     """The mapping of array type ``t`` whose elements map as ``element``.
 
     Items are optional, as Debezium declares them, except that Debezium
     declares enum items required and then loses every enum array holding a
-    NULL; ours are optional (docs/differences-from-debezium.md).
+    NULL; ours are optional (docs/differences-from-debezium.md). ``unknown``:
+    ``element`` is the unknown-type mapping Debezium gives the elements of an
+    array it has no converter for (a domain array with ``include.unknown.datatypes``;
+    Debezium declares those items required too).
     """
     if element is None or t.element is None:
         return None
-    if not debezium_maps(t.element) and not config.map_unsupported_types:
+    if not (unknown or debezium_maps(t.element) or config.map_unsupported_types):
         return None
     items = element.schema.with_(optional=True)
     from_binary = (None if element.from_binary is None

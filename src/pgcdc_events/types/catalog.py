@@ -73,6 +73,13 @@ WITH RECURSIVE cols AS (
     SELECT i.indrelid AS relid, k.attnum, k.ord, i.indisprimary, i.indisreplident
     FROM pg_index i, unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
     WHERE i.indisprimary OR i.indisreplident
+), uniq AS (
+    -- the unique index Debezium keys a table without a primary key by: the first by name
+    -- (clustered first, as pgjdbc's getIndexInfo orders them) with no expression column
+    SELECT DISTINCT ON (i.indrelid) i.indrelid AS relid, i.indkey
+    FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
+    WHERE i.indisunique AND NOT i.indisprimary AND i.indexprs IS NULL
+    ORDER BY i.indrelid, i.indisclustered DESC, ic.relname::text COLLATE "C"
 )
 SELECT json_build_object(
     'format', 1,
@@ -90,7 +97,10 @@ SELECT json_build_object(
                     'primary_key_position', (SELECT k.ord FROM keys k WHERE k.relid = col.relid
                         AND k.attnum = col.attnum AND k.indisprimary),
                     'replica_identity_position', (SELECT k.ord FROM keys k WHERE k.relid = col.relid
-                        AND k.attnum = col.attnum AND k.indisreplident)
+                        AND k.attnum = col.attnum AND k.indisreplident),
+                    'unique_index_position', (SELECT k.ord FROM uniq u,
+                        unnest(u.indkey) WITH ORDINALITY AS k(attnum, ord)
+                        WHERE u.relid = col.relid AND k.attnum = col.attnum)
                 ) ORDER BY col.attnum)
                 FROM cols col WHERE col.relid = c.oid)
         ) ORDER BY n.nspname, c.relname)
@@ -142,6 +152,8 @@ class CatalogColumn:
     generated: str = ""
     primary_key_position: int | None = None
     replica_identity_position: int | None = None
+    #: Position in the unique index that keys the table when it has no primary key.
+    unique_index_position: int | None = None
 
 
 @attrs.frozen
@@ -159,6 +171,26 @@ class CatalogTable:
         """Primary-key column names in key order (empty when the table has none)."""
         keyed = [c for c in self.columns if c.primary_key_position is not None]
         return tuple(c.name for c in sorted(keyed, key=lambda c: c.primary_key_position or 0))
+
+    @property
+    def event_key(self) -> tuple[str, ...]:
+        """The columns Debezium keys the table's events by, in key order.
+
+        The primary key; without one, the columns of the table's first unique index
+        by name that has no expression column (``unique_index_position``), as the
+        connector falls back to unique indexes; in a snapshot that predates that
+        field, the replica-identity index of a REPLICA IDENTITY USING INDEX table.
+        """
+        for position in ("primary_key_position", "unique_index_position"):
+            keyed = [(getattr(c, position), c.name) for c in self.columns
+                     if getattr(c, position) is not None]
+            if keyed:
+                return tuple(name for _, name in sorted(keyed))
+        if self.replica_identity == "i":
+            keyed = [(c.replica_identity_position, c.name) for c in self.columns
+                     if c.replica_identity_position is not None]
+            return tuple(name for _, name in sorted(keyed))
+        return ()
 
     def column(self, name: str) -> CatalogColumn | None:
         """The column called ``name``, if any."""
@@ -196,6 +228,26 @@ class CatalogSnapshot:
     def table_by_oid(self, oid: int) -> CatalogTable | None:
         """The table with relation OID ``oid``, if captured."""
         return self._by_oid.get(oid)
+
+    def table_for(self, oid: int, namespace: str, name: str,
+                  columns: Iterable[tuple[str, int]]) -> CatalogTable | None:
+        """The catalog's description of the relation a Relation message describes.
+
+        By relation OID first: a table renamed since the change is still the same table.
+        Else by name, but only when the table found has the very columns (names and type
+        OIDs) the message lists: a table dropped and recreated under the same name since
+        the change is another table, and describing the change by it would give the
+        change another key (the connector, which looks tables up by name, does that;
+        golden events_rename). ``columns`` are the message's ``(name, type OID)`` pairs.
+        """
+        table = self._by_oid.get(oid)
+        if table is not None:
+            return table
+        table = self._by_name.get((namespace, name))
+        if table is None:
+            return None
+        mine = [(c.name, c.type_oid) for c in table.columns if not c.generated]
+        return table if mine == list(columns) else None
 
     def type(self, oid: int) -> CatalogType | None:
         """The non-built-in type with OID ``oid``, if known."""
@@ -288,6 +340,7 @@ def _column(c: Mapping[str, Any]) -> CatalogColumn:
         c["name"], int(c["position"]), int(c["type_oid"]), int(c.get("type_modifier", -1)),
         bool(c.get("not_null", False)), c.get("default"), c.get("generated") or "",
         c.get("primary_key_position"), c.get("replica_identity_position"),
+        c.get("unique_index_position"),
     )
 
 
@@ -327,43 +380,51 @@ def fetch_catalog(connection: Any) -> CatalogSnapshot:
 
 
 def catalog_table_for(catalog: CatalogSnapshot, relation: Relation) -> CatalogTable | None:
-    """The catalog's table for a Relation message, checked against it.
+    """The catalog's table for a Relation message (:meth:`CatalogSnapshot.table_for`),
+    checked against it.
 
     A :class:`CatalogMismatchWarning` names the table, and the columns, when the
-    snapshot does not describe what the stream sends: the table is missing (it is then
-    decoded without catalog information, under the type layer's documented
-    assumptions), has another OID (a snapshot of another database, or the table was
-    recreated), or a column the Relation sends is missing or has another type OID or
+    snapshot does not describe what the stream sends: the table is missing, or only a
+    table of that name with other columns under another OID is there (the change is then
+    decoded without catalog information, under the type layer's documented assumptions);
+    the table has another OID (a snapshot of another database, or the table was
+    recreated); or a column the Relation sends is missing or has another type OID or
     modifier (renamed or altered since; its value is still read by the Relation's type,
     but NOT NULL and the default come from the snapshot's column of that name, or are
-    assumed). Debezium reads the catalog as it is when it sees the Relation and does the
-    same; the warning is there because a snapshot from the wrong moment or database
+    assumed). The warning is there because a snapshot from the wrong moment or database
     changes optionality and defaults without any other sign. The snapshot may have more
     columns than the Relation: generated columns and those outside a publication's
     column list are not sent.
     """
     qualified = f'"{relation.namespace}"."{relation.name}"'
     where = f"the catalog snapshot of database {catalog.database!r}"
-    table = catalog.table(relation.namespace, relation.name)
-    if table is None:
+    table = catalog.table_for(relation.relation_id, relation.namespace, relation.name,
+                              [(c.name, c.type_oid) for c in relation.columns])
+    named = table or catalog.table(relation.namespace, relation.name)
+    if named is None:
         _mismatch(f"table {qualified} is not in {where}: decoded without its NOT NULL, "
                   "defaults and primary key (every field optional, the replica identity as key)")
         return None
     problems = []
-    if table.oid != relation.relation_id:
-        problems.append(f"OID {relation.relation_id} in the stream, {table.oid} in the snapshot "
+    if named.oid != relation.relation_id:
+        problems.append(f"OID {relation.relation_id} in the stream, {named.oid} in the snapshot "
                         "(a snapshot of another database, or the table was recreated)")
     for column in relation.columns:
-        known = table.column(column.name)
+        known = named.column(column.name)
         if known is None:
             problems.append(f"column {column.name!r} is not in the snapshot (renamed or added"
-                            " since?): its NOT NULL and default are assumed")
+                            " since?)")
         elif (known.type_oid, known.type_modifier) != (column.type_oid, column.type_modifier):
             problems.append(f"column {column.name!r} has type OID {column.type_oid} modifier "
                             f"{column.type_modifier} in the stream, {known.type_oid} modifier "
                             f"{known.type_modifier} in the snapshot")
-    if problems:
-        _mismatch(f"table {qualified} does not match {where}: " + "; ".join(problems))
+    if table is None:
+        _mismatch(f"table {qualified} of the stream is not the one in {where}: "
+                  + "; ".join(problems) + "; decoded without its NOT NULL, defaults and "
+                  "primary key (every field optional, the replica identity as key)")
+    elif problems:
+        _mismatch(f"table {qualified} does not match {where}: " + "; ".join(problems)
+                  + " (NOT NULL and defaults of those columns are assumed)")
     return table
 
 

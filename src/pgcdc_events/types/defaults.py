@@ -1,12 +1,32 @@
 """Column default expressions (``pg_get_expr``) as Connect schema defaults.
 
-Debezium reads a column's default from the catalog and converts it with the
-column's own value converter. A literal (``42``, ``'dflt'::text``,
-``'2000-01-01'::date``) becomes the default; a function call such as ``now()``
-becomes the type's zero value for date/time types, as Debezium's default-value
-mappers do, and no default elsewhere (``nextval(...)``); a struct-valued default
-is dropped (KAFKA-12694), as Debezium drops it; anything that does not convert
-gives no default.
+The rules are those of Debezium 3.6.3's ``PostgresDefaultValueConverter``, which
+reads a default for only a few types, by the column type's own name:
+
+* integers, ``numeric``, floats, ``bool``, ``bit``/``varbit``, ``text``/``varchar``/
+  ``bpchar``, ``json``/``jsonb``/``xml``, ``uuid``, ``date``, ``time``,
+  ``timestamp``, ``timestamptz``, ``interval`` and enums. Every other type
+  (arrays, domains, ``bytea``, ``money``, ``oid``, ``name``, ``"char"``, ranges,
+  network types, ``timetz``, hstore, citext, ltree, tsvector, geometry...) has no
+  default, whatever the expression.
+* The literal is the first single-quoted string of the expression with its
+  doubled quotes undone (``'a'::text || 'b'::text`` gives ``a``), or the whole
+  expression when it holds no quote (``42``; ``(1 + 2)`` then fails to parse and
+  gives no default).
+* An expression that starts as a function call (``now()``, ``lower('ABC')``,
+  ``nextval(...)``, ``(now())::date``) or is one of ``CURRENT_DATE``,
+  ``CURRENT_TIME``, ``CURRENT_TIMESTAMP``, ``LOCALTIME``, ``LOCALTIMESTAMP`` gives
+  the type's placeholder instead: ``0``, ``false``, ``""``, ``{}``, the epoch, the
+  nil UUID, a zero interval.
+* An enum default is the text between the quotes of ``'label'::type`` as written,
+  doubled quotes kept (``'it''s'`` gives ``it''s``), and only when the cast names
+  the enum without quoting (``'open'::"bug.status"`` gives none).
+* A value whose schema is a struct (a ``numeric`` without scale in precise mode)
+  gives no default (KAFKA-12694).
+
+The literal then converts as a value of the column would, so it follows the
+handling modes; a ``timestamptz`` default keeps the fraction digits it was
+written with, even beyond the column's precision.
 """
 
 from __future__ import annotations
@@ -18,75 +38,101 @@ from pgcdc_events.types.mapping import Converter, ValueMapping
 from pgcdc_events.types.registry import PgType
 from pgcdc_events.types.schema import NO_DEFAULT, Schema, Struct
 
-__all__ = ["literal_of", "null_fallback", "parse_default"]
+__all__ = ["extract_literal", "null_fallback", "parse_default"]
 
-_CAST: Final = re.compile(r"::[\w\s.\"\[\]()]+$")
-#: What Debezium's default-value mappers substitute for a generated (function) default.
-_GENERATED_ZERO: Final[dict[str, str]] = {
-    "int2": "0",
-    "int4": "0",
-    "int8": "0",
-    "date": "1970-01-01",
-    "timestamp": "1970-01-01 00:00:00",
-    "timestamptz": "1970-01-01 00:00:00+00",
-    "time": "00:00:00",
-    "timetz": "00:00:00+00",
+_LITERAL: Final = re.compile(r"'([^']*(?:''[^']*)*)'")
+_FUNCTION: Final = re.compile(r"[(]?[A-Za-z0-9_.]+\((?:.+(?:, ?.+)*)?\)")
+_CURRENT: Final = frozenset({"current_timestamp", "current_time", "current_date", "localtime",
+                             "localtimestamp"})
+_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
+_DECIMAL: Final = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_FLOAT: Final = re.compile(
+    r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[fFdD]?")
+_INT_RANGE: Final = {"int2": 1 << 15, "int4": 1 << 31, "int8": 1 << 63}
+#: Per type name: the placeholder of a generated default, as PostgreSQL text for our
+#: converters (Debezium's own placeholders: "0", "0.0", "false", "", "{}", "1970-01-01",
+#: "00:00", "epoch"...).
+_PLACEHOLDER: Final[dict[str, str]] = {
+    "bit": "00", "varbit": "0", "bool": "false", "bpchar": "", "varchar": "", "text": "",
+    "numeric": "0.0", "float4": "0.0", "float8": "0.0", "int2": "0", "int4": "0", "int8": "0",
+    "json": "{}", "jsonb": "{}", "xml": "", "uuid": "00000000-0000-0000-0000-000000000000",
+    "date": "1970-01-01", "time": "00:00:00", "timestamp": "1970-01-01 00:00:00",
+    "timestamptz": "1970-01-01 00:00:00+00", "interval": "00:00:00",
 }
 
 
-def literal_of(expression: str) -> str | None:
-    """The literal text of a default expression, or ``None`` when it is not a literal."""
-    text = expression.strip()
-    while text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
-        text = text[1:-1].strip()
-    if text.startswith("'"):
-        end = _closing_quote(text)
-        if end is None:
-            return None
-        rest = text[end + 1:].strip()
-        if rest and not _CAST.fullmatch(rest):
-            return None
-        return text[1:end].replace("''", "'")
-    text = _CAST.sub("", text).strip()
-    while text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
-        text = text[1:-1].strip()
-    if not text or "(" in text or text.upper() == "NULL":
+def extract_literal(expression: str) -> str | None:
+    """The literal Debezium reads from a default expression (see the module docstring).
+
+    ``None`` when the expression is ``NULL::...`` or holds an unterminated quote.
+    """
+    if "'" not in expression:
+        return None if expression.startswith("NULL::") else expression
+    match = _LITERAL.search(expression)
+    return match.group(1).replace("''", "'") if match else None
+
+
+def _generated(expression: str) -> bool:
+    return bool(_FUNCTION.match(expression)) or expression.lower() in _CURRENT
+
+
+def _enum_literal(expression: str, pg_type: PgType) -> str | None:
+    at = expression.rfind("::")
+    if at < 0:
         return None
-    return text
-
-
-def _balanced(text: str) -> bool:
-    depth = 0
-    for ch in text:
-        depth += (ch == "(") - (ch == ")")
-        if depth < 0:
-            return False
-    return depth == 0
-
-
-def _closing_quote(text: str) -> int | None:
-    i = 1
-    while i < len(text):
-        if text[i] == "'":
-            if i + 1 < len(text) and text[i + 1] == "'":
-                i += 2
-                continue
-            return i
-        i += 1
+    cast = expression[at + 2:]
+    if '"' in cast:
+        return None
+    namespace, _, name = cast.rpartition(".")
+    if name != pg_type.name or (namespace and namespace != pg_type.namespace):
+        return None
+    literal = expression[:at]
+    if len(literal) >= 2 and literal[0] == "'" and literal[-1] == "'":
+        return literal[1:-1]
     return None
 
 
-def parse_default(expression: str, mapping: ValueMapping, pg_type: PgType) -> Any:
-    """The schema default for ``expression``, or :data:`NO_DEFAULT`."""
-    literal = literal_of(expression)
+def _literal_for(expression: str, pg_type: PgType) -> str | bool | None:
+    """The raw default of ``expression`` for a column of ``pg_type`` (``None``: no default)."""
+    if pg_type.kind == "enum":
+        return _enum_literal(expression, pg_type)
+    name = pg_type.name
+    if pg_type.kind != "base" or name not in _PLACEHOLDER:
+        return None
+    expression = expression.strip()
+    if name in ("bool", "numeric", "float4", "float8", "int2", "int4", "int8") and (
+            expression.startswith("NULL::")):
+        return None
+    literal = _PLACEHOLDER[name] if _generated(expression) else extract_literal(expression)
+    if name == "bool":  # Boolean.parseBoolean
+        return literal is not None and literal.lower() == "true"
     if literal is None:
-        if "(" not in expression:
+        return None
+    if name == "bit" and len(literal) == 1:
+        return literal == "1"
+    if name in _INT_RANGE:
+        if not _INTEGER.fullmatch(literal):
+            return None
+        bound = _INT_RANGE[name]
+        return literal if -bound <= int(literal) < bound else None
+    if name == "numeric" and not _DECIMAL.fullmatch(literal):
+        return None
+    if name in ("float4", "float8"):
+        if not _FLOAT.fullmatch(literal):
+            return None
+        return literal.rstrip("fFdD")
+    return literal
+
+
+def parse_default(expression: str, mapping: ValueMapping, pg_type: PgType) -> Any:
+    """The schema default of a column of ``pg_type`` for ``expression``, or :data:`NO_DEFAULT`."""
+    literal = _literal_for(expression, pg_type)
+    if literal is None:
+        return NO_DEFAULT
+    if isinstance(literal, bool):
+        if mapping.schema.type != "boolean":
             return NO_DEFAULT
-        literal = _GENERATED_ZERO.get(pg_type.root.name)
-        if literal is None:
-            return NO_DEFAULT
-    if pg_type.root.name == "bool":  # Boolean.parseBoolean: "true" in any case, else false
-        literal = "t" if literal.strip().lower() in ("true", "t") else "f"
+        return literal
     try:
         value = mapping.from_text(literal.encode("utf-8"))
     except Exception:
@@ -98,10 +144,14 @@ def parse_default(expression: str, mapping: ValueMapping, pg_type: PgType) -> An
 
 #: Zero values (as PostgreSQL text) for a NOT NULL column whose value was not sent.
 _ZERO_TEXT: Final[dict[str, str]] = {
-    **_GENERATED_ZERO,
-    "oid": "0", "float4": "0", "float8": "0", "numeric": "0", "money": "0", "bool": "f",
+    "int2": "0", "int4": "0", "int8": "0", "date": "1970-01-01",
+    "timestamp": "1970-01-01 00:00:00", "timestamptz": "1970-01-01 00:00:00+00",
+    "time": "00:00:00", "timetz": "00:00:00+00", "oid": "0", "float4": "0", "float8": "0",
+    "numeric": "0", "money": "0", "bool": "f", "point": "(0,0)",
     "interval": "00:00:00", "uuid": "00000000-0000-0000-0000-000000000000", "bytea": "\\x",
 }
+#: The zero of a PostGIS column: an empty GEOMETRYCOLLECTION as WKB, no SRID.
+_EMPTY_COLLECTION_WKB: Final = bytes.fromhex("010700000000000000")
 _ZERO_BY_SCHEMA: Final[dict[str, Any]] = {
     "int8": 0, "int16": 0, "int32": 0, "int64": 0, "float32": 0.0, "float64": 0.0,
     "boolean": False, "string": "", "bytes": b"",
@@ -128,13 +178,18 @@ def null_fallback(mapping: _Mapped, pg_type: PgType, optional: bool, default: An
         return None
     if default is not NO_DEFAULT and default is not None:
         return default
-    literal = _ZERO_TEXT.get(pg_type.root.name)
+    schema = mapping.schema
+    root = pg_type.root.name
+    if root == "hstore" and schema.type == "string":
+        return "{}"  # an empty hstore in json mode
+    if root in ("geometry", "geography") and schema.type == "struct":
+        return Struct(schema, (_EMPTY_COLLECTION_WKB, None))
+    literal = _ZERO_TEXT.get(root)
     if literal is not None:
         try:
             return mapping.from_text(literal.encode())
         except Exception:  # fall back to the schema's zero below
             pass
-    schema = mapping.schema
     if schema.type == "array":
         return []
     if schema.type == "map":

@@ -9,6 +9,7 @@ Java 19+ prints and what Java 17 prints for all but rare values.
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal
 from json.encoder import encode_basestring
 
@@ -37,18 +38,24 @@ def java_double(value: float) -> str:
     return f"{sign}{significant[0]}.{significant[1:] or '0'}E{point - 1}"
 
 
+# In encode_basestring's output every backslash starts an escape: ``\\\\`` (an escaped
+# backslash), ``\\"``, ``\\n``, ... or ``\\uxxxx``. Matching the escaped backslash as a
+# unit keeps the ``u`` of a user's ``\\users`` from being read as the start of an escape.
+_ESCAPES = re.compile(r"\\\\|\\u[0-9a-f]{4}")
+
+
+def _upper(match: re.Match[str]) -> str:
+    escape = match.group()
+    return escape if len(escape) == 2 else "\\u" + escape[2:].upper()
+
+
 def upper_escape(text: str) -> str:
-    """``\\uxxxx`` escapes of ``encode_basestring``'s output in Jackson's upper-case hex."""
-    out = []
-    i = 0
-    while True:
-        j = text.find("\\u", i)
-        if j < 0:
-            out.append(text[i:])
-            return "".join(out)
-        out.append(text[i:j + 2])
-        out.append(text[j + 2:j + 6].upper())
-        i = j + 6
+    """``\\uxxxx`` escapes of ``encode_basestring``'s output in Jackson's upper-case hex.
+
+    Only real escapes change: the text ``C:\\users`` (escaped as ``C:\\\\users``) is
+    left as it is.
+    """
+    return _ESCAPES.sub(_upper, text)
 
 
 def jackson_string(text: str) -> str:

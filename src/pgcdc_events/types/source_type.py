@@ -11,15 +11,20 @@ from __future__ import annotations
 from typing import Final
 
 from pgcdc_events.types.registry import PgType
+from pgcdc_events.types.schema import Schema
 
-__all__ = ["UNKNOWN_LENGTH", "source_length_scale"]
+__all__ = ["SOURCE_PARAMETER_PREFIX", "UNKNOWN_LENGTH", "source_length_scale",
+           "without_source_parameters"]
+
+#: The prefix of the schema parameters ``column.propagate.source.type`` adds.
+SOURCE_PARAMETER_PREFIX: Final = "__debezium.source.column."
 
 #: pgjdbc's ``unknownLength``.
 UNKNOWN_LENGTH: Final = 2147483647
 
 _FIXED: Final[dict[str, tuple[int, int]]] = {
     "int2": (5, 0), "int4": (10, 0), "oid": (10, 0), "int8": (19, 0), "float4": (8, 8),
-    "float8": (17, 17), "bool": (1, 0), "date": (13, 0),
+    "float8": (17, 17), "bool": (1, 0), "date": (13, 0), "char": (1, 0),
 }
 
 
@@ -65,3 +70,13 @@ def source_length_scale(pg_type: PgType, typmod: int) -> tuple[int, int]:
     if name == "interval":
         return 49, (6 if typmod == -1 else typmod & 0xFFFF)
     return UNKNOWN_LENGTH, 0
+
+
+def without_source_parameters(schema: Schema) -> Schema:
+    """``schema`` without the source-type parameters: Debezium adds them to the fields of
+    the value only, never to the key's (nor to the ``__debezium.newkey``/``oldkey`` headers)."""
+    params = schema.parameters
+    if not params or not any(k.startswith(SOURCE_PARAMETER_PREFIX) for k, _ in params):
+        return schema
+    kept = tuple((k, v) for k, v in params if not k.startswith(SOURCE_PARAMETER_PREFIX))
+    return schema.with_(parameters=kept or None)

@@ -418,11 +418,11 @@ def _timestamp_iso(us: int) -> str:
 
 
 def _zoned_timestamp(width: int) -> Callable[[int], str]:
-    """io.debezium.time.ZonedTimestamp in UTC with exactly ``width`` fraction digits (the
-    column's precision, 6 when unspecified: golden t_time.c_tstz ``...T03:14:08.000000Z``);
-    infinities are the strings ``infinity``/``-infinity``."""
-
-    drop = 6 - width if width else 7  # trailing fraction digits (and point) to leave out
+    """io.debezium.time.ZonedTimestamp in UTC with at least ``width`` fraction digits (the
+    column's precision, 6 when unspecified: golden t_time.c_tstz ``...T03:14:08.000000Z``)
+    and any further non-zero ones (only a default literal has more digits than its column:
+    ``timestamptz(0) DEFAULT '12:00:00.5+00'`` is ``12:00:00.5Z``, golden
+    events_defaults); infinities are the strings ``infinity``/``-infinity``."""
 
     def render(us: int) -> str:
         if us == TS_POS_INF:
@@ -430,7 +430,8 @@ def _zoned_timestamp(width: int) -> Callable[[int], str]:
         if us == TS_NEG_INF:
             return "-infinity"
         text = _iso_datetime6(us + _PG_EPOCH_US)
-        return text[:len(text) - drop] + "Z"
+        fraction = text[-6:width - 6 or None] + text[len(text) - 6 + width:].rstrip("0")
+        return f"{text[:-7]}.{fraction}Z" if fraction else f"{text[:-7]}Z"
 
     return render
 
@@ -442,9 +443,10 @@ def _zoned_timestamp_from_text(width: int) -> Callable[[bytes], str]:
 
     def convert(raw: bytes) -> str:
         if raw[-3:] == b"+00" and raw[4:5] == b"-":
-            text = raw[:-3].decode("ascii")  # YYYY-MM-DD HH:MM:SS[.f], f already <= width
-            if width:
-                return f"{text[:10]}T{text[11:19]}.{text[20:].ljust(width, '0')}Z"
+            text = raw[:-3].decode("ascii")  # YYYY-MM-DD HH:MM:SS[.f], no trailing zeros
+            fraction = text[20:].ljust(width, "0")
+            if fraction:
+                return f"{text[:10]}T{text[11:19]}.{fraction}Z"
             return f"{text[:10]}T{text[11:19]}Z"
         return render(parse_timestamptz(raw))
 

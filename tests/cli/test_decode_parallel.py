@@ -1,0 +1,103 @@
+"""``decode`` on several processes writes exactly what one decoder writes.
+
+The parallel decoder cuts a capture into chunks of whole transactions and primes each
+worker's decoder with a prelude (Relations, Types, the last Begin and Commit). The
+independent path is the single decoder of the same run: for every golden recording
+(with its connector properties and catalog) and every committed protocol capture
+(streamed, two-phase, messages, binary, every proto version), the two outputs must be
+equal byte for byte, with chunks of a few lines so that every cut is exercised, and a
+small "big transaction" threshold so that transactions decoded in the parent are too.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from pgcdc_events.cli import main
+from pgcdc_events.cli._parallel import DecodeJob, run_decode
+from pgcdc_events.events import EventConfig
+from pgcdc_events.protocol import CaptureError, CaptureRow, Lsn, dump_capture_row
+from support.golden import recordings
+
+CAPTURES = Path(__file__).resolve().parents[1] / "protocol" / "captures"
+INDEX = json.loads((CAPTURES / "index.json").read_text())["captures"]
+RECORDINGS = [r for r in recordings() if not r.meta.get("connector_failed")]
+_CLOCK = 1_700_000_000_000_000_000
+
+
+def _clock() -> int:
+    return _CLOCK
+
+
+def _decode(job: DecodeJob, lines: list[str], workers: int, **sizes: int) -> str:
+    out = io.StringIO()
+    run_decode(job, lines, out, workers=workers, **sizes)
+    return out.getvalue()
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+@pytest.mark.parametrize("recording", RECORDINGS, ids=[r.key for r in RECORDINGS])
+def test_golden_recordings_decode_the_same_in_parallel(recording) -> None:  # type: ignore[no-untyped-def]
+    config = EventConfig.from_properties(recording.properties)
+    job = DecodeJob(config, recording.catalog, None, None, None, "run", _clock)
+    lines = _lines(recording.path / "capture.jsonl")
+    single = _decode(job, lines, 1)
+    assert single.count("\n") >= len(recording.records) - 20  # not an empty comparison
+    assert _decode(job, lines, 2, chunk_lines=3, big_lines=4) == single
+    assert _decode(job, lines, 2) == single
+
+
+@pytest.mark.parametrize("capture", INDEX, ids=[c["name"] for c in INDEX])
+def test_protocol_captures_decode_the_same_in_parallel(capture: dict) -> None:  # type: ignore[type-arg]
+    config = EventConfig.from_properties({
+        "topic.prefix": "p", "provide.transaction.metadata": "true",
+        "skipped.operations": "none"})
+    streaming = "on" if capture["streaming"] else None
+    job = DecodeJob(config, None, capture["proto_version"], streaming, 1 << 20, "run", _clock)
+    lines = _lines(CAPTURES / capture["capture"])
+    single = _decode(job, lines, 1)
+    assert single
+    for chunk_lines, big_lines in ((1, 2), (2, 50_000), (5, 3)):
+        assert _decode(job, lines, 2, chunk_lines=chunk_lines, big_lines=big_lines) == single
+
+
+def test_an_error_keeps_what_came_before_and_names_the_line(tmp_path: Path) -> None:
+    recording = next(r for r in RECORDINGS if r.corpus == "events")
+    config = EventConfig.from_properties(recording.properties)
+    job = DecodeJob(config, recording.catalog, None, None, None, "run", _clock)
+    lines = _lines(recording.path / "capture.jsonl")
+    bad_at = len(lines) - 3
+    row = CaptureRow.from_line(lines[bad_at - 1])
+    lines[bad_at - 1] = dump_capture_row(CaptureRow(Lsn(row.lsn), row.xid, b"I\x00")) + "\n"
+    outputs = []
+    for workers, sizes in ((1, {}), (2, {"chunk_lines": 3})):
+        out = io.StringIO()
+        with pytest.raises(CaptureError) as info:
+            run_decode(job, lines, out, workers=workers, **sizes)
+        assert info.value.line == bad_at
+        outputs.append((out.getvalue(), str(info.value)))
+    assert outputs[0] == outputs[1]
+    assert outputs[0][0].count("\n") > 10
+
+
+def test_cli_workers_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recording = next(r for r in RECORDINGS if r.corpus == "events")
+    outputs = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"out{workers}.jsonl"
+        assert main(["decode", "--capture", str(recording.path / "capture.jsonl"),
+                     "--catalog", str(recording.path / "catalog.json"),
+                     "--config", str(recording.path / "connector.properties"),
+                     "--workers", workers, "-o", str(out), "-q"]) == 0
+        outputs.append([json.loads(line)["topic"] for line in out.read_text().splitlines()])
+    assert outputs[0] == outputs[1] and outputs[0]
+    assert main(["decode", "--capture", str(recording.path / "capture.jsonl"),
+                 "--workers", "0"]) == 1
+    assert "--workers must be at least 1" in capsys.readouterr().err
