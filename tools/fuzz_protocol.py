@@ -12,6 +12,10 @@ modes must agree: what pgoutput mode parses, yboutput mode parses to the same me
 and what only yboutput mode parses is a Relation with replica identity ``c`` (CHANGE).
 Every message that parses must re-encode to exactly its bytes.
 
+``yboutput-sequences``: the same mutations over yboutput streams of generated YugabyteDB
+workloads (every replica identity), fed to a yboutput reader and a YugabyteEventDecoder;
+ConfigurationError may escape too, when it names the table it refuses (no primary key).
+
 ``sequences``: windows of the real capture sessions, reordered, duplicated, cut
 (missing Begin/Commit, missing Relation), with a change to an unknown relation,
 a message spliced in from another session or a mutated message in the middle,
@@ -37,8 +41,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pgcdc_events.errors import ConversionError, PgCdcError, ProtocolError
+from pgcdc_events.errors import ConfigurationError, ConversionError, PgCdcError, ProtocolError
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
+from pgcdc_events.events.yugabyte import YugabyteEventDecoder
 from pgcdc_events.protocol import (
     PgOutputReader,
     Relation,
@@ -290,9 +295,88 @@ def run_sequences(cases: int, seed: int) -> tuple[Counter[str], list[str], float
     return stats, failures, slowest
 
 
+# ---------------------------------------------------------------- yboutput sequences
+
+_YB_CONFIGS = [
+    {"topic.prefix": "f", "plugin.name": "yboutput"},
+    {"topic.prefix": "f", "plugin.name": "yboutput", "provide.transaction.metadata": "true",
+     "tombstones.on.delete": "false", "skip.messages.without.change": "true"},
+]
+
+
+def yboutput_sessions(count: int = 40) -> list[list[bytes]]:
+    """yboutput streams of generated YugabyteDB workloads (pgcdc_events.testing.yugabyte),
+    every replica identity, one list of message bytes per workload."""
+    from hypothesis import HealthCheck, given, settings
+
+    from pgcdc_events.testing.yugabyte import YugabyteWorkload, yugabyte_workloads
+
+    sessions: list[list[bytes]] = []
+
+    @settings(max_examples=count, database=None, suppress_health_check=list(HealthCheck))
+    @given(yugabyte_workloads())
+    def collect(workload: YugabyteWorkload) -> None:
+        sessions.append([encode_message(m, yboutput=True) for m, _ in workload.messages()])
+
+    collect()
+    return sessions
+
+
+def _yb_refusal_problem(exc: ConfigurationError) -> str | None:
+    """A refusal under yboutput must name the table it refuses."""
+    return None if 'table "' in str(exc) else f"ConfigurationError naming no table: {exc}"
+
+
+def run_yboutput_sequences(cases: int, seed: int) -> tuple[Counter[str], list[str], float]:
+    """Mutated yboutput streams fed to a yboutput reader and a YugabyteEventDecoder."""
+    rng = random.Random(seed)
+    sessions = yboutput_sessions()
+    seeds = [m for session in sessions for m in session]
+    configs = [EventConfig.from_properties(c) for c in _YB_CONFIGS]
+    stats: Counter[str] = Counter()
+    failures: list[str] = []
+    slowest = 0.0
+    for i in range(cases):
+        seq = mutate_sequence(rng, sessions, seeds)
+        k = rng.randrange(len(configs))
+        reader = PgOutputReader(yboutput=True)
+        decoder = YugabyteEventDecoder(configs[k], clock=lambda: 1_700_000_000_000_000_000,
+                                       run_id="r")
+        writer = JsonRecordWriter(configs[k].json)
+        started = time.process_time()
+        for lsn, data in enumerate(seq, 1):
+            for target in ("reader", "decoder"):
+                try:
+                    if target == "reader":
+                        reader.read(data)
+                    else:
+                        for record in decoder.feed(data, lsn):
+                            writer.record_line(record)
+                            stats["records"] += 1
+                    stats[f"{target} ok"] += 1
+                except (ProtocolError, ConversionError, ConfigurationError) as exc:
+                    stats[f"{target} {type(exc).__name__}"] += 1
+                    problem = (_yb_refusal_problem(exc) if isinstance(exc, ConfigurationError)
+                               else _context_problem(exc, data))
+                    if problem:
+                        failures.append(f"case {i} ({target}, message {lsn}): {problem}: {exc}"
+                                        f" {[m.hex() for m in seq]}")
+                except Exception as exc:
+                    failures.append(f"case {i} ({target}, message {lsn}): {type(exc).__name__}:"
+                                    f" {exc} {[m.hex() for m in seq]}")
+        elapsed = time.process_time() - started
+        slowest = max(slowest, elapsed)
+        if elapsed > SLOW_SECONDS:
+            failures.append(f"case {i}: took {elapsed:.1f} s: {[m.hex() for m in seq]}")
+        stats["cases"] += 1
+        stats["messages"] += len(seq)
+    return stats, failures, slowest
+
+
 FAMILIES: dict[str, Callable[[int, int], tuple[Counter[str], list[str], float]]] = {
     "messages": run_messages,
     "sequences": run_sequences,
+    "yboutput-sequences": run_yboutput_sequences,
 }
 
 

@@ -196,7 +196,9 @@ quoted string of the expression (`'a'::text || 'b'::text` gives `"a"`), or the
 whole expression when it has no quote (`42`; `(1 + 2)` gives none). A function call
 or `CURRENT_DATE`, `CURRENT_TIMESTAMP`, `LOCALTIMESTAMP`... gives the type's
 placeholder: `0`, `false`, `""`, `"{}"`, the epoch, the nil UUID. An enum default
-keeps its doubled quotes (`'it''s'` gives `"it''s"`) and needs an unquoted type name.
+needs an unquoted type name (`'open'::"bug.status"` gives none); its doubled quotes
+are undone (`'it''s'` gives `"it's"`, where the connector keeps `"it''s"`, a listed
+difference).
 The defaults matter twice more: JsonConverter's `replace.null.with.default` writes
 them for nulls, and a NOT NULL column that PostgreSQL did not send (a delete's
 before-image) gets its default, else the type's zero (`""` for a range, `"{}"` for

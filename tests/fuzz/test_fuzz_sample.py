@@ -76,6 +76,12 @@ def test_message_sequences_sample(monkeypatch: pytest.MonkeyPatch) -> None:
     assert stats["records"] and stats["decoder ProtocolError"] and stats["reader ok"]
 
 
+def test_yboutput_sequences_sample() -> None:
+    stats, failures, _ = _tool("fuzz_protocol").run_yboutput_sequences(400, seed=13)
+    assert failures == []
+    assert stats["records"] and stats["decoder ProtocolError"] and stats["reader ok"]
+
+
 def test_sequence_mutations_cover_every_kind() -> None:
     """Each sequence mutation of the campaign happens in a sample this size."""
     tool = _tool("fuzz_protocol")

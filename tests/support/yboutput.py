@@ -8,13 +8,20 @@ them (PgOutputMessageDecoder.resolveColumnsFromStreamTupleData reads 't', 'u', '
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
 
 from pgcdc_events.events import EventConfig
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.yugabyte import YugabyteEventDecoder
 from pgcdc_events.protocol import (
+    KIND_UNCHANGED_TOAST,
     Begin,
+    CaptureRow,
     Commit,
     Delete,
     Insert,
@@ -24,6 +31,7 @@ from pgcdc_events.protocol import (
     TupleData,
     Update,
     encode_message,
+    parse_message,
 )
 from pgcdc_events.types.catalog import CatalogColumn, CatalogSnapshot, CatalogTable
 
@@ -83,5 +91,85 @@ def decode(config: dict[str, str], messages: Iterable[tuple[Message, int]],
     return out
 
 
-__all__ = ["Delete", "Insert", "Update", "catalog", "decode", "relation", "text",
-           "transaction"]
+# -- real PostgreSQL bytes as yboutput --------------------------------------------------------
+
+def as_yboutput(rows: list[CaptureRow], changed: Sequence[set[str]] = ()
+                ) -> list[tuple[bytes, int]]:
+    """PostgreSQL's pgoutput rows as YugabyteDB's yboutput sends them: a DEFAULT table is
+    CHANGE there (the service's default), so its Relation's identity byte becomes ``c`` and
+    the n-th UPDATE of a CHANGE table keeps the primary key and the columns in
+    ``changed[n]`` (the statement's SET list), every other column kind ``u`` (yb_decode.c
+    YBDecodeUpdate / proto.c logicalrep_write_tuple). FULL and NOTHING tables are as sent."""
+    out: list[tuple[bytes, int]] = []
+    relations: dict[int, Relation] = {}
+    updates = iter(changed)
+    for row in rows:
+        message = parse_message(row.data)
+        data = row.data
+        if isinstance(message, Relation):
+            identity = "c" if message.replica_identity == "d" else message.replica_identity
+            relation = relations[message.relation_id] = attrs.evolve(
+                message, replica_identity=identity)
+            data = encode_message(relation, yboutput=True)
+        elif (isinstance(message, Update) and changed
+              and relations[message.relation_id].replica_identity == "c"):
+            relation = relations[message.relation_id]
+            sent = next(updates)
+            new = message.new
+            kinds = bytes(k if c.is_key or c.name in sent else KIND_UNCHANGED_TOAST
+                          for k, c in zip(new.kinds, relation.columns, strict=True))
+            values = tuple(v if c.is_key or c.name in sent else None
+                           for v, c in zip(new.values, relation.columns, strict=True))
+            data = encode_message(attrs.evolve(message, new=TupleData(kinds, values)),
+                                  yboutput=True)
+        out.append((data, row.lsn))
+    return out
+
+
+def decode_yb(stream: list[tuple[bytes, int]], catalog: Any = None, **props: str
+              ) -> list[ChangeRecord]:
+    decoder = YugabyteEventDecoder(EventConfig.from_properties(
+        {"topic.prefix": "test_server", "plugin.name": "yboutput", **props}), catalog=catalog)
+    records: list[ChangeRecord] = []
+    for data, lsn in stream:
+        records += decoder.feed(data, lsn)
+    return records
+
+
+
+# -- docs/yugabytedb.md's examples ------------------------------------------------------------
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "yugabytedb.md"
+
+
+def blocks(language: str) -> list[str]:
+    """The fenced blocks of the page in ``language``, in order."""
+    return re.findall(rf"^```{language}\n(.*?)^```", DOC.read_text(encoding="utf-8"),
+                      flags=re.M | re.S)
+
+
+def run_python_blocks(*, spark: bool) -> dict[str, Any]:
+    """Run the page's Python blocks in order in one namespace (the Spark one only if asked)."""
+    namespace: dict[str, Any] = {}
+    for block in blocks("python"):
+        if "pyspark" in block and not spark:
+            continue
+        exec(compile(block, str(DOC), "exec"), namespace)
+    return namespace
+
+
+
+__all__ = [
+    "Delete",
+    "Insert",
+    "Update",
+    "as_yboutput",
+    "blocks",
+    "catalog",
+    "decode",
+    "decode_yb",
+    "relation",
+    "run_python_blocks",
+    "text",
+    "transaction",
+]

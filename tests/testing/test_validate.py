@@ -28,9 +28,23 @@ def _records() -> list[tuple[str, int, dict[str, Any]]]:
 ALL = _records()
 
 
+#: Debezium records that carry a value listed in docs/differences-from-debezium.md as not
+#: representing what PostgreSQL stored, by recording corpus and the rejected value: the
+#: enum default 'it''s' kept with its doubled quote (no label of the enum).
+DOCUMENTED_INVALID = {("events_defaults", "\"it''s\" is not one of the allowed values")}
+
+
+def _documented(key: str, problems: list[str]) -> bool:
+    corpus = key.split("/", maxsplit=1)[0]
+    return all(any(c == corpus and text in p for c, text in DOCUMENTED_INVALID)
+               for p in problems)
+
+
 def test_every_golden_debezium_record_is_accepted() -> None:
     rejected = [(key, line, [str(p) for p in validate_record(r).problems])
                 for key, line, r in ALL if not validate_record(r).ok]
+    rejected = [(key, line, problems) for key, line, problems in rejected
+                if not _documented(key, problems)]
     corpora = {key.split("/")[0] for key, _, _ in ALL}
     print(f"{len(ALL)} golden records from {len(RECORDINGS)} recordings "
           f"({', '.join(sorted(corpora))}) accepted")

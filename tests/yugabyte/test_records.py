@@ -19,7 +19,7 @@ from pgcdc_events.errors import ConfigurationError, ProtocolError
 from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.yugabyte import YugabyteEventDecoder
-from pgcdc_events.protocol import Delete, Insert, Update, encode_message
+from pgcdc_events.protocol import Begin, Delete, Insert, Update, encode_message
 from support.yboutput import (
     INT4,
     VARCHAR,
@@ -189,6 +189,15 @@ def test_tables_without_a_primary_key_are_refused_by_name() -> None:
         decode({}, [(relation(16410, "nopk", "t3", "d", columns), 1)])
     with pytest.raises(ConfigurationError, match=r"REPLICA IDENTITY FULL .* catalog snapshot"):
         decode({}, [(relation(16410, "nopk", "t3", "f", columns), 1)])
+    # Fed on after the refusal, each change to the table is refused again, by name.
+    decoder = YugabyteEventDecoder(EventConfig.from_properties(
+        {"topic.prefix": "p", "plugin.name": "yboutput"}))
+    with pytest.raises(ConfigurationError, match="has no primary key"):
+        decoder.feed(encode_message(relation(16410, "nopk", "t3", "d", columns)), 1)
+    assert decoder.yugabyte_table(16410) is None
+    decoder.feed(encode_message(Begin(10, 0, 700)), 2)
+    with pytest.raises(ConfigurationError, match=r'table "nopk"\."t3" has no primary key'):
+        decoder.feed(encode_message(Insert(16410, text("3", "30"))), 3)
     # Filtered out tables are not refused: they are not captured.
     assert decode({"table.include.list": "s2.a"},
                   [(relation(16410, "nopk", "t3", "d", columns), 1)]) == []

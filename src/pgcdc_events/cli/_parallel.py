@@ -29,6 +29,7 @@ import attrs
 
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
+from pgcdc_events.events.yugabyte import make_decoder
 from pgcdc_events.protocol import CaptureError, CaptureRow
 from pgcdc_events.types.catalog import CatalogSnapshot
 
@@ -53,9 +54,10 @@ class DecodeJob:
     clock: Callable[[], int] | None = None
 
     def decoder(self) -> EventDecoder:
-        """A new decoder for this run (the same run id everywhere)."""
+        """A new decoder for this run (the same run id everywhere; the YugabyteDB
+        connector's under ``plugin.name=yboutput``)."""
         extra: dict[str, Any] = {} if self.clock is None else {"clock": self.clock}
-        return EventDecoder(self.config, catalog=self.catalog, proto_version=self.proto_version,
+        return make_decoder(self.config, catalog=self.catalog, proto_version=self.proto_version,
                             streaming=self.streaming, memory_limit=self.memory_limit,
                             run_id=self.run_id, **extra)
 

@@ -175,9 +175,10 @@ class YugabyteEventDecoder(EventDecoder):
         return super().handle(message, lsn)
 
     def yugabyte_table(self, relation_id: int) -> YugabyteTable | None:
-        """The yboutput schemas in force for a relation OID (``None`` when filtered out)."""
+        """The yboutput schemas in force for a relation OID (``None`` when filtered out or
+        refused)."""
         table = self.table(relation_id)
-        return None if table is None else self._yb[table]
+        return None if table is None else self._yb.get(table)
 
     def _yb_relation(self, message: Relation, lsn: int) -> list[ChangeRecord]:
         identity = message.replica_identity
@@ -193,15 +194,9 @@ class YugabyteEventDecoder(EventDecoder):
         if table is None:
             return out
         if table.key_schema is None:
-            del self._tables[message.relation_id]
-            hint = ("" if identity in ("d", REPLICA_IDENTITY_CHANGE) else
-                    f"; under REPLICA IDENTITY {_IDENTITY_NAMES.get(identity, identity)} the "
-                    "primary key is not in the Relation message: give a catalog snapshot "
-                    "(or message.key.columns)")
-            raise ConfigurationError(
-                f"table {_quoted(message.namespace, message.name)} has no primary key: the "
-                "YugabyteDB connector does not capture tables without one (\"CDC is not "
-                "supported for tables without primary keys\")" + hint)
+            # Refused now, and each change to the table is refused again (the table stays
+            # known, without yboutput schemas) until a Relation gives it a primary key.
+            raise _no_primary_key(message)
         self._yb[table] = yugabyte_table(table, identity)
         return out
 
@@ -214,7 +209,9 @@ class YugabyteEventDecoder(EventDecoder):
     # -- row changes --------------------------------------------------------------------
     def _emit_row(self, table: TableSchema, message: Insert | Update | Delete, lsn: int
                   ) -> list[ChangeRecord]:
-        yb = self._yb[table]
+        yb = self._yb.get(table)
+        if yb is None:
+            raise _no_primary_key(table.relation)
         try:
             if type(message) is Insert:
                 return self._yb_insert(yb, message, lsn)
@@ -283,6 +280,18 @@ class YugabyteEventDecoder(EventDecoder):
         self.metrics.last_event_commit_us = commit_us
         return ChangeRecord(yb.base.topic, yb.key_schema, key, yb.envelope_schema, value,
                             extra + self._headers if extra else self._headers, lsn)
+
+
+def _no_primary_key(relation: Relation) -> ConfigurationError:
+    identity = relation.replica_identity
+    hint = ("" if identity in ("d", REPLICA_IDENTITY_CHANGE) else
+            f"; under REPLICA IDENTITY {_IDENTITY_NAMES.get(identity, identity)} the primary "
+            "key is not in the Relation message: give a catalog snapshot (or "
+            "message.key.columns)")
+    return ConfigurationError(
+        f"table {_quoted(relation.namespace, relation.name)} has no primary key: the "
+        "YugabyteDB connector does not capture tables without one (\"CDC is not supported "
+        "for tables without primary keys\")" + hint)
 
 
 _IDENTITY_NAMES: Final = {"d": "DEFAULT", "n": "NOTHING", "f": "FULL", "i": "INDEX",

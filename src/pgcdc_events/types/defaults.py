@@ -18,9 +18,10 @@ reads a default for only a few types, by the column type's own name:
   ``CURRENT_TIME``, ``CURRENT_TIMESTAMP``, ``LOCALTIME``, ``LOCALTIMESTAMP`` gives
   the type's placeholder instead: ``0``, ``false``, ``""``, ``{}``, the epoch, the
   nil UUID, a zero interval.
-* An enum default is the text between the quotes of ``'label'::type`` as written,
-  doubled quotes kept (``'it''s'`` gives ``it''s``), and only when the cast names
-  the enum without quoting (``'open'::"bug.status"`` gives none).
+* An enum default is the label quoted in ``'label'::type``, and only when the cast
+  names the enum without quoting (``'open'::"bug.status"`` gives none). Debezium
+  keeps a label's doubled quotes (``'it''s'`` gives ``it''s``, no label of the
+  enum); we undo them, as for every other literal (a listed difference).
 * A value whose schema is a struct (a ``numeric`` without scale in precise mode)
   gives no default (KAFKA-12694).
 
@@ -41,7 +42,10 @@ from pgcdc_events.types.schema import NO_DEFAULT, Schema, Struct
 __all__ = ["extract_literal", "null_fallback", "parse_default"]
 
 _LITERAL: Final = re.compile(r"'([^']*(?:''[^']*)*)'")
-_FUNCTION: Final = re.compile(r"[(]?[A-Za-z0-9_.]+\((?:.+(?:, ?.+)*)?\)")
+#: Debezium's ``^[(]?[A-Za-z0-9_.]+\((?:.+(?:, ?.+)*)?\)`` (matched at the start), whose
+#: argument group matches any text on one line: the same language without the nested
+#: quantifiers, which backtrack exponentially on an unclosed call.
+_FUNCTION: Final = re.compile("[(]?[A-Za-z0-9_.]+\\([^\n\r\u0085\u2028\u2029]*\\)")
 _CURRENT: Final = frozenset({"current_timestamp", "current_time", "current_date", "localtime",
                              "localtimestamp"})
 _INTEGER: Final = re.compile(r"[+-]?[0-9]+")
@@ -88,7 +92,9 @@ def _enum_literal(expression: str, pg_type: PgType) -> str | None:
         return None
     literal = expression[:at]
     if len(literal) >= 2 and literal[0] == "'" and literal[-1] == "'":
-        return literal[1:-1]
+        # Debezium keeps the doubled quotes ('it''s' gives "it''s"), a string that is
+        # no label of the enum; we undo them (docs/differences-from-debezium.md)
+        return literal[1:-1].replace("''", "'")
     return None
 
 
@@ -147,7 +153,7 @@ _ZERO_TEXT: Final[dict[str, str]] = {
     "int2": "0", "int4": "0", "int8": "0", "date": "1970-01-01",
     "timestamp": "1970-01-01 00:00:00", "timestamptz": "1970-01-01 00:00:00+00",
     "time": "00:00:00", "timetz": "00:00:00+00", "oid": "0", "float4": "0", "float8": "0",
-    "numeric": "0", "money": "0", "bool": "f", "point": "(0,0)",
+    "numeric": "0", "money": "0.00", "bool": "f", "point": "(0,0)",
     "interval": "00:00:00", "uuid": "00000000-0000-0000-0000-000000000000", "bytea": "\\x",
 }
 #: The zero of a PostGIS column: an empty GEOMETRYCOLLECTION as WKB, no SRID.

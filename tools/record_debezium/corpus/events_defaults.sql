@@ -6,7 +6,9 @@
 -- NOT NULL columns missing from a delete's before-image (t_dnn, REPLICA IDENTITY
 -- DEFAULT).
 --
--- @modes: default default-keepnulls
+-- @modes: default default-keepnulls amicros-double-map-istring-base64-ph-colsrc
+-- @modes: connect-string-b64url-hexph-unknown isostring-map-istring-hex-money0-typesrc
+-- @modes: nanos-string-map-istring-base64
 
 SET client_min_messages = warning;
 
