@@ -89,8 +89,11 @@ def test_decode_accepts_the_yboutput_configuration(workload: YugabyteWorkload) -
         capture, out = Path(tmp) / "capture.jsonl", Path(tmp) / "out.jsonl"
         capture.write_text("".join(dump_capture_row(r) + "\n"
                                    for r in workload.capture_rows()))
-        assert main(["decode", "--capture", str(capture), "-c", "plugin.name=yboutput",
-                     "-c", "topic.prefix=yb", "-q", "-o", str(out)]) == 0
+        catalog = Path(tmp) / "catalog.json"
+        workload.catalog().save(str(catalog))  # as records() decodes: source.db is its database
+        assert main(["decode", "--capture", str(capture), "--catalog", str(catalog),
+                     "-c", "plugin.name=yboutput", "-c", "topic.prefix=yb", "-q",
+                     "-o", str(out)]) == 0
         ours = [_stable(line) for line in out.read_text(encoding="utf-8").split("\n") if line]
     writer = JsonRecordWriter.for_config(EventConfig.from_properties(
         {"topic.prefix": "yb", "plugin.name": "yboutput"}))
