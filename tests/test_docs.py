@@ -226,6 +226,19 @@ def test_operations_python_block_fails_cleanly_without_the_pg_extra(tmp_path: Pa
     assert sorted(p.name for p in work.iterdir()) == ["examples"]
 
 
+def test_the_readmes_demo_summary_is_what_decode_prints(tmp_path: Path) -> None:
+    """The summary the README shows is the command's output, not a hand-written table."""
+    readme = (ROOT / "README.md").read_text()
+    shown = readme.split("`--summary` prints what was produced")[1].split("```")[1].strip("\n")
+    work = _workdir(tmp_path)
+    proc = subprocess.run(
+        ["pgcdc-events", "decode", "--capture", "examples/demo-capture.jsonl",
+         "--catalog", "examples/demo-catalog.json", "--output", "records.jsonl", "--summary"],
+        cwd=work, env=_env(), capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip("\n") == shown
+
+
 # ---------------------------------------------------------------- the runner
 
 

@@ -90,7 +90,7 @@ def test_decode_accepts_the_yboutput_configuration(workload: YugabyteWorkload) -
         capture.write_text("".join(dump_capture_row(r) + "\n"
                                    for r in workload.capture_rows()))
         catalog = Path(tmp) / "catalog.json"
-        catalog.write_text(json.dumps(workload.catalog().to_json()))
+        workload.catalog().save(str(catalog))  # as records() decodes: source.db is its database
         assert main(["decode", "--capture", str(capture), "--catalog", str(catalog),
                      "-c", "plugin.name=yboutput", "-c", "topic.prefix=yb", "-q",
                      "-o", str(out)]) == 0

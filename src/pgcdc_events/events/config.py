@@ -89,15 +89,18 @@ def _patterns(name: str, text: str) -> tuple[re.Pattern[str], ...] | None:
 _ADJUSTMENT = _choice("none", "avro", "avro_unicode")
 _FAILURE = _choice("fail", "warn", "skip")
 
+#: ``plugin.name`` values: pgoutput, and YugabyteDB's yboutput (the YugabyteDB connector's
+#: behaviour, see :mod:`pgcdc_events.events.yugabyte`).
+PLUGIN_NAMES: Final = ("pgoutput", "yboutput")
+#: Properties only the YugabyteDB connector defines (yugabyte/debezium
+#: PostgresConnectorConfig.YB_CONSISTENT_SNAPSHOT); accepted, not applicable, under yboutput.
+YUGABYTEDB_PROPERTIES: Final = frozenset({"yb.consistent.snapshot"})
+
 #: Notes for the type layer's properties (their parser is ``TypeConfig.from_properties``).
 _TYPE_NOTES: Final[dict[str, str]] = {
     "pgcdc.map.unsupported.types": "**ours**, not Debezium's: map the array columns "
                                    "Debezium drops (`money[]`, `interval[]`...)",
 }
-
-#: ``plugin.name`` values: pgoutput, and YugabyteDB's yboutput (the YugabyteDB connector's
-#: behaviour, see :mod:`pgcdc_events.events.yugabyte`).
-PLUGIN_NAMES: Final = ("pgoutput", "yboutput")
 
 #: Every property this library applies, in one table: the parser, the documentation
 #: (tools/gen_docs.py) and the "did you mean" hints all read it.
@@ -169,10 +172,6 @@ DEFAULT_ONLY_PROPERTIES: Final[dict[str, str]] = {
     "transaction.metadata.factory":
         "io.debezium.pipeline.txmetadata.DefaultTransactionMetadataFactory",
 }
-
-#: Properties only the YugabyteDB connector defines (yugabyte/debezium
-#: PostgresConnectorConfig.YB_CONSISTENT_SNAPSHOT); accepted, not applicable, under yboutput.
-YUGABYTEDB_PROPERTIES: Final = frozenset({"yb.consistent.snapshot"})
 
 #: Kafka Connect / embedded-engine properties that are not connector fields.
 _RUNTIME: Final = frozenset({
@@ -363,14 +362,14 @@ class EventConfig:
                 values[prop.field] = value
             elif value:  # xmin.fetch.interval.ms: fetching xmin needs a database connection
                 not_applicable.append(prop.name)
-        values["types"] = TypeConfig.from_properties(props)
-        values["json"] = JsonConverterConfig.from_properties(props)
-        values["json_key"] = JsonConverterConfig.from_properties(props, "key")
-        values["json_headers"] = JsonConverterConfig.from_properties(props, "header")
         if values["plugin_name"] == "yboutput" and "t" not in values["skipped_operations"]:
             raise ConfigurationError(
                 "skipped.operations must include 't' with plugin.name=yboutput: the YugabyteDB "
                 "connector's yboutput decoder does not support TRUNCATE")
+        values["types"] = TypeConfig.from_properties(props)
+        values["json"] = JsonConverterConfig.from_properties(props)
+        values["json_key"] = JsonConverterConfig.from_properties(props, "key")
+        values["json_headers"] = JsonConverterConfig.from_properties(props, "header")
         values["mask_with_chars"] = tuple(masks_chars)
         values["mask_with_hash"] = tuple(masks_hash)
         values["truncate_to_chars"] = tuple(truncates)

@@ -385,14 +385,14 @@ def catalog_table_for(catalog: CatalogSnapshot | None, relation: Relation
     catalog).
 
     A :class:`CatalogMismatchWarning` names the table, and the columns, when the
-    snapshot does not describe what the stream sends: the table is missing (it is then
-    decoded without catalog information, under the type layer's documented
-    assumptions), has another OID (a snapshot of another database, or the table was
-    recreated), or a column the Relation sends is missing or has another type OID or
+    snapshot does not describe what the stream sends: the table is missing, or only a
+    table of that name with other columns under another OID is there (the change is then
+    decoded without catalog information, under the type layer's documented assumptions);
+    the table has another OID (a snapshot of another database, or the table was
+    recreated); or a column the Relation sends is missing or has another type OID or
     modifier (renamed or altered since; its value is still read by the Relation's type,
     but NOT NULL and the default come from the snapshot's column of that name, or are
-    assumed). Debezium reads the catalog as it is when it sees the Relation and does the
-    same; the warning is there because a snapshot from the wrong moment or database
+    assumed). The warning is there because a snapshot from the wrong moment or database
     changes optionality and defaults without any other sign. The snapshot may have more
     columns than the Relation: generated columns and those outside a publication's
     column list are not sent.
@@ -401,35 +401,33 @@ def catalog_table_for(catalog: CatalogSnapshot | None, relation: Relation
         return None
     qualified = f'"{relation.namespace}"."{relation.name}"'
     where = f"the catalog snapshot of database {catalog.database!r}"
-    # by OID, else by name when the columns match (CatalogSnapshot.table_for)
     table = catalog.table_for(relation.relation_id, relation.namespace, relation.name,
                               [(c.name, c.type_oid) for c in relation.columns])
-    if table is None:
-        without = ("decoded without its NOT NULL, defaults and primary key (every field "
-                   "optional, the replica identity as key)")
-        other = catalog.table(relation.namespace, relation.name)
-        if other is None:
-            _mismatch(f"table {qualified} is not in {where}: {without}")
-        else:
-            _mismatch(f"table {qualified} has OID {relation.relation_id} in the stream, and "
-                      f"{where} has another table of that name (OID {other.oid}) with other "
-                      f"columns (dropped and recreated since the change?): {without}")
+    named = table or catalog.table(relation.namespace, relation.name)
+    if named is None:
+        _mismatch(f"table {qualified} is not in {where}: decoded without its NOT NULL, "
+                  "defaults and primary key (every field optional, the replica identity as key)")
         return None
     problems = []
-    if table.oid != relation.relation_id:
-        problems.append(f"OID {relation.relation_id} in the stream, {table.oid} in the snapshot "
+    if named.oid != relation.relation_id:
+        problems.append(f"OID {relation.relation_id} in the stream, {named.oid} in the snapshot "
                         "(a snapshot of another database, or the table was recreated)")
     for column in relation.columns:
-        known = table.column(column.name)
+        known = named.column(column.name)
         if known is None:
             problems.append(f"column {column.name!r} is not in the snapshot (renamed or added"
-                            " since?): its NOT NULL and default are assumed")
+                            " since?)")
         elif (known.type_oid, known.type_modifier) != (column.type_oid, column.type_modifier):
             problems.append(f"column {column.name!r} has type OID {column.type_oid} modifier "
                             f"{column.type_modifier} in the stream, {known.type_oid} modifier "
                             f"{known.type_modifier} in the snapshot")
-    if problems:
-        _mismatch(f"table {qualified} does not match {where}: " + "; ".join(problems))
+    if table is None:
+        _mismatch(f"table {qualified} of the stream is not the one in {where}: "
+                  + "; ".join(problems) + "; decoded without its NOT NULL, defaults and "
+                  "primary key (every field optional, the replica identity as key)")
+    elif problems:
+        _mismatch(f"table {qualified} does not match {where}: " + "; ".join(problems)
+                  + " (NOT NULL and defaults of those columns are assumed)")
     return table
 
 
