@@ -163,7 +163,7 @@ def run_messages(cases: int, seed: int) -> tuple[Counter[str], list[str], float]
                     parsed[yboutput] = message = parse_message(data, in_stream=in_stream,
                                                                yboutput=yboutput)
                     stats["yboutput parsed" if yboutput else "parsed"] += 1
-                    again = encode_message(message)
+                    again = encode_message(message, yboutput=yboutput)
                     if again != data:
                         failures.append(f"case {i}: parses but re-encodes as {again.hex()}: "
                                         f"{data.hex()}")

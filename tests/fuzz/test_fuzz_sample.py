@@ -57,6 +57,21 @@ def test_pgoutput_messages_sample(monkeypatch: pytest.MonkeyPatch) -> None:
     assert stats["yboutput parsed"] + stats["yboutput ProtocolError"] == 5000
 
 
+def test_a_change_relation_re_encodes_in_yboutput_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (found by a 30,000-case campaign): a Relation with replica identity 'c'
+    parses in yboutput mode and must re-encode in that mode, not be re-encoded as pgoutput
+    (which refuses 'c' with an encoder error that names no offset)."""
+    tool = _tool("fuzz_protocol")
+    from pgcdc_events.protocol import encode_message  # noqa: PLC0415
+    change = encode_message(Relation(16385, "s", "t", "c", (RelationColumn(1, "id", 23, -1),)),
+                            yboutput=True)
+    monkeypatch.setattr(tool, "seed_messages", lambda generated=2000: [change])
+    monkeypatch.setattr(tool, "mutate", lambda rng, seeds: seeds[0])
+    stats, failures, _ = tool.run_messages(1, seed=1)
+    assert failures == []
+    assert stats["yboutput parsed"] == 1 and stats["ProtocolError"] == 2
+
+
 def test_yboutput_modes_disagreement_is_reported() -> None:
     """The cross-mode check of the campaign fails on a parser that reads the modes apart."""
     tool = _tool("fuzz_protocol")
