@@ -249,6 +249,11 @@ class DurableOutput:
                 f"--slot {self._slot!r}: {self.path} was captured from slot "
                 f"{checkpoint.slot!r}; continuing it from another slot would lose or repeat "
                 "changes")
+        if sorted(set(checkpoint.publications)) != sorted(set(self._publications)):
+            raise ConfigurationError(
+                f"--publication {', '.join(self._publications)}: {self.path} was captured with "
+                f"publication(s) {', '.join(checkpoint.publications)}; continuing it with "
+                "another list would change which changes it holds: choose a new output")
         return checkpoint
 
     def _store(self, checkpoint: Checkpoint) -> None:

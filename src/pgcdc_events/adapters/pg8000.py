@@ -35,6 +35,7 @@ from pgcdc_events.adapters.errors import (
     SlotLostError,
     SlotNotFoundError,
 )
+from pgcdc_events.adapters.names import check_slot_name, quote_ident
 from pgcdc_events.adapters.units import Unit, UnitAssembler
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.events.transactions import MemoryBudget
@@ -137,24 +138,6 @@ def _redact(dsn: str) -> str:
     if parts is not None and parts.password:
         return dsn.replace(f":{parts.password}@", ":***@")
     return dsn
-
-
-def quote_literal(value: str) -> str:
-    """``value`` as an SQL string literal that means the same whatever
-    ``standard_conforming_strings`` is."""
-    return "E'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-def quote_ident(name: str) -> str:
-    """``name`` as an always-quoted SQL identifier."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _table_name(name: str) -> str:
-    """A table for CREATE PUBLICATION: ``schema.table`` parts quoted unless already quoted."""
-    if '"' in name:
-        return name
-    return ".".join(quote_ident(part) for part in name.split("."))
 
 
 # ---------------------------------------------------------------- options
@@ -375,8 +358,7 @@ class SlotReader:
                  memory_limit: int | None = _DEFAULT_MEMORY, fetch_rows: int = 1000,
                  session_settings: Mapping[str, str] | None = None,
                  connector: Connector | None = None) -> None:
-        if not slot:
-            raise ConfigurationError("--slot: a replication slot name is required")
+        check_slot_name(slot)
         if not publications or not all(publications):
             raise ConfigurationError("--publication: at least one publication name is required")
         if fetch_rows < 1:
@@ -418,7 +400,8 @@ class SlotReader:
             # Let the server notice a vanished client (killed process) during a long read.
             settings.setdefault("client_connection_check_interval", "1s")
         for name, value in settings.items():
-            self._run(f"SET {quote_ident(name)} = {quote_literal(value)}", action=f"SET {name}")
+            self._run("SELECT set_config(:name, :value, false)", action=f"SET {name}",
+                      name=name, value=value)
 
     def close(self) -> None:
         """Close the connection if open (never raises)."""
@@ -434,10 +417,19 @@ class SlotReader:
         self.close()
 
     def _run(self, sql: str, *, action: str, **params: Any) -> list[list[Any]]:
+        """Run one statement through the extended protocol (values bound, never
+        interpolated; the server refuses a second statement in ``sql``)."""
         if self._conn is None:
             raise ConnectionLostError(f"{action}: not connected", slot=self.slot)
         try:
-            rows = self._conn.run(sql, **params)
+            if params:
+                rows = self._conn.run(sql, **params)
+            else:  # pg8000 sends parameter-less SQL as a simple query: prepare it instead
+                statement = self._conn.prepare(sql)
+                try:
+                    rows = statement.run()
+                finally:
+                    statement.close()
         except Exception as exc:
             error = translate_error(exc, slot=self.slot, publications=self.publications,
                                     action=action)
@@ -513,11 +505,29 @@ class SlotReader:
                 hint="create them (CREATE PUBLICATION ... FOR ALL TABLES) or pass "
                 "--create-publication")
         target = ("ALL TABLES" if not tables
-                  else "TABLE " + ", ".join(_table_name(t) for t in tables))
+                  else "TABLE " + ", ".join(self._table(t) for t in tables))
         for name in missing:
             self._run(f"CREATE PUBLICATION {quote_ident(name)} FOR {target}",
                       action=f"create publication {name!r}")
         return tuple(missing)
+
+    def _table(self, name: str) -> str:
+        """A table name as SQL reads it (``schema.table``, quoted parts, the search path),
+        resolved by the server with the name bound, returned schema-qualified and quoted."""
+        try:
+            rows = self._run(
+                "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = "
+                "c.relnamespace WHERE c.oid = to_regclass(:name)", action="check --table",
+                name=name)
+        except SlotError as exc:
+            if exc.sqlstate in ("42602", "42601", "3F000", "3D000", "0A000"):
+                raise ConfigurationError(f"--table {name!r}: not a table name ({exc})") from None
+            raise
+        if not rows:
+            raise ConfigurationError(f"--table {name!r}: no such table (a name is folded to lower "
+                                     'case unless quoted: --table \'"MyTable"\')')
+        schema, table = rows[0]
+        return f"{quote_ident(schema)}.{quote_ident(table)}"
 
     def _slot_row(self, version: int) -> list[Any] | None:
         two_phase = "two_phase" if version >= 140000 else "false"
@@ -534,28 +544,34 @@ class SlotReader:
         if two_phase and version < 150000:
             raise ServerConfigError(f"two_phase needs PostgreSQL 15; the server is "
                                     f"{version // 10000}", slot=self.slot)
-        extra = f", false, {'true' if two_phase else 'false'}" if version >= 140000 else ""
-        self._run(f"SELECT lsn::text FROM pg_create_logical_replication_slot("
-                  f"{quote_literal(self.slot)}, 'pgoutput'{extra})",
-                  action=f"create slot {self.slot!r}")
+        if version >= 140000:
+            self._run("SELECT lsn::text FROM pg_create_logical_replication_slot(:slot, "
+                      "'pgoutput', false, :two_phase)", action=f"create slot {self.slot!r}",
+                      slot=self.slot, two_phase=bool(two_phase))
+        else:
+            self._run("SELECT lsn::text FROM pg_create_logical_replication_slot(:slot, "
+                      "'pgoutput')", action=f"create slot {self.slot!r}", slot=self.slot)
 
     # -- reading ---------------------------------------------------------------------------
-    def peek_sql(self, limit: int | None) -> str:
-        """The ``SELECT`` over ``pg_logical_slot_peek_binary_changes`` a read runs."""
+    def peek_sql(self, limit: int | None) -> tuple[str, dict[str, Any]]:
+        """The ``SELECT`` over ``pg_logical_slot_peek_binary_changes`` a read runs, and the
+        values bound to its parameters."""
         if self.info is None:
             raise SlotError("call prepare() before reading", slot=self.slot)
-        args = [quote_literal(self.slot), "NULL", "NULL" if limit is None else str(int(limit))]
-        for key, value in self.info.options.pgoutput_args(self.publications):
-            args += [quote_literal(key), quote_literal(value)]
+        params: dict[str, Any] = {"slot": self.slot, "upto": limit}
+        args = [":slot", "NULL", "CAST(:upto AS integer)"]
+        for i, (key, value) in enumerate(self.info.options.pgoutput_args(self.publications)):
+            params[f"k{i}"], params[f"v{i}"] = key, value
+            args += [f":k{i}", f":v{i}"]
         return ("SELECT lsn::text, xid::text, data FROM "
-                f"pg_logical_slot_peek_binary_changes({', '.join(args)})")
+                f"pg_logical_slot_peek_binary_changes({', '.join(args)})", params)
 
     def rows(self, limit: int | None = None) -> Generator[CaptureRow, None, None]:
         """The raw rows of one peek at the slot, fetched through a cursor."""
-        sql = self.peek_sql(limit)
+        sql, params = self.peek_sql(limit)
         self._run("BEGIN", action="read")
         try:
-            self._run(f"DECLARE {_CURSOR} NO SCROLL CURSOR FOR {sql}", action="read")
+            self._run(f"DECLARE {_CURSOR} NO SCROLL CURSOR FOR {sql}", action="read", **params)
             fetch = f"FETCH FORWARD {self.fetch_rows} FROM {_CURSOR}"
             while True:
                 batch = self._run(fetch, action="read slot")

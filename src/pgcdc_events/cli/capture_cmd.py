@@ -29,6 +29,7 @@ from pgcdc_events.adapters import (
     StreamOutput,
     run_capture,
 )
+from pgcdc_events.adapters.names import split_identifiers
 from pgcdc_events.cli.decode_cmd import load_config
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.protocol.lsn import Lsn
@@ -46,13 +47,15 @@ def _common(parser: argparse.ArgumentParser) -> None:
                       "key=value pairs (PG* environment variables fill the gaps)")
     slot.add_argument("--slot", required=True, help="the logical replication slot to read")
     slot.add_argument("--publication", required=True, action="append", metavar="NAME",
-                      help="publication to decode (repeatable, or comma-separated)")
+                      help="publication to decode (repeatable, or comma-separated; read as "
+                      "PostgreSQL does: folded to lower case unless double-quoted)")
     slot.add_argument("--create-slot", action="store_true",
                       help="create the slot if it does not exist (never otherwise)")
     slot.add_argument("--create-publication", action="store_true",
                       help="create missing publications FOR ALL TABLES (or --table)")
     slot.add_argument("--table", action="append", default=None, metavar="SCHEMA.TABLE",
-                      help="the tables of a created publication (repeatable)")
+                      help="the tables of a created publication (repeatable; an SQL name, quoted "
+                      "parts kept as written)")
     opts = parser.add_argument_group("pgoutput options (default: what the server supports)")
     opts.add_argument("--proto-version", type=int, choices=(1, 2, 3, 4))
     opts.add_argument("--binary", action="store_true", help="binary tuple format")
@@ -160,8 +163,10 @@ def _size(n: int | None) -> str:
 
 def run(args: argparse.Namespace, name: str) -> int:
     """Run capture or tail."""
-    publications = tuple(p.strip() for item in args.publication for p in item.split(",")
-                         if p.strip())
+    # as pgoutput reads publication_names: unquoted folded to lower case, "a,b" one name
+    publications = tuple(dict.fromkeys(
+        name for item in args.publication
+        for name in split_identifiers(item, what="--publication")))
     for flag, value in (("--poll-interval", args.poll_interval),
                         ("--memory-limit", args.memory_limit), ("--retry-for", args.retry_for)):
         if value < 0:
