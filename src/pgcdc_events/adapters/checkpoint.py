@@ -147,6 +147,16 @@ class Output(Protocol):
         ...
 
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _refuse_symlink(path: Path, what: str) -> None:
+    """Refuse a path that is a symbolic link: writing through it would write elsewhere."""
+    if path.is_symlink():
+        raise CheckpointError(f"{what} is a symbolic link (to {os.readlink(path)!r}); refusing "
+                              "to write through it: give the real path", path=str(path))
+
+
 def _fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -189,12 +199,18 @@ class DurableOutput:
 
     # -- opening and recovery ---------------------------------------------------------------
     def open(self) -> Checkpoint:
-        """Load the checkpoint, cut any uncommitted tail off the output, open it for appending."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Load the checkpoint, cut any uncommitted tail off the output, open it for appending.
+
+        Files are created 0600 (directories 0700); an output or checkpoint that is a
+        symbolic link is refused.
+        """
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _refuse_symlink(self.checkpoint_path, "the checkpoint")
         checkpoint = self._load()
         out = str(self.path)
+        _refuse_symlink(self.path, "the output")
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NOFOLLOW, 0o600)
         except OSError as exc:
             raise CheckpointError(f"cannot open the output: {exc.strerror}", path=out) from None
         try:
@@ -260,7 +276,12 @@ class DurableOutput:
         tmp = self.checkpoint_path.with_name(self.checkpoint_path.name + ".tmp")
         data = (json.dumps(checkpoint.to_json(), indent=1) + "\n").encode("utf-8")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            # A temporary left by a crash (or planted: a symbolic link) is removed, never
+            # followed: unlink() drops the link itself, and O_EXCL | O_NOFOLLOW refuse
+            # anything that appears in between.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
             try:
                 _write_all(fd, data)
                 os.fsync(fd)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Any
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     writer = JsonRecordWriter.for_config(config)
     started = last_report = time.monotonic()
     count = lines = 0
+    _refuse_same_file(args.capture, args.output)
     with open_input(args.capture) as src, open_output(args.output) as out:
         for number, line in enumerate(src, 1):
             if not line.strip():
@@ -95,3 +97,17 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet and time.monotonic() - started > 2:
         print(f"pgcdc-events decode: done, {lines} messages, {count} records", file=sys.stderr)
     return 0
+
+
+def _refuse_same_file(source: str, target: str | None) -> None:
+    """Writing the output would empty the input first: refuse (links and symlinks included)."""
+    if source == "-" or target in (None, "-"):
+        return
+    assert target is not None
+    try:
+        same = os.path.samefile(source, target)
+    except OSError:  # the output does not exist yet (or the input does not: reported later)
+        same = False
+    if same:
+        raise ConfigurationError(f"--output {target!r} is the input --capture {source!r}: "
+                                 "writing it would destroy the capture; choose another file")
