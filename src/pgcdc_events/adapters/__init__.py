@@ -26,15 +26,18 @@ from pgcdc_events.adapters.checkpoint import (
     output_paths,
 )
 from pgcdc_events.adapters.errors import (
+    CheckpointAheadError,
     CheckpointError,
     ConnectionLostError,
     DeliveryGapError,
+    OutputLockedError,
     PrivilegeError,
     PublicationNotFoundError,
     ServerConfigError,
     SlotBusyError,
     SlotError,
     SlotLostError,
+    SlotMovedError,
     SlotNotFoundError,
 )
 from pgcdc_events.adapters.pg8000 import (
@@ -54,6 +57,7 @@ __all__ = [
     "CaptureSink",
     "CaptureStats",
     "Checkpoint",
+    "CheckpointAheadError",
     "CheckpointError",
     "ConnectionLostError",
     "DecodingOptions",
@@ -61,6 +65,7 @@ __all__ = [
     "DurableOutput",
     "EventSink",
     "Output",
+    "OutputLockedError",
     "PrivilegeError",
     "PublicationNotFoundError",
     "ResolvedOptions",
@@ -70,6 +75,7 @@ __all__ = [
     "SlotError",
     "SlotInfo",
     "SlotLostError",
+    "SlotMovedError",
     "SlotNotFoundError",
     "SlotReader",
     "SlotStatus",

@@ -23,9 +23,14 @@ from typing import Protocol
 
 import attrs
 
-from pgcdc_events.adapters.checkpoint import DurableOutput, Output
-from pgcdc_events.adapters.errors import ConnectionLostError, DeliveryGapError, SlotBusyError
-from pgcdc_events.adapters.pg8000 import ResolvedOptions, SlotReader, SlotStatus
+from pgcdc_events.adapters.checkpoint import Checkpoint, Output
+from pgcdc_events.adapters.errors import (
+    CheckpointAheadError,
+    ConnectionLostError,
+    DeliveryGapError,
+    SlotBusyError,
+)
+from pgcdc_events.adapters.pg8000 import ResolvedOptions, SlotInfo, SlotReader, SlotStatus
 from pgcdc_events.adapters.units import SchemaTracker, Unit
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.decoder import EventDecoder
@@ -216,9 +221,9 @@ def run_capture(
                         "captured (was the slot dropped and re-created, or read by another "
                         "client?); see docs/operations.md, 'When the slot is lost'",
                         checkpoint_lsn=after, slot_lsn=int(info.confirmed_lsn))
+                check_server(output.checkpoint, info)
                 sink.start(info.options)
-                if isinstance(output, DurableOutput):
-                    output.options = info.options.as_dict()
+                output.bind(info.options.as_dict(), info.server)
                 connected = True
             remaining = None if max_changes is None else max_changes - stats.changes
             read_limit = limit if remaining is None else max(min(limit, remaining), 1)
@@ -247,6 +252,8 @@ def run_capture(
             batch = reader.last_batch
             moved = False
             if written_end is not None:
+                if advance:  # nothing taken behind our back since the last acknowledgement
+                    reader.check_position()
                 output.commit(written_end, units, changes)
                 after = written_end
                 stats.units += units
@@ -291,6 +298,29 @@ def run_capture(
         stats.stopped_by = "stopped"
     report(final=True)
     return stats
+
+
+def check_server(checkpoint: Checkpoint, info: SlotInfo) -> None:
+    """Refuse to continue an output on another server, or on a restored copy of its server.
+
+    The slot's LSNs only mean something on the server (and timeline) the output was
+    captured from, and a checkpoint past the server's WAL would make the reader skip
+    every change up to it as "already delivered".
+    """
+    recorded = checkpoint.server
+    for key, what in (("system_identifier", "system identifier"), ("timeline", "timeline")):
+        was, now = recorded.get(key), getattr(info, key)
+        if was is not None and now is not None and was != now:
+            raise CheckpointAheadError(
+                f"the output was captured from a server with {what} {was}; this server's is "
+                f"{now} (another cluster, or a restored or promoted copy): continuing would "
+                "skip or repeat changes; start a new output")
+    if checkpoint.lsn is not None and info.current_lsn is not None \
+            and checkpoint.lsn > info.current_lsn:
+        raise CheckpointAheadError(
+            f"the checkpoint is at {Lsn(checkpoint.lsn)}, ahead of the server's WAL at "
+            f"{info.current_lsn} (a restored server, or another one): continuing would skip "
+            "the changes up to the checkpoint; start a new output")
 
 
 def _pause(seconds: float, should_stop: Callable[[], bool], sleep: Callable[[float], None]

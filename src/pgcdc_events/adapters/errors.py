@@ -10,15 +10,18 @@ from __future__ import annotations
 from pgcdc_events.errors import PgCdcError
 
 __all__ = [
+    "CheckpointAheadError",
     "CheckpointError",
     "ConnectionLostError",
     "DeliveryGapError",
+    "OutputLockedError",
     "PrivilegeError",
     "PublicationNotFoundError",
     "ServerConfigError",
     "SlotBusyError",
     "SlotError",
     "SlotLostError",
+    "SlotMovedError",
     "SlotNotFoundError",
 ]
 
@@ -94,3 +97,27 @@ class DeliveryGapError(CheckpointError):
         self.checkpoint_lsn = checkpoint_lsn
         self.slot_lsn = slot_lsn
         super().__init__(message, path=path)
+
+
+class SlotMovedError(DeliveryGapError):
+    """The slot is not where this reader left it: another client read or advanced it.
+
+    Raised before anything read since is committed or acknowledged.
+    """
+
+
+class OutputLockedError(CheckpointError):
+    """Another process holds the output's lock: two writers would lose and repeat changes.
+
+    ``holder`` is the PID the lock file names (``"?"`` when unknown).
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, holder: str = "?") -> None:
+        self.holder = holder
+        super().__init__(message, path=path)
+
+
+class CheckpointAheadError(CheckpointError):
+    """The output was captured from another server, or from this one before it was restored:
+    its checkpoint is past what this server's WAL holds. Continuing would skip changes."""
+

@@ -33,6 +33,7 @@ from pgcdc_events.adapters.errors import (
     SlotBusyError,
     SlotError,
     SlotLostError,
+    SlotMovedError,
     SlotNotFoundError,
 )
 from pgcdc_events.adapters.names import check_slot_name, quote_ident
@@ -237,6 +238,16 @@ class SlotInfo:
     created_slot: bool
     created_publications: tuple[str, ...]
     options: ResolvedOptions
+    #: The server's identity (``pg_control_system()``, the timeline of its last checkpoint)
+    #: and its WAL position when the slot was checked.
+    system_identifier: str | None = None
+    timeline: int | None = None
+    current_lsn: Lsn | None = None
+
+    @property
+    def server(self) -> dict[str, Any]:
+        """What a checkpoint records of the server (see :meth:`DurableOutput.bind`)."""
+        return {"system_identifier": self.system_identifier, "timeline": self.timeline}
 
 
 @attrs.frozen
@@ -488,9 +499,14 @@ class SlotReader:
                 slot=self.slot, hint="see docs/operations.md, 'When the slot is lost'")
         options = self.requested.resolve(version, bool(two_phase))
         self._confirmed = Lsn.parse(confirmed) if confirmed else None
+        sysid, timeline, current = self._run(
+            "SELECT (SELECT system_identifier::text FROM pg_control_system()), (SELECT "
+            "timeline_id FROM pg_control_checkpoint()), pg_current_wal_lsn()::text",
+            action="check server")[0]
         self.info = SlotInfo(self.slot, database, version, self._confirmed,
                              Lsn.parse(restart) if restart else None, bool(two_phase),
-                             created_slot, created_pubs, options)
+                             created_slot, created_pubs, options, sysid,
+                             None if timeline is None else int(timeline), Lsn.parse(current))
         return self.info
 
     def _publications(self, create: bool, tables: Sequence[str] | None) -> tuple[str, ...]:
@@ -633,12 +649,35 @@ class SlotReader:
             target = min(target, batch.hold_lsn)
         if self._confirmed is not None and target <= self._confirmed:
             return self._confirmed
+        self.check_position()
         rows = self._run("SELECT end_lsn::text FROM pg_replication_slot_advance(:slot, "
                          "CAST(:lsn AS pg_lsn))", action="advance slot", slot=self.slot,
                          lsn=str(Lsn(target)))
         if rows and rows[0][0]:
             self._confirmed = Lsn.parse(rows[0][0])
         return self._confirmed
+
+    def check_position(self) -> None:
+        """Raise :class:`SlotMovedError` unless the slot is where this reader left it.
+
+        A peek holds the slot only while it runs: between two reads another client
+        can consume or advance it, and the changes it took would be missing here.
+        Called before anything read is committed or acknowledged.
+        """
+        before = self._confirmed
+        rows = self._run("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                         "WHERE slot_name = :slot", action="check slot position", slot=self.slot)
+        if not rows:
+            raise SlotNotFoundError(f"replication slot {self.slot!r} no longer exists",
+                                    slot=self.slot, hint="see docs/operations.md, 'When the "
+                                    "slot is lost'")
+        now = Lsn.parse(rows[0][0]) if rows[0][0] else None
+        if now != before:
+            raise SlotMovedError(
+                f"replication slot {self.slot!r} was moved by another client from {before} to "
+                f"{now} while this capture was reading it: changes in between may have been "
+                "taken; nothing read since was committed", checkpoint_lsn=int(before or 0),
+                slot_lsn=int(now or 0))
 
     def status(self) -> SlotStatus:
         """The slot's confirmed and restart positions and the server's current WAL position."""
@@ -652,11 +691,12 @@ class SlotReader:
                                     slot=self.slot, hint="see docs/operations.md, 'When the "
                                     "slot is lost'")
         confirmed, restart, current, pid, wal_status = rows[0]
-        self._confirmed = Lsn.parse(confirmed) if confirmed else None
-        return SlotStatus(self._confirmed, Lsn.parse(restart) if restart else None,
+        # (not taken as this reader's position: check_position() compares the two)
+        return SlotStatus(Lsn.parse(confirmed) if confirmed else None,
+                          Lsn.parse(restart) if restart else None,
                           Lsn.parse(current), pid, wal_status)
 
     @property
     def confirmed_lsn(self) -> Lsn | None:
-        """The slot's confirmed position as last seen (after prepare, advance or status)."""
+        """The slot's confirmed position as this reader left it (after prepare or advance)."""
         return self._confirmed
