@@ -25,10 +25,13 @@ from pgcdc_events.adapters.checkpoint import (
     StreamOutput,
     output_paths,
 )
+from pgcdc_events.adapters.connection import ConnectionSettings, parse_conninfo, parse_dsn
 from pgcdc_events.adapters.errors import (
+    AuthenticationError,
     CheckpointAheadError,
     CheckpointError,
     ConnectionLostError,
+    ConnectionSecurityError,
     DeliveryGapError,
     OutputLockedError,
     PrivilegeError,
@@ -47,11 +50,11 @@ from pgcdc_events.adapters.pg8000 import (
     SlotInfo,
     SlotReader,
     SlotStatus,
-    parse_dsn,
 )
 from pgcdc_events.adapters.units import CaptureRowCodec, Unit, UnitAssembler
 
 __all__ = [
+    "AuthenticationError",
     "BatchInfo",
     "CaptureRowCodec",
     "CaptureSink",
@@ -60,6 +63,8 @@ __all__ = [
     "CheckpointAheadError",
     "CheckpointError",
     "ConnectionLostError",
+    "ConnectionSecurityError",
+    "ConnectionSettings",
     "DecodingOptions",
     "DeliveryGapError",
     "DurableOutput",
@@ -83,6 +88,7 @@ __all__ = [
     "Unit",
     "UnitAssembler",
     "output_paths",
+    "parse_conninfo",
     "parse_dsn",
     "run_capture",
 ]

@@ -168,6 +168,7 @@ def run_capture(
     progress_every: float = 2.0,
     sleep: Callable[[float], None] = time.sleep,
     advance: bool = True,
+    notify: Callable[[str], None] | None = None,
 ) -> CaptureStats:
     """Capture from ``reader`` into ``output`` (already opened) through ``sink``.
 
@@ -177,7 +178,7 @@ def run_capture(
     busy slot is retried for ``retry_for`` seconds (for ever when following).
     ``advance=False`` never moves the slot (a read-only tail).
     ``progress(stats, status)`` is called at most every ``progress_every`` seconds
-    and once at the end.
+    and once at the end; ``notify(text)`` is told when a failure starts being retried.
     """
     stats = CaptureStats()
     after = output.checkpoint.lsn
@@ -283,16 +284,21 @@ def run_capture(
                 stats.stopped_by = "caught-up"
                 break
             _pause(poll_interval, should_stop, sleep)
-        except (ConnectionLostError, SlotBusyError):
+        except (ConnectionLostError, SlotBusyError) as error:
             output.rollback()
             reader.close()
             connected = False
             now = time.monotonic()
-            failing_since = failing_since or now
-            if not follow and now - failing_since >= retry_for:
+            if failing_since is None:
+                failing_since = now
+                if notify is not None and (follow or retry_for > 0):
+                    notify(f"{error}; retrying " + ("until it succeeds (--follow)" if follow
+                                                    else f"for up to {retry_for:g} s"))
+            left = retry_for - (now - failing_since)
+            if not follow and left <= 0:
                 raise
             stats.reconnects += 1
-            _pause(backoff, should_stop, sleep)
+            _pause(backoff if follow else min(backoff, left), should_stop, sleep)
             backoff = min(backoff * 2, 5.0)
     else:
         stats.stopped_by = "stopped"

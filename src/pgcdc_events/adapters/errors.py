@@ -10,9 +10,11 @@ from __future__ import annotations
 from pgcdc_events.errors import PgCdcError
 
 __all__ = [
+    "AuthenticationError",
     "CheckpointAheadError",
     "CheckpointError",
     "ConnectionLostError",
+    "ConnectionSecurityError",
     "DeliveryGapError",
     "OutputLockedError",
     "PrivilegeError",
@@ -121,3 +123,12 @@ class CheckpointAheadError(CheckpointError):
     """The output was captured from another server, or from this one before it was restored:
     its checkpoint is past what this server's WAL holds. Continuing would skip changes."""
 
+
+class AuthenticationError(SlotError):
+    """The server refused the credentials (wrong or missing password, no ``pg_hba.conf``
+    line, unknown role). Not retried: trying again cannot help."""
+
+
+class ConnectionSecurityError(SlotError):
+    """TLS could not be set up as ``sslmode`` demands (the server offers no TLS, or its
+    certificate does not verify). Not retried."""

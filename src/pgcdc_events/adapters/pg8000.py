@@ -17,15 +17,14 @@ into one of the exceptions of :mod:`pgcdc_events.adapters.errors`.
 from __future__ import annotations
 
 import contextlib
-import os
-import shlex
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Literal
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import attrs
 
+from pgcdc_events.adapters.connection import ConnectionSettings, parse_conninfo, parse_dsn
 from pgcdc_events.adapters.errors import (
+    AuthenticationError,
     ConnectionLostError,
     PrivilegeError,
     PublicationNotFoundError,
@@ -59,86 +58,6 @@ StreamingMode = Literal["off", "on", "parallel"]
 _PROTO_SINCE = {1: 100000, 2: 140000, 3: 150000, 4: 160000}
 _DEFAULT_MEMORY = 64 * 1024 * 1024
 _CURSOR = "pgcdc_events_peek"
-
-
-# ---------------------------------------------------------------- connection parameters
-
-
-def parse_dsn(dsn: str | Mapping[str, Any]) -> dict[str, Any]:
-    """pg8000 keyword arguments from a ``postgresql://`` URL or ``key=value`` string.
-
-    Unset parts come from ``PGHOST``, ``PGPORT``, ``PGUSER``, ``PGDATABASE`` and
-    ``PGPASSWORD``. ``sslmode`` other than disable/allow/prefer turns TLS on. A
-    mapping is taken as pg8000 arguments already.
-    """
-    if not isinstance(dsn, str):
-        return dict(dsn)
-    params: dict[str, str] = {}
-    if dsn.startswith(("postgresql://", "postgres://")):
-        parts = urlsplit(dsn)
-        try:
-            url_port = parts.port
-        except ValueError:
-            raise ConfigurationError(f"--dsn: invalid port in {_redact(dsn)!r}") from None
-        if parts.hostname:
-            params["host"] = unquote(parts.hostname)
-        if url_port:
-            params["port"] = str(url_port)
-        if parts.username:
-            params["user"] = unquote(parts.username)
-        if parts.password is not None:
-            params["password"] = unquote(parts.password)
-        if parts.path.strip("/"):
-            params["dbname"] = unquote(parts.path.lstrip("/"))
-        for key, values in parse_qs(parts.query).items():
-            params[key] = values[-1]
-    elif dsn.strip():
-        try:
-            words = shlex.split(dsn)
-        except ValueError as exc:
-            raise ConfigurationError(f"--dsn: cannot parse {_redact(dsn)!r}: {exc}") from None
-        for word in words:
-            key, sep, value = word.partition("=")
-            if not sep or not key:
-                raise ConfigurationError(f"--dsn: expected key=value, got {word!r}")
-            params[key.strip()] = value
-    env = os.environ
-    kwargs: dict[str, Any] = {
-        "host": params.get("host") or env.get("PGHOST") or "localhost",
-        "user": params.get("user") or env.get("PGUSER") or "postgres",
-        "database": params.get("dbname") or params.get("database") or env.get("PGDATABASE"),
-        "application_name": params.get("application_name", "pgcdc-events"),
-    }
-    port = params.get("port") or env.get("PGPORT") or "5432"
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigurationError(f"--dsn: port must be a number from 1 to 65535, got {port!r}")
-    kwargs["port"] = int(port)
-    password = params.get("password") or env.get("PGPASSWORD")
-    if password is not None:
-        kwargs["password"] = password
-    if "connect_timeout" in params:
-        try:
-            kwargs["timeout"] = float(params["connect_timeout"]) or None
-        except ValueError:
-            raise ConfigurationError("--dsn: connect_timeout must be a number of seconds, got "
-                                     f"{params['connect_timeout']!r}") from None
-    if params.get("sslmode", "disable") not in ("disable", "allow", "prefer"):
-        import ssl  # noqa: PLC0415 - only for TLS connections
-
-        kwargs["ssl_context"] = ssl.create_default_context()
-        if params["sslmode"] == "require":  # encrypt, do not verify (libpq's meaning)
-            kwargs["ssl_context"].check_hostname = False
-            kwargs["ssl_context"].verify_mode = ssl.CERT_NONE
-    if kwargs["host"].startswith("/"):  # a Unix socket directory
-        kwargs["unix_sock"] = f"{kwargs.pop('host')}/.s.PGSQL.{kwargs['port']}"
-    return {k: v for k, v in kwargs.items() if v is not None}
-
-
-def _redact(dsn: str) -> str:
-    parts = urlsplit(dsn) if "://" in dsn else None
-    if parts is not None and parts.password:
-        return dsn.replace(f":{parts.password}@", ":***@")
-    return dsn
 
 
 # ---------------------------------------------------------------- options
@@ -302,9 +221,14 @@ def _server_fields(exc: BaseException) -> tuple[str | None, str]:
     return None, str(exc)
 
 
-def translate_error(exc: BaseException, *, slot: str, publications: Sequence[str] = (),
-                    action: str = "") -> SlotError:
-    """One of our exceptions for a pg8000 or socket error (see the module docstring)."""
+_REPLICATION_HINT = "the role needs the REPLICATION attribute (ALTER ROLE ... REPLICATION) or " \
+    "superuser"
+
+
+def translate_error(exc: BaseException, *, slot: str | None, publications: Sequence[str] = (),
+                    action: str = "", password_source: str = "") -> SlotError:
+    """One of our exceptions for a pg8000 or socket error, chosen by SQLSTATE (see the
+    module docstring); ``password_source`` says where the password came from."""
     code, message = _server_fields(exc)
     where = f"{action}: " if action else ""
     pubs = ", ".join(repr(p) for p in publications)
@@ -329,9 +253,30 @@ def translate_error(exc: BaseException, *, slot: str, publications: Sequence[str
     if code == "55000" and ("invalidated" in lowered or "no longer" in lowered):
         return SlotLostError(text, slot=slot, sqlstate=code,
                              hint="see docs/operations.md, 'When the slot is lost'")
-    if code == "42501" or code.startswith("28"):
+    if code == "28P01":  # invalid_password
+        return AuthenticationError(text, slot=slot, sqlstate=code,
+                                   hint=f"check the password ({password_source or 'see --dsn'})"
+                                   "; passwords come from the DSN, PGPASSWORD, --dsn-file or "
+                                   "~/.pgpass")
+    if "replication" in lowered and ("superuser" in lowered or "role" in lowered) \
+            and code in ("42501", "28000"):
+        return PrivilegeError(text, slot=slot, sqlstate=code, hint=_REPLICATION_HINT)
+    if code == "28000" and "pg_hba.conf" in lowered:
+        return AuthenticationError(text, slot=slot, sqlstate=code,
+                                   hint="the server's pg_hba.conf has no line for this host, "
+                                   "user, database and encryption (see sslmode)")
+    if code.startswith("28"):
+        return AuthenticationError(text, slot=slot, sqlstate=code,
+                                   hint="check the user name and the server's pg_hba.conf")
+    if code == "42501" and "database" in lowered:
         return PrivilegeError(text, slot=slot, sqlstate=code,
-                              hint="the role needs the REPLICATION attribute (or superuser)")
+                              hint="the role needs CONNECT on the database (GRANT CONNECT ON "
+                              "DATABASE ... TO ...)")
+    if code == "42501":
+        return PrivilegeError(text, slot=slot, sqlstate=code,
+                              hint="the role lacks a privilege the statement needs")
+    if code == "3D000":
+        return SlotError(text, slot=slot, sqlstate=code, hint="check dbname in the DSN")
     if code.startswith(("08", "57P")):
         return ConnectionLostError(text, slot=slot, sqlstate=code,
                                    hint="the reader reconnects when following")
@@ -364,7 +309,8 @@ class SlotReader:
         reader.advance(last_durable_end_lsn)
     """
 
-    def __init__(self, dsn: str | Mapping[str, Any] | None = None, *, slot: str,
+    def __init__(self, dsn: str | Mapping[str, Any] | ConnectionSettings | None = None, *,
+                 slot: str,
                  publications: Sequence[str], options: DecodingOptions | None = None,
                  memory_limit: int | None = _DEFAULT_MEMORY, fetch_rows: int = 1000,
                  session_settings: Mapping[str, str] | None = None,
@@ -379,7 +325,8 @@ class SlotReader:
         self.requested = options or DecodingOptions()
         self.fetch_rows = fetch_rows
         self.session_settings = dict(session_settings or {})
-        self._kwargs = parse_dsn(dsn) if dsn is not None else {}
+        self.settings = (dsn if isinstance(dsn, ConnectionSettings) or dsn is None
+                         else parse_conninfo(dsn))
         self._connector = connector
         self._budget = MemoryBudget(memory_limit) if memory_limit is not None else None
         self._conn: Any = None
@@ -395,16 +342,12 @@ class SlotReader:
             if self._connector is not None:
                 self._conn = self._connector()
             else:
-                try:
-                    import pg8000.native  # noqa: PLC0415 - the optional 'pg' extra
-                except ImportError:
-                    raise ConfigurationError("reading a slot needs pg8000: pip install "
-                                             "'pgcdc-events[pg]'") from None
-                self._conn = pg8000.native.Connection(**self._kwargs)
+                self._conn, _ = (self.settings or parse_conninfo({})).connect(slot=self.slot)
         except (ConfigurationError, SlotError):
             raise
         except Exception as exc:
-            raise translate_error(exc, slot=self.slot, action="connect") from None
+            raise translate_error(exc, slot=self.slot, action="connect",
+                                  password_source=self._password_source) from None
         version = int(self._run("SHOW server_version_num", action="connect")[0][0])
         settings = dict(self.session_settings)
         if version >= 140000:
@@ -413,6 +356,10 @@ class SlotReader:
         for name, value in settings.items():
             self._run("SELECT set_config(:name, :value, false)", action=f"SET {name}",
                       name=name, value=value)
+
+    @property
+    def _password_source(self) -> str:
+        return self.settings.password_source if self.settings is not None else ""
 
     def close(self) -> None:
         """Close the connection if open (never raises)."""
@@ -472,7 +419,7 @@ class SlotReader:
         if not allowed:
             raise PrivilegeError(
                 "the role may not read replication slots", slot=self.slot,
-                hint="ALTER ROLE ... REPLICATION (or use a superuser)")
+                hint=_REPLICATION_HINT)
         created_pubs = self._publications(create_publication, tables)
         created_slot = False
         row = self._slot_row(version)

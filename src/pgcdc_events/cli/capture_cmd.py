@@ -42,9 +42,14 @@ _MIB = 1024 * 1024
 
 def _common(parser: argparse.ArgumentParser) -> None:
     slot = parser.add_argument_group("slot")
-    slot.add_argument("--dsn", required=True,
-                      help="postgresql://user[:password]@host[:port]/database, or libpq "
-                      "key=value pairs (PG* environment variables fill the gaps)")
+    where = slot.add_mutually_exclusive_group(required=True)
+    where.add_argument("--dsn",
+                       help="postgresql://user@host[:port]/database, or libpq key=value pairs "
+                       "(PG* environment variables fill the gaps; the password comes from "
+                       "~/.pgpass, PGPASSFILE, passfile= or PGPASSWORD, as with libpq)")
+    where.add_argument("--dsn-file", metavar="PATH",
+                       help="read the DSN from this file (so that no secret is on the command "
+                       "line)")
     slot.add_argument("--slot", required=True, help="the logical replication slot to read")
     slot.add_argument("--publication", required=True, action="append", metavar="NAME",
                       help="publication to decode (repeatable, or comma-separated; read as "
@@ -79,8 +84,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     loop.add_argument("--memory-limit", type=float, default=64.0, metavar="MIB",
                       help="memory for transactions being assembled; beyond it they spill to "
                       "a temporary file (default 64)")
-    loop.add_argument("--retry-for", type=float, default=60.0, metavar="S",
-                      help="without --follow, give up reconnecting after S seconds (default 60)")
+    loop.add_argument("--retry-for", type=float, default=10.0, metavar="S",
+                      help="without --follow, give up reconnecting after S seconds (default 10)")
     loop.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     events = parser.add_argument_group("events (Debezium records)")
     events.add_argument("--config", help="connector .properties file")
@@ -161,6 +166,18 @@ def _size(n: int | None) -> str:
     return f"{value:,.1f} {unit}"
 
 
+def read_dsn(args: argparse.Namespace) -> str:
+    """``--dsn``, or the contents of ``--dsn-file`` (surrounding white space dropped)."""
+    if args.dsn is not None:
+        return str(args.dsn)
+    try:
+        with open(args.dsn_file, encoding="utf-8") as fh:
+            return fh.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError(f"--dsn-file {args.dsn_file!r}: cannot read it: "
+                                 f"{getattr(exc, 'strerror', None) or exc}") from None
+
+
 def run(args: argparse.Namespace, name: str) -> int:
     """Run capture or tail."""
     # as pgoutput reads publication_names: unquoted folded to lower case, "a,b" one name
@@ -193,8 +210,8 @@ def run(args: argparse.Namespace, name: str) -> int:
         sink = EventSink(config, catalog=catalog, memory_limit=memory)
     else:
         sink = CaptureSink()
-    reader = SlotReader(args.dsn, slot=args.slot, publications=publications, options=options,
-                        memory_limit=memory)
+    reader = SlotReader(read_dsn(args), slot=args.slot, publications=publications,
+                        options=options, memory_limit=memory)
     output: Output
     to_stdout = args.output in (None, "-")
     if to_stdout:
@@ -221,6 +238,9 @@ def run(args: argparse.Namespace, name: str) -> int:
               f", lsn {stats.lsn if stats.lsn is not None else '-'}{lag}",
               file=sys.stderr, flush=True)
 
+    def notify(message: str) -> None:
+        print(f"pgcdc-events {name}: {message}", file=sys.stderr, flush=True)
+
     try:
         with _graceful_interrupts(name, args.quiet) as should_stop:
             stats = run_capture(
@@ -229,6 +249,7 @@ def run(args: argparse.Namespace, name: str) -> int:
                 create_slot=args.create_slot, create_publication=args.create_publication,
                 tables=tuple(args.table) if args.table else None, retry_for=args.retry_for,
                 should_stop=should_stop, progress=progress, advance=advance,
+                notify=None if args.quiet else notify,
             )
     finally:
         output.close()
