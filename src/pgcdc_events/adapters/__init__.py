@@ -1,11 +1,13 @@
 """The one I/O adapter the library ships: reading a replication slot with pg8000.
 
-:class:`SlotReader` peeks at a logical slot through PostgreSQL's SQL decoding
-functions and hands out complete units (:class:`Unit`: a transaction, a
-non-transactional message); :class:`DurableOutput` appends them to a file with a
-checkpoint beside it; :func:`run_capture` ties the two together with the rule
-that delivers every change exactly once: write, ``fsync``, checkpoint, and only
-then advance the slot. pg8000 is imported only when a connection is opened
+:class:`StreamReader` streams a logical slot over a replication connection
+(holding it: the server refuses other readers); :class:`SlotReader` peeks at it
+through PostgreSQL's SQL decoding functions. Both hand out complete units
+(:class:`Unit`: a transaction, a non-transactional message).
+:class:`DurableOutput` appends them to a locked file with a checkpoint beside
+it; :func:`run_capture` ties the two together with the rule that delivers every
+change exactly once: write, ``fsync``, checkpoint, and only then acknowledge
+(advance) the slot. pg8000 is imported only when a connection is opened
 (``pip install 'pgcdc-events[pg]'``). See docs/operations.md.
 """
 
@@ -51,6 +53,7 @@ from pgcdc_events.adapters.pg8000 import (
     SlotReader,
     SlotStatus,
 )
+from pgcdc_events.adapters.stream import StreamReader
 from pgcdc_events.adapters.units import CaptureRowCodec, Unit, UnitAssembler
 
 __all__ = [
@@ -85,6 +88,7 @@ __all__ = [
     "SlotReader",
     "SlotStatus",
     "StreamOutput",
+    "StreamReader",
     "Unit",
     "UnitAssembler",
     "output_paths",

@@ -30,6 +30,7 @@ from pgcdc_events.adapters import (
     run_capture,
 )
 from pgcdc_events.adapters.names import split_identifiers
+from pgcdc_events.adapters.stream import StreamReader
 from pgcdc_events.cli.decode_cmd import load_config
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.protocol.lsn import Lsn
@@ -72,6 +73,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
     opts.add_argument("--two-phase", action=argparse.BooleanOptionalAction, default=None,
                       help="decode prepared transactions at PREPARE (default: as the slot was "
                       "created)")
+    slot.add_argument("--reader", choices=("stream", "sql"), default="stream",
+                      help="stream: hold the slot on a replication connection (the server "
+                      "refuses any other reader; the default); sql: peek through SQL functions "
+                      "(for hosts that refuse replication connections; the slot is held only "
+                      "during each peek)")
     loop = parser.add_argument_group("loop")
     loop.add_argument("--follow", "-f", action="store_true",
                       help="keep polling until interrupted (Ctrl-C stops after the current read)")
@@ -99,11 +105,12 @@ def register(commands: Any) -> None:
     parser = commands.add_parser(
         "capture",
         help="read a replication slot into capture JSON Lines, exactly once",
-        description="Read a logical replication slot (pg_logical_slot_peek_binary_changes) "
-        "and append its messages to --output as capture JSON Lines, or Debezium records with "
-        "--decode. The output is fsync'ed and checkpointed (OUTPUT.checkpoint.json) before "
-        "the slot is advanced, so after any crash a restart continues with every change "
-        "exactly once.",
+        description="Stream a logical replication slot (START_REPLICATION on a replication "
+        "connection, holding the slot; --reader sql peeks through SQL functions instead) and "
+        "append its messages to --output as capture JSON Lines, or Debezium records with "
+        "--decode. The output is locked, fsync'ed and checkpointed (OUTPUT.checkpoint.json) "
+        "before the slot is acknowledged, so after any crash a restart continues with every "
+        "change exactly once.",
     )
     parser.add_argument("--output", "-o", required=True, metavar="DIR_OR_FILE",
                         help="output file, or a directory for capture.jsonl / events.jsonl")
@@ -210,8 +217,9 @@ def run(args: argparse.Namespace, name: str) -> int:
         sink = EventSink(config, catalog=catalog, memory_limit=memory)
     else:
         sink = CaptureSink()
-    reader = SlotReader(read_dsn(args), slot=args.slot, publications=publications,
-                        options=options, memory_limit=memory)
+    reader_class = StreamReader if args.reader == "stream" else SlotReader
+    reader = reader_class(read_dsn(args), slot=args.slot, publications=publications,
+                          options=options, memory_limit=memory)
     output: Output
     to_stdout = args.output in (None, "-")
     if to_stdout:
