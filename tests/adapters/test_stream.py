@@ -173,3 +173,11 @@ def test_the_reader_is_a_slot_reader(url: str, pg_conn: Any) -> None:
     finally:
         reader.close()
     _wait_active(pg_conn, "lib", active=False)
+
+
+def test_xids_of_short_or_unknown_messages_are_left_to_the_protocol_reader() -> None:
+    from pgcdc_events.adapters.stream import XidTracker  # noqa: PLC0415
+
+    tracker = XidTracker()
+    for data in (b"", b"B", b"B\x00", b"S\x00", b"K" + b"\x00" * 10, b"r\x01", b"?"):
+        assert tracker.xid(data) is None

@@ -79,7 +79,14 @@ class XidTracker:
         self._block: int | None = None
 
     def xid(self, data: bytes) -> int | None:
-        """The xid for the message ``data`` (call for every message, in order)."""
+        """The xid for the message ``data`` (call for every message, in order); ``None``
+        for a message too short to hold one (the protocol reader then reports it)."""
+        try:
+            return self._xid(data)
+        except struct.error:
+            return None
+
+    def _xid(self, data: bytes) -> int | None:
         if not data:
             return None
         tag = data[:1]
