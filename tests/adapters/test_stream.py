@@ -89,6 +89,10 @@ def test_the_stream_writes_what_the_sql_reader_writes(url: str, pg_conn: Any,
                 for r in rows if r.data[:1] != b"R"]
 
     assert comparable(stream) == comparable(sql)
+    # and each relation the stream announces is one the SQL reader announced at that LSN
+    announced = {(int(r.lsn), r.xid, r.data) for r in sql if r.data[:1] == b"R"}
+    relations = [(int(r.lsn), r.xid, r.data) for r in stream if r.data[:1] == b"R"]
+    assert relations and set(relations) <= announced
     assert [r.xid for r in stream if r.data[:1] == b"M" and not r.data[1] & 1] == [0, 0]
     config = EventConfig.from_properties({"topic.prefix": "x"})
     decoded = [[JsonRecordWriter(config.json).record_line(record) for record in EventDecoder(
