@@ -56,6 +56,7 @@ def test_an_uncommitted_tail_is_cut_on_open(tmp_path: Path) -> None:
     out._flush()  # as if the process died after writing, before committing
     os.close(out._fd)  # type: ignore[arg-type]
     out._fd = None
+    out._unlock()  # a dead process holds no lock
     with open(tmp_path / "o.jsonl", "ab") as fh:
         fh.write(b'{"half a li')
     again = _output(tmp_path / "o.jsonl")
@@ -122,6 +123,7 @@ def test_refuses_an_output_shorter_than_its_checkpoint(tmp_path: Path) -> None:
 def test_refuses_another_slot_or_kind(tmp_path: Path) -> None:
     out = _output(tmp_path / "o.jsonl")
     out.open()
+    out.bind({}, {})  # the slot was found readable: from here the output is tied to it
     out.close()
     with pytest.raises(ConfigurationError, match="--slot 'other'"):
         _output(tmp_path / "o.jsonl", slot="other").open()
@@ -150,7 +152,8 @@ def test_checkpoint_is_replaced_atomically(tmp_path: Path) -> None:
     for i in range(5):
         out.write(b"x\n")
         out.commit(i + 1, 1, 1)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.jsonl", "o.jsonl.checkpoint.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "o.jsonl", "o.jsonl.checkpoint.json", "o.jsonl.lock"]
 
 
 def test_stream_output_flushes_on_commit_only() -> None:

@@ -228,7 +228,7 @@ class Workload(threading.Thread):
 CRASH_WRAPPER = textwrap.dedent('''
     """Run the CLI, SIGKILLing itself at the CRASH_NTH passage through CRASH_AT."""
     import os, signal, sys
-    from pgcdc_events.adapters import checkpoint, pg8000 as slot_reader
+    from pgcdc_events.adapters import checkpoint, pg8000 as slot_reader, stream
     from pgcdc_events.cli import main
 
     point, nth = os.environ["CRASH_AT"], int(os.environ["CRASH_NTH"])
@@ -242,8 +242,9 @@ CRASH_WRAPPER = textwrap.dedent('''
     def die():
         os.kill(os.getpid(), signal.SIGKILL)
 
-    Out, Reader = checkpoint.DurableOutput, slot_reader.SlotReader
-    write, commit, store, advance = Out.write, Out.commit, Out._store, Reader.advance
+    Out = checkpoint.DurableOutput
+    write, commit, store = Out.write, Out.commit, Out._store
+    readers = (slot_reader.SlotReader, stream.StreamReader)  # each has its own advance
     fsync = os.fsync
 
     if point == "torn-write":  # half of a unit's lines reach the file, then death
@@ -267,26 +268,30 @@ CRASH_WRAPPER = textwrap.dedent('''
             return store(self, cp)
         Out._store = synced_no_checkpoint
     elif point == "before-advance":
-        def checkpointed_not_advanced(self, lsn):
-            if passing():
-                die()
-            return advance(self, lsn)
-        Reader.advance = checkpointed_not_advanced
+        for Reader in readers:
+            def checkpointed_not_advanced(self, lsn, advance=Reader.advance):
+                if passing():
+                    die()
+                return advance(self, lsn)
+            Reader.advance = checkpointed_not_advanced
     elif point == "after-advance":
-        def advanced(self, lsn):
-            result = advance(self, lsn)
-            if passing():
-                die()
-            return result
-        Reader.advance = advanced
+        for Reader in readers:
+            def advanced(self, lsn, advance=Reader.advance):
+                result = advance(self, lsn)
+                if passing():
+                    die()
+                return result
+            Reader.advance = advanced
     else:
         raise SystemExit(f"unknown crash point {point}")
     sys.exit(main(sys.argv[1:]))
 ''')
 
 
-def capture_args(cluster: TempCluster, output: Path, *extra: str) -> list[str]:
+def capture_args(cluster: TempCluster, output: Path, *extra: str, reader: str = "stream"
+                 ) -> list[str]:
     return ["capture", "--dsn", cluster.url(), "--slot", "cap", "--publication", "pub",
+            "--reader", reader,
             "--output", f"{output}/", "--streaming", "on", "--two-phase", "--quiet",
             "--batch-rows", "300", "--poll-interval", "0.05", "--memory-limit", "1",
             "--retry-for", "120", *extra]
@@ -299,9 +304,10 @@ def start_capture(args: list[str], env: dict[str, str] | None = None,
                             env={**os.environ, **(env or {})}, cwd=ROOT)
 
 
-def finish_capture(cluster: TempCluster, output: Path) -> None:
+def finish_capture(cluster: TempCluster, output: Path, reader: str = "stream") -> None:
     """One more run without --follow: must exit 0, caught up."""
-    proc = subprocess.run([sys.executable, "-m", "pgcdc_events", *capture_args(cluster, output)],
+    proc = subprocess.run([sys.executable, "-m", "pgcdc_events",
+                           *capture_args(cluster, output, reader=reader)],
                           capture_output=True, timeout=300, cwd=ROOT, check=False)
     assert proc.returncode == 0, proc.stderr.decode()
 
@@ -419,7 +425,7 @@ def verify(cluster: TempCluster, output: Path) -> dict[str, int]:
 
 
 def kill_campaign(cluster: TempCluster, output: Path, *, kills: int, restarts: int,
-                  seed: int) -> dict[str, int]:
+                  seed: int, reader: str = "stream") -> dict[str, int]:
     """Run the workload; kill the follower ``kills`` times and restart the server
     ``restarts`` times at random moments; finish, verify, return the figures."""
     rng = random.Random(seed)
@@ -427,7 +433,7 @@ def kill_campaign(cluster: TempCluster, output: Path, *, kills: int, restarts: i
     workload.start()
     events = ["kill"] * kills + ["restart"] * restarts
     rng.shuffle(events)
-    proc = start_capture(capture_args(cluster, output, "--follow"))
+    proc = start_capture(capture_args(cluster, output, "--follow", reader=reader))
     done_kills = done_restarts = 0
     try:
         for event in events:
@@ -436,7 +442,7 @@ def kill_campaign(cluster: TempCluster, output: Path, *, kills: int, restarts: i
                 proc.kill()
                 proc.wait()
                 done_kills += 1
-                proc = start_capture(capture_args(cluster, output, "--follow"))
+                proc = start_capture(capture_args(cluster, output, "--follow", reader=reader))
             else:
                 cluster.restart()
                 done_restarts += 1
@@ -448,7 +454,7 @@ def kill_campaign(cluster: TempCluster, output: Path, *, kills: int, restarts: i
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()
-    finish_capture(cluster, output)
+    finish_capture(cluster, output, reader)
     figures = verify(cluster, output)
     assert workload.transactions > 50
     return {**figures, "kills": done_kills, "server_restarts": done_restarts,
@@ -456,13 +462,21 @@ def kill_campaign(cluster: TempCluster, output: Path, *, kills: int, restarts: i
             "workload_errors": workload.errors}
 
 
-def test_sigkill_at_random_moments(cluster: TempCluster, tmp_path: Path) -> None:
-    figures = kill_campaign(cluster, tmp_path / "out", kills=12, restarts=0, seed=7)
+READERS = ["stream", "sql"]
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_sigkill_at_random_moments(cluster: TempCluster, tmp_path: Path, reader: str) -> None:
+    figures = kill_campaign(cluster, tmp_path / "out", kills=12, restarts=0, seed=7,
+                            reader=reader)
     assert figures["kills"] == 12 and figures["streamed"] > 0 and figures["prepared"] > 0
 
 
-def test_server_restarted_under_the_reader(cluster: TempCluster, tmp_path: Path) -> None:
-    figures = kill_campaign(cluster, tmp_path / "out", kills=3, restarts=4, seed=11)
+@pytest.mark.parametrize("reader", READERS)
+def test_server_restarted_under_the_reader(cluster: TempCluster, tmp_path: Path,
+                                           reader: str) -> None:
+    figures = kill_campaign(cluster, tmp_path / "out", kills=3, restarts=4, seed=11,
+                            reader=reader)
     assert figures["server_restarts"] == 4
 
 
@@ -470,7 +484,9 @@ CRASH_POINTS = ["torn-write", "before-fsync", "before-checkpoint", "before-advan
                 "after-advance"]
 
 
-def test_a_crash_at_every_step_of_the_cycle(cluster: TempCluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", READERS)
+def test_a_crash_at_every_step_of_the_cycle(cluster: TempCluster, tmp_path: Path,
+                                            reader: str) -> None:
     """A fixed workload; for each step of write/fsync/checkpoint/advance, the capture dies
     there on its 1st, 2nd and 3rd pass, is restarted, and in the end the output is exact."""
     workload = Workload(cluster, seed=3, big_every=10)
@@ -487,7 +503,7 @@ def test_a_crash_at_every_step_of_the_cycle(cluster: TempCluster, tmp_path: Path
                         workload.step(conn)
                     except Exception:
                         conn.run("ROLLBACK")
-                proc = start_capture(capture_args(cluster, output),
+                proc = start_capture(capture_args(cluster, output, reader=reader),
                                      {"CRASH_AT": point, "CRASH_NTH": str(nth)}, script)
                 _, err = proc.communicate(timeout=300)
                 if proc.returncode == -signal.SIGKILL:
@@ -499,16 +515,18 @@ def test_a_crash_at_every_step_of_the_cycle(cluster: TempCluster, tmp_path: Path
     finally:
         conn.close()
     assert crashes >= 7
-    finish_capture(cluster, output)
+    finish_capture(cluster, output, reader)
     verify(cluster, output)
 
 
 @pytest.mark.slow
-def test_long_kill_campaign(cluster: TempCluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", READERS)
+def test_long_kill_campaign(cluster: TempCluster, tmp_path: Path, reader: str) -> None:
     kills = int(os.environ.get("PGCDC_DELIVERY_KILLS", "150"))
     restarts = int(os.environ.get("PGCDC_DELIVERY_RESTARTS", "15"))
     started = time.monotonic()
-    figures = kill_campaign(cluster, tmp_path / "out", kills=kills, restarts=restarts, seed=2024)
+    figures = kill_campaign(cluster, tmp_path / "out", kills=kills, restarts=restarts, seed=2024,
+                            reader=reader)
     figures["seconds"] = round(time.monotonic() - started)
-    print("\ndelivery campaign:", json.dumps(figures))
+    print(f"\ndelivery campaign ({reader} reader):", json.dumps(figures))
     assert figures["duplicates"] == 0 and figures["lost"] == 0

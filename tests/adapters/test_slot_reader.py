@@ -235,7 +235,7 @@ def test_parse_dsn(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PGUSER", "envuser")
     assert parse_dsn("postgresql://u:p%40ss@db.example:6543/app?sslmode=disable") == {
         "host": "db.example", "port": 6543, "user": "u", "password": "p@ss", "database": "app",
-        "application_name": "pgcdc-events"}
+        "application_name": "pgcdc-events", "ssl_context": False}  # disable: no SSLRequest at all
     kw = parse_dsn("host=/run/pg dbname='my db' port=5433")
     assert kw["unix_sock"] == "/run/pg/.s.PGSQL.5433" and kw["database"] == "my db"
     assert kw["user"] == "envuser"

@@ -1,11 +1,13 @@
 """The one I/O adapter the library ships: reading a replication slot with pg8000.
 
-:class:`SlotReader` peeks at a logical slot through PostgreSQL's SQL decoding
-functions and hands out complete units (:class:`Unit`: a transaction, a
-non-transactional message); :class:`DurableOutput` appends them to a file with a
-checkpoint beside it; :func:`run_capture` ties the two together with the rule
-that delivers every change exactly once: write, ``fsync``, checkpoint, and only
-then advance the slot. pg8000 is imported only when a connection is opened
+:class:`StreamReader` streams a logical slot over a replication connection
+(holding it: the server refuses other readers); :class:`SlotReader` peeks at it
+through PostgreSQL's SQL decoding functions. Both hand out complete units
+(:class:`Unit`: a transaction, a non-transactional message).
+:class:`DurableOutput` appends them to a locked file with a checkpoint beside
+it; :func:`run_capture` ties the two together with the rule that delivers every
+change exactly once: write, ``fsync``, checkpoint, and only then acknowledge
+(advance) the slot. pg8000 is imported only when a connection is opened
 (``pip install 'pgcdc-events[pg]'``). See docs/operations.md.
 """
 
@@ -25,16 +27,22 @@ from pgcdc_events.adapters.checkpoint import (
     StreamOutput,
     output_paths,
 )
+from pgcdc_events.adapters.connection import ConnectionSettings, parse_conninfo, parse_dsn
 from pgcdc_events.adapters.errors import (
+    AuthenticationError,
+    CheckpointAheadError,
     CheckpointError,
     ConnectionLostError,
+    ConnectionSecurityError,
     DeliveryGapError,
+    OutputLockedError,
     PrivilegeError,
     PublicationNotFoundError,
     ServerConfigError,
     SlotBusyError,
     SlotError,
     SlotLostError,
+    SlotMovedError,
     SlotNotFoundError,
 )
 from pgcdc_events.adapters.pg8000 import (
@@ -44,23 +52,28 @@ from pgcdc_events.adapters.pg8000 import (
     SlotInfo,
     SlotReader,
     SlotStatus,
-    parse_dsn,
 )
+from pgcdc_events.adapters.stream import StreamReader
 from pgcdc_events.adapters.units import CaptureRowCodec, Unit, UnitAssembler
 
 __all__ = [
+    "AuthenticationError",
     "BatchInfo",
     "CaptureRowCodec",
     "CaptureSink",
     "CaptureStats",
     "Checkpoint",
+    "CheckpointAheadError",
     "CheckpointError",
     "ConnectionLostError",
+    "ConnectionSecurityError",
+    "ConnectionSettings",
     "DecodingOptions",
     "DeliveryGapError",
     "DurableOutput",
     "EventSink",
     "Output",
+    "OutputLockedError",
     "PrivilegeError",
     "PublicationNotFoundError",
     "ResolvedOptions",
@@ -70,13 +83,16 @@ __all__ = [
     "SlotError",
     "SlotInfo",
     "SlotLostError",
+    "SlotMovedError",
     "SlotNotFoundError",
     "SlotReader",
     "SlotStatus",
     "StreamOutput",
+    "StreamReader",
     "Unit",
     "UnitAssembler",
     "output_paths",
+    "parse_conninfo",
     "parse_dsn",
     "run_capture",
 ]

@@ -23,9 +23,14 @@ from typing import Protocol
 
 import attrs
 
-from pgcdc_events.adapters.checkpoint import DurableOutput, Output
-from pgcdc_events.adapters.errors import ConnectionLostError, DeliveryGapError, SlotBusyError
-from pgcdc_events.adapters.pg8000 import ResolvedOptions, SlotReader, SlotStatus
+from pgcdc_events.adapters.checkpoint import Checkpoint, Output
+from pgcdc_events.adapters.errors import (
+    CheckpointAheadError,
+    ConnectionLostError,
+    DeliveryGapError,
+    SlotBusyError,
+)
+from pgcdc_events.adapters.pg8000 import ResolvedOptions, SlotInfo, SlotReader, SlotStatus
 from pgcdc_events.adapters.units import SchemaTracker, Unit
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.decoder import EventDecoder
@@ -163,6 +168,7 @@ def run_capture(
     progress_every: float = 2.0,
     sleep: Callable[[float], None] = time.sleep,
     advance: bool = True,
+    notify: Callable[[str], None] | None = None,
 ) -> CaptureStats:
     """Capture from ``reader`` into ``output`` (already opened) through ``sink``.
 
@@ -172,7 +178,7 @@ def run_capture(
     busy slot is retried for ``retry_for`` seconds (for ever when following).
     ``advance=False`` never moves the slot (a read-only tail).
     ``progress(stats, status)`` is called at most every ``progress_every`` seconds
-    and once at the end.
+    and once at the end; ``notify(text)`` is told when a failure starts being retried.
     """
     stats = CaptureStats()
     after = output.checkpoint.lsn
@@ -216,9 +222,9 @@ def run_capture(
                         "captured (was the slot dropped and re-created, or read by another "
                         "client?); see docs/operations.md, 'When the slot is lost'",
                         checkpoint_lsn=after, slot_lsn=int(info.confirmed_lsn))
+                check_server(output.checkpoint, info)
                 sink.start(info.options)
-                if isinstance(output, DurableOutput):
-                    output.options = info.options.as_dict()
+                output.bind(info.options.as_dict(), info.server)
                 connected = True
             remaining = None if max_changes is None else max_changes - stats.changes
             read_limit = limit if remaining is None else max(min(limit, remaining), 1)
@@ -247,6 +253,8 @@ def run_capture(
             batch = reader.last_batch
             moved = False
             if written_end is not None:
+                if advance:  # nothing taken behind our back since the last acknowledgement
+                    reader.check_position()
                 output.commit(written_end, units, changes)
                 after = written_end
                 stats.units += units
@@ -276,21 +284,49 @@ def run_capture(
                 stats.stopped_by = "caught-up"
                 break
             _pause(poll_interval, should_stop, sleep)
-        except (ConnectionLostError, SlotBusyError):
+        except (ConnectionLostError, SlotBusyError) as error:
             output.rollback()
             reader.close()
             connected = False
             now = time.monotonic()
-            failing_since = failing_since or now
-            if not follow and now - failing_since >= retry_for:
+            if failing_since is None:
+                failing_since = now
+                if notify is not None and (follow or retry_for > 0):
+                    notify(f"{error}; retrying " + ("until it succeeds (--follow)" if follow
+                                                    else f"for up to {retry_for:g} s"))
+            left = retry_for - (now - failing_since)
+            if not follow and left <= 0:
                 raise
             stats.reconnects += 1
-            _pause(backoff, should_stop, sleep)
+            _pause(backoff if follow else min(backoff, left), should_stop, sleep)
             backoff = min(backoff * 2, 5.0)
     else:
         stats.stopped_by = "stopped"
     report(final=True)
     return stats
+
+
+def check_server(checkpoint: Checkpoint, info: SlotInfo) -> None:
+    """Refuse to continue an output on another server, or on a restored copy of its server.
+
+    The slot's LSNs only mean something on the server (and timeline) the output was
+    captured from, and a checkpoint past the server's WAL would make the reader skip
+    every change up to it as "already delivered".
+    """
+    recorded = checkpoint.server
+    for key, what in (("system_identifier", "system identifier"), ("timeline", "timeline")):
+        was, now = recorded.get(key), getattr(info, key)
+        if was is not None and now is not None and was != now:
+            raise CheckpointAheadError(
+                f"the output was captured from a server with {what} {was}; this server's is "
+                f"{now} (another cluster, or a restored or promoted copy): continuing would "
+                "skip or repeat changes; start a new output")
+    if checkpoint.lsn is not None and info.current_lsn is not None \
+            and checkpoint.lsn > info.current_lsn:
+        raise CheckpointAheadError(
+            f"the checkpoint is at {Lsn(checkpoint.lsn)}, ahead of the server's WAL at "
+            f"{info.current_lsn} (a restored server, or another one): continuing would skip "
+            "the changes up to the checkpoint; start a new output")
 
 
 def _pause(seconds: float, should_stop: Callable[[], bool], sleep: Callable[[float], None]

@@ -21,6 +21,7 @@ holds every unit exactly once.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import sys
@@ -31,7 +32,7 @@ from typing import IO, Any, Protocol
 
 import attrs
 
-from pgcdc_events.adapters.errors import CheckpointError
+from pgcdc_events.adapters.errors import CheckpointError, OutputLockedError
 from pgcdc_events.errors import ConfigurationError, ProtocolError
 from pgcdc_events.protocol.lsn import Lsn
 
@@ -47,7 +48,9 @@ class Checkpoint:
 
     ``lsn`` is ``None`` until the first unit is committed. ``kind`` is
     ``"capture"`` (capture JSON Lines) or ``"events"`` (Debezium records);
-    ``options`` records the decoding options the output was read with.
+    ``options`` records the decoding options the output was read with, ``server``
+    the server it was read from (``system_identifier``, ``timeline``), so that an
+    output is never continued against another server or a restored copy.
     """
 
     lsn: int | None
@@ -59,6 +62,7 @@ class Checkpoint:
     publications: tuple[str, ...]
     options: Mapping[str, Any] = attrs.field(factory=dict)
     updated: str = ""
+    server: Mapping[str, Any] = attrs.field(factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The checkpoint as the JSON object written to disk."""
@@ -73,6 +77,7 @@ class Checkpoint:
             "publications": list(self.publications),
             "options": dict(self.options),
             "updated": self.updated,
+            "server": dict(self.server),
         }
 
     @classmethod
@@ -103,9 +108,12 @@ class Checkpoint:
         publications = field("publications", list)
         if not all(isinstance(p, str) for p in publications):
             raise CheckpointError("field 'publications' must list strings", path=path)
+        server = obj.get("server", {})
+        if not isinstance(server, dict):
+            raise CheckpointError(f"field 'server' is malformed: {server!r}", path=path)
         return cls(lsn, offset, field("units", int), field("changes", int), field("kind", str),
                    field("slot", str), tuple(publications), field("options", dict),
-                   str(obj.get("updated", "")))
+                   str(obj.get("updated", "")), server)
 
 
 def output_paths(path: str | os.PathLike[str], kind: str) -> tuple[Path, Path]:
@@ -138,6 +146,10 @@ class Output(Protocol):
         """Make everything written durable up to the unit ending at ``lsn``."""
         ...
 
+    def bind(self, options: Mapping[str, Any], server: Mapping[str, Any]) -> None:
+        """Record the decoding options and the server once the slot was found readable."""
+        ...
+
     def rollback(self) -> None:
         """Forget everything written since the last commit."""
         ...
@@ -145,6 +157,16 @@ class Output(Protocol):
     def close(self) -> None:
         """Release the output."""
         ...
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _refuse_symlink(path: Path, what: str) -> None:
+    """Refuse a path that is a symbolic link: writing through it would write elsewhere."""
+    if path.is_symlink():
+        raise CheckpointError(f"{what} is a symbolic link (to {os.readlink(path)!r}); refusing "
+                              "to write through it: give the real path", path=str(path))
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -162,7 +184,11 @@ class DurableOutput:
     """An output file plus its checkpoint; see the module docstring for the protocol.
 
     ``slot``, ``publications``, ``kind`` and ``options`` describe what is
-    written; reopening an output with a different slot or kind is refused.
+    written; reopening an output with a different slot, publication list or kind
+    is refused. While open, the output is locked (``flock`` on ``<output>.lock``):
+    a second writer gets :class:`OutputLockedError`. The checkpoint is first
+    written by :meth:`bind` (once the slot was found readable) or :meth:`commit`:
+    a run that fails before leaves nothing that ties the output to its settings.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, kind: str, slot: str,
@@ -174,7 +200,12 @@ class DurableOutput:
         self._publications = tuple(publications)
         #: The decoding options recorded in the next checkpoint (set once they are known).
         self.options: dict[str, Any] = dict(options or {})
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.server: dict[str, Any] = {}
         self._fd: int | None = None
+        self._lock_fd: int | None = None
+        self._created = False
+        self._stored = False
         self._buffer = bytearray()
         self._checkpoint: Checkpoint | None = None
         #: Bytes cut from the output's end when it was opened (an uncommitted tail).
@@ -189,12 +220,60 @@ class DurableOutput:
 
     # -- opening and recovery ---------------------------------------------------------------
     def open(self) -> Checkpoint:
-        """Load the checkpoint, cut any uncommitted tail off the output, open it for appending."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        checkpoint = self._load()
-        out = str(self.path)
+        """Load the checkpoint, cut any uncommitted tail off the output, open it for appending.
+
+        Files are created 0600 (directories 0700); an output or checkpoint that is a
+        symbolic link is refused.
+        """
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._lock()
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            return self._open()
+        except BaseException:
+            self._unlock()
+            raise
+
+    def _lock(self) -> None:
+        """Take the output's lock for the life of this object (until :meth:`close`)."""
+        path = str(self.lock_path)
+        _refuse_symlink(self.lock_path, "the lock file")
+        try:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise CheckpointError(f"cannot open the lock file: {exc.strerror}", path=path) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "?"
+            finally:
+                os.close(fd)
+            raise OutputLockedError(
+                f"another capture (PID {holder}) is writing to {self.path}; refusing a second "
+                "writer (two writers would lose and repeat changes)", path=str(self.path),
+                holder=holder) from None
+        except OSError as exc:
+            os.close(fd)
+            raise CheckpointError(f"cannot lock the output: {exc.strerror}", path=path) from None
+        with contextlib.suppress(OSError):  # who holds it, for the next one's message
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)  # releases the flock (the file stays: unlinking it would race)
+
+    def _open(self) -> Checkpoint:
+        _refuse_symlink(self.checkpoint_path, "the checkpoint")
+        checkpoint = self._load()
+        self._stored = checkpoint is not None
+        out = str(self.path)
+        _refuse_symlink(self.path, "the output")
+        self._created = not self.path.exists()
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NOFOLLOW, 0o600)
         except OSError as exc:
             raise CheckpointError(f"cannot open the output: {exc.strerror}", path=out) from None
         try:
@@ -207,7 +286,6 @@ class DurableOutput:
                         "origin: choose a new output", path=out)
                 checkpoint = Checkpoint(None, 0, 0, 0, self._kind, self._slot,
                                         self._publications, self.options, _now())
-                self._store(checkpoint)
             elif size < checkpoint.offset:
                 raise CheckpointError(
                     f"the output has {size} bytes but its checkpoint says {checkpoint.offset} "
@@ -249,13 +327,32 @@ class DurableOutput:
                 f"--slot {self._slot!r}: {self.path} was captured from slot "
                 f"{checkpoint.slot!r}; continuing it from another slot would lose or repeat "
                 "changes")
+        if sorted(set(checkpoint.publications)) != sorted(set(self._publications)):
+            raise ConfigurationError(
+                f"--publication {', '.join(self._publications)}: {self.path} was captured with "
+                f"publication(s) {', '.join(checkpoint.publications)}; continuing it with "
+                "another list would change which changes it holds: choose a new output")
         return checkpoint
+
+    def bind(self, options: Mapping[str, Any], server: Mapping[str, Any]) -> None:
+        """Record the options and the server, and write the checkpoint if it is not on disk
+        yet: from here the output belongs to this slot, publication list and server."""
+        self.options = dict(options)
+        self.server = dict(server)
+        if not self._stored:
+            self._store(attrs.evolve(self.checkpoint, options=self.options, server=self.server,
+                                     updated=_now()))
 
     def _store(self, checkpoint: Checkpoint) -> None:
         tmp = self.checkpoint_path.with_name(self.checkpoint_path.name + ".tmp")
         data = (json.dumps(checkpoint.to_json(), indent=1) + "\n").encode("utf-8")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            # A temporary left by a crash (or planted: a symbolic link) is removed, never
+            # followed: unlink() drops the link itself, and O_EXCL | O_NOFOLLOW refuse
+            # anything that appears in between.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
             try:
                 _write_all(fd, data)
                 os.fsync(fd)
@@ -266,6 +363,7 @@ class DurableOutput:
             # anything else can raise (a second Ctrl-C, a failing directory fsync), or a
             # rollback would cut a committed unit that the checkpoint counts.
             self._checkpoint = checkpoint
+            self._stored = True
             _fsync_dir(self.checkpoint_path.parent)
         except OSError as exc:
             raise CheckpointError(f"cannot write the checkpoint: {exc.strerror or exc}",
@@ -306,7 +404,8 @@ class DurableOutput:
         checkpoint = attrs.evolve(previous, lsn=lsn, offset=offset,
                                   units=previous.units + units,
                                   changes=previous.changes + changes, updated=_now(),
-                                  options=self.options or previous.options)
+                                  options=self.options or previous.options,
+                                  server=self.server or previous.server)
         self._store(checkpoint)
         self._checkpoint = checkpoint
         return checkpoint
@@ -328,6 +427,10 @@ class DurableOutput:
                 self.rollback()
             os.close(self._fd)
             self._fd = None
+            if self._created and not self._stored:  # a first run that never got going
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)
+        self._unlock()
 
 
 class StreamOutput:
@@ -351,6 +454,9 @@ class StreamOutput:
     def write(self, data: bytes) -> None:
         """Buffer bytes until the unit is committed."""
         self._buffer += data
+
+    def bind(self, options: Mapping[str, Any], server: Mapping[str, Any]) -> None:
+        """Nothing to record."""
 
     def commit(self, lsn: int, units: int, changes: int) -> Checkpoint:
         """Flush the buffered bytes to the stream."""

@@ -10,15 +10,20 @@ from __future__ import annotations
 from pgcdc_events.errors import PgCdcError
 
 __all__ = [
+    "AuthenticationError",
+    "CheckpointAheadError",
     "CheckpointError",
     "ConnectionLostError",
+    "ConnectionSecurityError",
     "DeliveryGapError",
+    "OutputLockedError",
     "PrivilegeError",
     "PublicationNotFoundError",
     "ServerConfigError",
     "SlotBusyError",
     "SlotError",
     "SlotLostError",
+    "SlotMovedError",
     "SlotNotFoundError",
 ]
 
@@ -94,3 +99,36 @@ class DeliveryGapError(CheckpointError):
         self.checkpoint_lsn = checkpoint_lsn
         self.slot_lsn = slot_lsn
         super().__init__(message, path=path)
+
+
+class SlotMovedError(DeliveryGapError):
+    """The slot is not where this reader left it: another client read or advanced it.
+
+    Raised before anything read since is committed or acknowledged.
+    """
+
+
+class OutputLockedError(CheckpointError):
+    """Another process holds the output's lock: two writers would lose and repeat changes.
+
+    ``holder`` is the PID the lock file names (``"?"`` when unknown).
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, holder: str = "?") -> None:
+        self.holder = holder
+        super().__init__(message, path=path)
+
+
+class CheckpointAheadError(CheckpointError):
+    """The output was captured from another server, or from this one before it was restored:
+    its checkpoint is past what this server's WAL holds. Continuing would skip changes."""
+
+
+class AuthenticationError(SlotError):
+    """The server refused the credentials (wrong or missing password, no ``pg_hba.conf``
+    line, unknown role). Not retried: trying again cannot help."""
+
+
+class ConnectionSecurityError(SlotError):
+    """TLS could not be set up as ``sslmode`` demands (the server offers no TLS, or its
+    certificate does not verify). Not retried."""

@@ -17,16 +17,14 @@ into one of the exceptions of :mod:`pgcdc_events.adapters.errors`.
 from __future__ import annotations
 
 import contextlib
-import os
-import re
-import shlex
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Literal
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import attrs
 
+from pgcdc_events.adapters.connection import ConnectionSettings, parse_conninfo, parse_dsn
 from pgcdc_events.adapters.errors import (
+    AuthenticationError,
     ConnectionLostError,
     PrivilegeError,
     PublicationNotFoundError,
@@ -34,8 +32,10 @@ from pgcdc_events.adapters.errors import (
     SlotBusyError,
     SlotError,
     SlotLostError,
+    SlotMovedError,
     SlotNotFoundError,
 )
+from pgcdc_events.adapters.names import check_slot_name, quote_ident
 from pgcdc_events.adapters.units import Unit, UnitAssembler
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.events.transactions import MemoryBudget
@@ -58,87 +58,6 @@ StreamingMode = Literal["off", "on", "parallel"]
 _PROTO_SINCE = {1: 100000, 2: 140000, 3: 150000, 4: 160000}
 _DEFAULT_MEMORY = 64 * 1024 * 1024
 _CURSOR = "pgcdc_events_peek"
-#: A URL's start (``scheme:/``, ``scheme//`` or ``user@host/``): no key=value string has these.
-_URL_LIKE = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.-]*(:/|//|:\\)|\s*[^\s=]+@[^\s=]+/")
-
-
-# ---------------------------------------------------------------- connection parameters
-
-
-def parse_dsn(dsn: str | Mapping[str, Any]) -> dict[str, Any]:
-    """pg8000 keyword arguments from a ``postgresql://`` URL or ``key=value`` string.
-
-    Unset parts come from ``PGHOST``, ``PGPORT``, ``PGUSER``, ``PGDATABASE`` and
-    ``PGPASSWORD``. ``sslmode`` other than disable/allow/prefer turns TLS on. A
-    mapping is taken as pg8000 arguments already.
-    """
-    if not isinstance(dsn, str):
-        return dict(dsn)
-    params: dict[str, str] = {}
-    if dsn.startswith(("postgresql://", "postgres://")):
-        parts = urlsplit(dsn)
-        try:
-            url_port = parts.port
-        except ValueError:
-            raise ConfigurationError(f"--dsn: invalid port in {_redact(dsn)!r}") from None
-        if parts.hostname:
-            params["host"] = unquote(parts.hostname)
-        if url_port:
-            params["port"] = str(url_port)
-        if parts.username:
-            params["user"] = unquote(parts.username)
-        if parts.password is not None:
-            params["password"] = unquote(parts.password)
-        if parts.path.strip("/"):
-            params["dbname"] = unquote(parts.path.lstrip("/"))
-        for key, values in parse_qs(parts.query).items():
-            params[key] = values[-1]
-    elif _URL_LIKE.match(dsn):  # echo only the scheme part: the rest may hold a password
-        start = re.match(r"\s*([^:/@\s]*)", dsn).group(1)  # type: ignore[union-attr]
-        raise ConfigurationError(
-            f"--dsn looks like a URL but does not start with postgresql:// or postgres:// "
-            f"(it starts {start[:20]!r}); give a URL such as postgresql://cdc@db:5432/app, or "
-            "libpq key=value pairs such as 'host=db dbname=app user=cdc'")
-    elif dsn.strip():
-        try:
-            words = shlex.split(dsn)
-        except ValueError as exc:
-            raise ConfigurationError(f"--dsn: cannot parse {_redact(dsn)!r}: {exc}") from None
-        for word in words:
-            key, sep, value = word.partition("=")
-            if not sep or not key:
-                raise ConfigurationError(f"--dsn: expected key=value, got {word!r}")
-            params[key.strip()] = value
-    env = os.environ
-    kwargs: dict[str, Any] = {
-        "host": params.get("host") or env.get("PGHOST") or "localhost",
-        "user": params.get("user") or env.get("PGUSER") or "postgres",
-        "database": params.get("dbname") or params.get("database") or env.get("PGDATABASE"),
-        "application_name": params.get("application_name", "pgcdc-events"),
-    }
-    port = params.get("port") or env.get("PGPORT") or "5432"
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigurationError(f"--dsn: port must be a number from 1 to 65535, got {port!r}")
-    kwargs["port"] = int(port)
-    password = params.get("password") or env.get("PGPASSWORD")
-    if password is not None:
-        kwargs["password"] = password
-    if "connect_timeout" in params:
-        try:
-            kwargs["timeout"] = float(params["connect_timeout"]) or None
-        except ValueError:
-            raise ConfigurationError("--dsn: connect_timeout must be a number of seconds, got "
-                                     f"{params['connect_timeout']!r}") from None
-    if params.get("sslmode", "disable") not in ("disable", "allow", "prefer"):
-        import ssl  # noqa: PLC0415 - only for TLS connections
-
-        kwargs["ssl_context"] = ssl.create_default_context()
-        if params["sslmode"] == "require":  # encrypt, do not verify (libpq's meaning)
-            kwargs["ssl_context"].check_hostname = False
-            kwargs["ssl_context"].verify_mode = ssl.CERT_NONE
-    if kwargs["host"].startswith("/"):  # a Unix socket directory
-        kwargs["unix_sock"] = f"{kwargs.pop('host')}/.s.PGSQL.{kwargs['port']}"
-    return {k: v for k, v in kwargs.items() if v is not None}
 
 
 def _require_pg8000() -> Any:
@@ -149,31 +68,6 @@ def _require_pg8000() -> Any:
         raise ConfigurationError("reading a slot needs pg8000: pip install "
                                  "'pgcdc-events[pg]'") from None
     return pg8000.native
-
-
-def _redact(dsn: str) -> str:
-    parts = urlsplit(dsn) if "://" in dsn else None
-    if parts is not None and parts.password:
-        return dsn.replace(f":{parts.password}@", ":***@")
-    return dsn
-
-
-def quote_literal(value: str) -> str:
-    """``value`` as an SQL string literal that means the same whatever
-    ``standard_conforming_strings`` is."""
-    return "E'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-def quote_ident(name: str) -> str:
-    """``name`` as an always-quoted SQL identifier."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _table_name(name: str) -> str:
-    """A table for CREATE PUBLICATION: ``schema.table`` parts quoted unless already quoted."""
-    if '"' in name:
-        return name
-    return ".".join(quote_ident(part) for part in name.split("."))
 
 
 # ---------------------------------------------------------------- options
@@ -273,6 +167,16 @@ class SlotInfo:
     created_slot: bool
     created_publications: tuple[str, ...]
     options: ResolvedOptions
+    #: The server's identity (``pg_control_system()``, the timeline of its last checkpoint)
+    #: and its WAL position when the slot was checked.
+    system_identifier: str | None = None
+    timeline: int | None = None
+    current_lsn: Lsn | None = None
+
+    @property
+    def server(self) -> dict[str, Any]:
+        """What a checkpoint records of the server (see :meth:`DurableOutput.bind`)."""
+        return {"system_identifier": self.system_identifier, "timeline": self.timeline}
 
 
 @attrs.frozen
@@ -327,9 +231,14 @@ def _server_fields(exc: BaseException) -> tuple[str | None, str]:
     return None, str(exc)
 
 
-def translate_error(exc: BaseException, *, slot: str, publications: Sequence[str] = (),
-                    action: str = "") -> SlotError:
-    """One of our exceptions for a pg8000 or socket error (see the module docstring)."""
+_REPLICATION_HINT = "the role needs the REPLICATION attribute (ALTER ROLE ... REPLICATION) or " \
+    "superuser"
+
+
+def translate_error(exc: BaseException, *, slot: str | None, publications: Sequence[str] = (),
+                    action: str = "", password_source: str = "") -> SlotError:
+    """One of our exceptions for a pg8000 or socket error, chosen by SQLSTATE (see the
+    module docstring); ``password_source`` says where the password came from."""
     code, message = _server_fields(exc)
     where = f"{action}: " if action else ""
     pubs = ", ".join(repr(p) for p in publications)
@@ -354,9 +263,30 @@ def translate_error(exc: BaseException, *, slot: str, publications: Sequence[str
     if code == "55000" and ("invalidated" in lowered or "no longer" in lowered):
         return SlotLostError(text, slot=slot, sqlstate=code,
                              hint="see docs/operations.md, 'When the slot is lost'")
-    if code == "42501" or code.startswith("28"):
+    if code == "28P01":  # invalid_password
+        return AuthenticationError(text, slot=slot, sqlstate=code,
+                                   hint=f"check the password ({password_source or 'see --dsn'})"
+                                   "; passwords come from the DSN, PGPASSWORD, --dsn-file or "
+                                   "~/.pgpass")
+    if "replication" in lowered and ("superuser" in lowered or "role" in lowered) \
+            and code in ("42501", "28000"):
+        return PrivilegeError(text, slot=slot, sqlstate=code, hint=_REPLICATION_HINT)
+    if code == "28000" and "pg_hba.conf" in lowered:
+        return AuthenticationError(text, slot=slot, sqlstate=code,
+                                   hint="the server's pg_hba.conf has no line for this host, "
+                                   "user, database and encryption (see sslmode)")
+    if code.startswith("28"):
+        return AuthenticationError(text, slot=slot, sqlstate=code,
+                                   hint="check the user name and the server's pg_hba.conf")
+    if code == "42501" and "database" in lowered:
         return PrivilegeError(text, slot=slot, sqlstate=code,
-                              hint="the role needs the REPLICATION attribute (or superuser)")
+                              hint="the role needs CONNECT on the database (GRANT CONNECT ON "
+                              "DATABASE ... TO ...)")
+    if code == "42501":
+        return PrivilegeError(text, slot=slot, sqlstate=code,
+                              hint="the role lacks a privilege the statement needs")
+    if code == "3D000":
+        return SlotError(text, slot=slot, sqlstate=code, hint="check dbname in the DSN")
     if code.startswith(("08", "57P")):
         return ConnectionLostError(text, slot=slot, sqlstate=code,
                                    hint="the reader reconnects when following")
@@ -389,13 +319,13 @@ class SlotReader:
         reader.advance(last_durable_end_lsn)
     """
 
-    def __init__(self, dsn: str | Mapping[str, Any] | None = None, *, slot: str,
+    def __init__(self, dsn: str | Mapping[str, Any] | ConnectionSettings | None = None, *,
+                 slot: str,
                  publications: Sequence[str], options: DecodingOptions | None = None,
                  memory_limit: int | None = _DEFAULT_MEMORY, fetch_rows: int = 1000,
                  session_settings: Mapping[str, str] | None = None,
                  connector: Connector | None = None) -> None:
-        if not slot:
-            raise ConfigurationError("--slot: a replication slot name is required")
+        check_slot_name(slot)
         if not publications or not all(publications):
             raise ConfigurationError("--publication: at least one publication name is required")
         if fetch_rows < 1:
@@ -405,7 +335,8 @@ class SlotReader:
         self.requested = options or DecodingOptions()
         self.fetch_rows = fetch_rows
         self.session_settings = dict(session_settings or {})
-        self._kwargs = parse_dsn(dsn) if dsn is not None else {}
+        self.settings = (dsn if isinstance(dsn, ConnectionSettings) or dsn is None
+                         else parse_conninfo(dsn))
         self._connector = connector
         if connector is None:
             _require_pg8000()  # before the caller creates files for a read that cannot run
@@ -423,18 +354,24 @@ class SlotReader:
             if self._connector is not None:
                 self._conn = self._connector()
             else:
-                self._conn = _require_pg8000().Connection(**self._kwargs)
+                self._conn, _ = (self.settings or parse_conninfo({})).connect(slot=self.slot)
         except (ConfigurationError, SlotError):
             raise
         except Exception as exc:
-            raise translate_error(exc, slot=self.slot, action="connect") from None
+            raise translate_error(exc, slot=self.slot, action="connect",
+                                  password_source=self._password_source) from None
         version = int(self._run("SHOW server_version_num", action="connect")[0][0])
         settings = dict(self.session_settings)
         if version >= 140000:
             # Let the server notice a vanished client (killed process) during a long read.
             settings.setdefault("client_connection_check_interval", "1s")
         for name, value in settings.items():
-            self._run(f"SET {quote_ident(name)} = {quote_literal(value)}", action=f"SET {name}")
+            self._run("SELECT set_config(:name, :value, false)", action=f"SET {name}",
+                      name=name, value=value)
+
+    @property
+    def _password_source(self) -> str:
+        return self.settings.password_source if self.settings is not None else ""
 
     def close(self) -> None:
         """Close the connection if open (never raises)."""
@@ -450,10 +387,19 @@ class SlotReader:
         self.close()
 
     def _run(self, sql: str, *, action: str, **params: Any) -> list[list[Any]]:
+        """Run one statement through the extended protocol (values bound, never
+        interpolated; the server refuses a second statement in ``sql``)."""
         if self._conn is None:
             raise ConnectionLostError(f"{action}: not connected", slot=self.slot)
         try:
-            rows = self._conn.run(sql, **params)
+            if params:
+                rows = self._conn.run(sql, **params)
+            else:  # pg8000 sends parameter-less SQL as a simple query: prepare it instead
+                statement = self._conn.prepare(sql)
+                try:
+                    rows = statement.run()
+                finally:
+                    statement.close()
         except Exception as exc:
             error = translate_error(exc, slot=self.slot, publications=self.publications,
                                     action=action)
@@ -485,7 +431,7 @@ class SlotReader:
         if not allowed:
             raise PrivilegeError(
                 "the role may not read replication slots", slot=self.slot,
-                hint="ALTER ROLE ... REPLICATION (or use a superuser)")
+                hint=_REPLICATION_HINT)
         created_pubs = self._publications(create_publication, tables)
         created_slot = False
         row = self._slot_row(version)
@@ -512,9 +458,14 @@ class SlotReader:
                 slot=self.slot, hint="see docs/operations.md, 'When the slot is lost'")
         options = self.requested.resolve(version, bool(two_phase))
         self._confirmed = Lsn.parse(confirmed) if confirmed else None
+        sysid, timeline, current = self._run(
+            "SELECT (SELECT system_identifier::text FROM pg_control_system()), (SELECT "
+            "timeline_id FROM pg_control_checkpoint()), pg_current_wal_lsn()::text",
+            action="check server")[0]
         self.info = SlotInfo(self.slot, database, version, self._confirmed,
                              Lsn.parse(restart) if restart else None, bool(two_phase),
-                             created_slot, created_pubs, options)
+                             created_slot, created_pubs, options, sysid,
+                             None if timeline is None else int(timeline), Lsn.parse(current))
         return self.info
 
     def _publications(self, create: bool, tables: Sequence[str] | None) -> tuple[str, ...]:
@@ -529,11 +480,29 @@ class SlotReader:
                 hint="create them (CREATE PUBLICATION ... FOR ALL TABLES) or pass "
                 "--create-publication")
         target = ("ALL TABLES" if not tables
-                  else "TABLE " + ", ".join(_table_name(t) for t in tables))
+                  else "TABLE " + ", ".join(self._table(t) for t in tables))
         for name in missing:
             self._run(f"CREATE PUBLICATION {quote_ident(name)} FOR {target}",
                       action=f"create publication {name!r}")
         return tuple(missing)
+
+    def _table(self, name: str) -> str:
+        """A table name as SQL reads it (``schema.table``, quoted parts, the search path),
+        resolved by the server with the name bound, returned schema-qualified and quoted."""
+        try:
+            rows = self._run(
+                "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = "
+                "c.relnamespace WHERE c.oid = to_regclass(:name)", action="check --table",
+                name=name)
+        except SlotError as exc:
+            if exc.sqlstate in ("42602", "42601", "3F000", "3D000", "0A000"):
+                raise ConfigurationError(f"--table {name!r}: not a table name ({exc})") from None
+            raise
+        if not rows:
+            raise ConfigurationError(f"--table {name!r}: no such table (a name is folded to lower "
+                                     'case unless quoted: --table \'"MyTable"\')')
+        schema, table = rows[0]
+        return f"{quote_ident(schema)}.{quote_ident(table)}"
 
     def _slot_row(self, version: int) -> list[Any] | None:
         two_phase = "two_phase" if version >= 140000 else "false"
@@ -550,28 +519,34 @@ class SlotReader:
         if two_phase and version < 150000:
             raise ServerConfigError(f"two_phase needs PostgreSQL 15; the server is "
                                     f"{version // 10000}", slot=self.slot)
-        extra = f", false, {'true' if two_phase else 'false'}" if version >= 140000 else ""
-        self._run(f"SELECT lsn::text FROM pg_create_logical_replication_slot("
-                  f"{quote_literal(self.slot)}, 'pgoutput'{extra})",
-                  action=f"create slot {self.slot!r}")
+        if version >= 140000:
+            self._run("SELECT lsn::text FROM pg_create_logical_replication_slot(:slot, "
+                      "'pgoutput', false, :two_phase)", action=f"create slot {self.slot!r}",
+                      slot=self.slot, two_phase=bool(two_phase))
+        else:
+            self._run("SELECT lsn::text FROM pg_create_logical_replication_slot(:slot, "
+                      "'pgoutput')", action=f"create slot {self.slot!r}", slot=self.slot)
 
     # -- reading ---------------------------------------------------------------------------
-    def peek_sql(self, limit: int | None) -> str:
-        """The ``SELECT`` over ``pg_logical_slot_peek_binary_changes`` a read runs."""
+    def peek_sql(self, limit: int | None) -> tuple[str, dict[str, Any]]:
+        """The ``SELECT`` over ``pg_logical_slot_peek_binary_changes`` a read runs, and the
+        values bound to its parameters."""
         if self.info is None:
             raise SlotError("call prepare() before reading", slot=self.slot)
-        args = [quote_literal(self.slot), "NULL", "NULL" if limit is None else str(int(limit))]
-        for key, value in self.info.options.pgoutput_args(self.publications):
-            args += [quote_literal(key), quote_literal(value)]
+        params: dict[str, Any] = {"slot": self.slot, "upto": limit}
+        args = [":slot", "NULL", "CAST(:upto AS integer)"]
+        for i, (key, value) in enumerate(self.info.options.pgoutput_args(self.publications)):
+            params[f"k{i}"], params[f"v{i}"] = key, value
+            args += [f":k{i}", f":v{i}"]
         return ("SELECT lsn::text, xid::text, data FROM "
-                f"pg_logical_slot_peek_binary_changes({', '.join(args)})")
+                f"pg_logical_slot_peek_binary_changes({', '.join(args)})", params)
 
     def rows(self, limit: int | None = None) -> Generator[CaptureRow, None, None]:
         """The raw rows of one peek at the slot, fetched through a cursor."""
-        sql = self.peek_sql(limit)
+        sql, params = self.peek_sql(limit)
         self._run("BEGIN", action="read")
         try:
-            self._run(f"DECLARE {_CURSOR} NO SCROLL CURSOR FOR {sql}", action="read")
+            self._run(f"DECLARE {_CURSOR} NO SCROLL CURSOR FOR {sql}", action="read", **params)
             fetch = f"FETCH FORWARD {self.fetch_rows} FROM {_CURSOR}"
             while True:
                 batch = self._run(fetch, action="read slot")
@@ -633,12 +608,35 @@ class SlotReader:
             target = min(target, batch.hold_lsn)
         if self._confirmed is not None and target <= self._confirmed:
             return self._confirmed
+        self.check_position()
         rows = self._run("SELECT end_lsn::text FROM pg_replication_slot_advance(:slot, "
                          "CAST(:lsn AS pg_lsn))", action="advance slot", slot=self.slot,
                          lsn=str(Lsn(target)))
         if rows and rows[0][0]:
             self._confirmed = Lsn.parse(rows[0][0])
         return self._confirmed
+
+    def check_position(self) -> None:
+        """Raise :class:`SlotMovedError` unless the slot is where this reader left it.
+
+        A peek holds the slot only while it runs: between two reads another client
+        can consume or advance it, and the changes it took would be missing here.
+        Called before anything read is committed or acknowledged.
+        """
+        before = self._confirmed
+        rows = self._run("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                         "WHERE slot_name = :slot", action="check slot position", slot=self.slot)
+        if not rows:
+            raise SlotNotFoundError(f"replication slot {self.slot!r} no longer exists",
+                                    slot=self.slot, hint="see docs/operations.md, 'When the "
+                                    "slot is lost'")
+        now = Lsn.parse(rows[0][0]) if rows[0][0] else None
+        if now != before:
+            raise SlotMovedError(
+                f"replication slot {self.slot!r} was moved by another client from {before} to "
+                f"{now} while this capture was reading it: changes in between may have been "
+                "taken; nothing read since was committed", checkpoint_lsn=int(before or 0),
+                slot_lsn=int(now or 0))
 
     def status(self) -> SlotStatus:
         """The slot's confirmed and restart positions and the server's current WAL position."""
@@ -652,11 +650,12 @@ class SlotReader:
                                     slot=self.slot, hint="see docs/operations.md, 'When the "
                                     "slot is lost'")
         confirmed, restart, current, pid, wal_status = rows[0]
-        self._confirmed = Lsn.parse(confirmed) if confirmed else None
-        return SlotStatus(self._confirmed, Lsn.parse(restart) if restart else None,
+        # (not taken as this reader's position: check_position() compares the two)
+        return SlotStatus(Lsn.parse(confirmed) if confirmed else None,
+                          Lsn.parse(restart) if restart else None,
                           Lsn.parse(current), pid, wal_status)
 
     @property
     def confirmed_lsn(self) -> Lsn | None:
-        """The slot's confirmed position as last seen (after prepare, advance or status)."""
+        """The slot's confirmed position as this reader left it (after prepare or advance)."""
         return self._confirmed

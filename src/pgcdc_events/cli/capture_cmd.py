@@ -29,6 +29,8 @@ from pgcdc_events.adapters import (
     StreamOutput,
     run_capture,
 )
+from pgcdc_events.adapters.names import split_identifiers
+from pgcdc_events.adapters.stream import StreamReader
 from pgcdc_events.cli.decode_cmd import load_config
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.protocol.lsn import Lsn
@@ -41,18 +43,25 @@ _MIB = 1024 * 1024
 
 def _common(parser: argparse.ArgumentParser) -> None:
     slot = parser.add_argument_group("slot")
-    slot.add_argument("--dsn", required=True,
-                      help="postgresql://user[:password]@host[:port]/database, or libpq "
-                      "key=value pairs (PG* environment variables fill the gaps)")
+    where = slot.add_mutually_exclusive_group(required=True)
+    where.add_argument("--dsn",
+                       help="postgresql://user@host[:port]/database, or libpq key=value pairs "
+                       "(PG* environment variables fill the gaps; the password comes from "
+                       "~/.pgpass, PGPASSFILE, passfile= or PGPASSWORD, as with libpq)")
+    where.add_argument("--dsn-file", metavar="PATH",
+                       help="read the DSN from this file (so that no secret is on the command "
+                       "line)")
     slot.add_argument("--slot", required=True, help="the logical replication slot to read")
     slot.add_argument("--publication", required=True, action="append", metavar="NAME",
-                      help="publication to decode (repeatable, or comma-separated)")
+                      help="publication to decode (repeatable, or comma-separated; read as "
+                      "PostgreSQL does: folded to lower case unless double-quoted)")
     slot.add_argument("--create-slot", action="store_true",
                       help="create the slot if it does not exist (never otherwise)")
     slot.add_argument("--create-publication", action="store_true",
                       help="create missing publications FOR ALL TABLES (or --table)")
     slot.add_argument("--table", action="append", default=None, metavar="SCHEMA.TABLE",
-                      help="the tables of a created publication (repeatable)")
+                      help="the tables of a created publication (repeatable; an SQL name, quoted "
+                      "parts kept as written)")
     opts = parser.add_argument_group("pgoutput options (default: what the server supports)")
     opts.add_argument("--proto-version", type=int, choices=(1, 2, 3, 4))
     opts.add_argument("--binary", action="store_true", help="binary tuple format")
@@ -64,6 +73,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
     opts.add_argument("--two-phase", action=argparse.BooleanOptionalAction, default=None,
                       help="decode prepared transactions at PREPARE (default: as the slot was "
                       "created)")
+    slot.add_argument("--reader", choices=("stream", "sql"), default="stream",
+                      help="stream: hold the slot on a replication connection (the server "
+                      "refuses any other reader; the default); sql: peek through SQL functions "
+                      "(for hosts that refuse replication connections; the slot is held only "
+                      "during each peek)")
     loop = parser.add_argument_group("loop")
     loop.add_argument("--follow", "-f", action="store_true",
                       help="keep polling until interrupted (Ctrl-C stops after the current read)")
@@ -76,8 +90,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     loop.add_argument("--memory-limit", type=float, default=64.0, metavar="MIB",
                       help="memory for transactions being assembled; beyond it they spill to "
                       "a temporary file (default 64)")
-    loop.add_argument("--retry-for", type=float, default=60.0, metavar="S",
-                      help="without --follow, give up reconnecting after S seconds (default 60)")
+    loop.add_argument("--retry-for", type=float, default=10.0, metavar="S",
+                      help="without --follow, give up reconnecting after S seconds (default 10)")
     loop.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     events = parser.add_argument_group("events (Debezium records)")
     events.add_argument("--config", help="connector .properties file")
@@ -91,11 +105,12 @@ def register(commands: Any) -> None:
     parser = commands.add_parser(
         "capture",
         help="read a replication slot into capture JSON Lines, exactly once",
-        description="Read a logical replication slot (pg_logical_slot_peek_binary_changes) "
-        "and append its messages to --output as capture JSON Lines, or Debezium records with "
-        "--decode. The output is fsync'ed and checkpointed (OUTPUT.checkpoint.json) before "
-        "the slot is advanced, so after any crash a restart continues with every change "
-        "exactly once.",
+        description="Stream a logical replication slot (START_REPLICATION on a replication "
+        "connection, holding the slot; --reader sql peeks through SQL functions instead) and "
+        "append its messages to --output as capture JSON Lines, or Debezium records with "
+        "--decode. The output is locked, fsync'ed and checkpointed (OUTPUT.checkpoint.json) "
+        "before the slot is acknowledged, so after any crash a restart continues with every "
+        "change exactly once.",
     )
     parser.add_argument("--output", "-o", required=True, metavar="DIR_OR_FILE",
                         help="output file, or a directory for capture.jsonl / events.jsonl")
@@ -158,10 +173,24 @@ def _size(n: int | None) -> str:
     return f"{value:,.1f} {unit}"
 
 
+def read_dsn(args: argparse.Namespace) -> str:
+    """``--dsn``, or the contents of ``--dsn-file`` (surrounding white space dropped)."""
+    if args.dsn is not None:
+        return str(args.dsn)
+    try:
+        with open(args.dsn_file, encoding="utf-8") as fh:
+            return fh.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError(f"--dsn-file {args.dsn_file!r}: cannot read it: "
+                                 f"{getattr(exc, 'strerror', None) or exc}") from None
+
+
 def run(args: argparse.Namespace, name: str) -> int:
     """Run capture or tail."""
-    publications = tuple(p.strip() for item in args.publication for p in item.split(",")
-                         if p.strip())
+    # as pgoutput reads publication_names: unquoted folded to lower case, "a,b" one name
+    publications = tuple(dict.fromkeys(
+        name for item in args.publication
+        for name in split_identifiers(item, what="--publication")))
     for flag, value in (("--poll-interval", args.poll_interval),
                         ("--memory-limit", args.memory_limit), ("--retry-for", args.retry_for)):
         if value < 0:
@@ -188,8 +217,9 @@ def run(args: argparse.Namespace, name: str) -> int:
         sink = EventSink(config, catalog=catalog, memory_limit=memory)
     else:
         sink = CaptureSink()
-    reader = SlotReader(args.dsn, slot=args.slot, publications=publications, options=options,
-                        memory_limit=memory)
+    reader_class = StreamReader if args.reader == "stream" else SlotReader
+    reader = reader_class(read_dsn(args), slot=args.slot, publications=publications,
+                          options=options, memory_limit=memory)
     output: Output
     to_stdout = args.output in (None, "-")
     if to_stdout:
@@ -216,6 +246,9 @@ def run(args: argparse.Namespace, name: str) -> int:
               f", lsn {stats.lsn if stats.lsn is not None else '-'}{lag}",
               file=sys.stderr, flush=True)
 
+    def notify(message: str) -> None:
+        print(f"pgcdc-events {name}: {message}", file=sys.stderr, flush=True)
+
     try:
         with _graceful_interrupts(name, args.quiet) as should_stop:
             stats = run_capture(
@@ -224,6 +257,7 @@ def run(args: argparse.Namespace, name: str) -> int:
                 create_slot=args.create_slot, create_publication=args.create_publication,
                 tables=tuple(args.table) if args.table else None, retry_for=args.retry_for,
                 should_stop=should_stop, progress=progress, advance=advance,
+                notify=None if args.quiet else notify,
             )
     finally:
         output.close()

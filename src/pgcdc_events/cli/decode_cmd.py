@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import uuid
@@ -109,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{counted(count, 'record')}, "
                   f"{lines / (now - started):,.0f} messages/s", file=sys.stderr)
 
+    _refuse_same_file(args.capture, args.output)
     with open_input(args.capture) as src, open_output(args.output) as out:
         lines, count = run_decode(job, src, out, report=report, tally=tally,
                                   workers=args.workers or default_workers())
@@ -145,3 +147,17 @@ def summary(tally: Counter[tuple[str, str]], headline: str) -> str:
     if legend:
         lines.append(f"  ({legend})")
     return "\n".join(lines)
+
+
+def _refuse_same_file(source: str, target: str | None) -> None:
+    """Writing the output would empty the input first: refuse (links and symlinks included)."""
+    if source == "-" or target in (None, "-"):
+        return
+    assert target is not None
+    try:
+        same = os.path.samefile(source, target)
+    except OSError:  # the output does not exist yet (or the input does not: reported later)
+        same = False
+    if same:
+        raise ConfigurationError(f"--output {target!r} is the input --capture {source!r}: "
+                                 "writing it would destroy the capture; choose another file")

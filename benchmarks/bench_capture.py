@@ -1,0 +1,116 @@
+"""``pgcdc-events capture`` against ``pg_recvlogical`` on the same WAL, in one run.
+
+Run: ``.venv/bin/python benchmarks/bench_capture.py [--rows 200000 1000000] [--batch 1000]``
+
+For each size, a throwaway cluster gets one slot per contender, created at the
+same point, then ``--rows`` single-table inserts in transactions of ``--batch``
+rows (a six-column table, as in the other benchmarks). Each contender then reads
+its slot to the end of that WAL, in a fresh process:
+
+- ``pg_recvlogical``: ``--start --endpos <WAL end> -o proto_version=1 -o
+  publication_names=bench_pub -f FILE`` (writes the raw pgoutput messages);
+- ``capture (stream)``: ``pgcdc-events capture`` with the default streaming reader
+  (writes capture JSON Lines, fsyncs, checkpoints, acknowledges);
+- ``capture (sql)``: the same with ``--reader sql``.
+
+Reported per contender: seconds, rows/s, the ratio to ``pg_recvlogical``'s rows/s
+(the issue's goal is 0.8x or more) and the process's peak RSS (``ru_maxrss`` of
+the child alone: each contender runs under its own small wrapper).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _common import SIX_COLUMN_TABLE  # noqa: E402
+
+#: Runs a command and prints its peak RSS (KiB) and wall time as JSON on stderr's last line.
+WRAPPER = (
+    "import json, resource, subprocess, sys, time\n"
+    "t = time.perf_counter()\n"
+    "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+    "e = time.perf_counter() - t\n"
+    "r = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+    "print(json.dumps({'rc': p.returncode, 'seconds': e, 'rss_kib': r}), file=sys.stderr)\n"
+)
+
+
+def _measure(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
+    proc = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], capture_output=True,
+                          text=True, env=env, check=False)
+    result: dict[str, float] = json.loads(proc.stderr.strip().splitlines()[-1])
+    if result["rc"] != 0:
+        raise SystemExit(f"{cmd[0]} failed: {proc.stderr[-2000:]}")
+    return result
+
+
+def run(rows: int, batch: int) -> dict[str, dict[str, float]]:
+    import pg8000.native
+
+    from pgcdc_events.testing.cluster import TempCluster
+
+    with TempCluster(settings={"max_wal_size": "4GB"}) as cluster, \
+            tempfile.TemporaryDirectory(prefix="bench-capture-") as tmp:
+        conn = pg8000.native.Connection(**cluster.dsn())
+        try:
+            conn.run(SIX_COLUMN_TABLE)
+            conn.run("CREATE PUBLICATION bench_pub FOR TABLE bench")
+            for slot in ("recv", "stream", "sql"):
+                conn.run("SELECT pg_create_logical_replication_slot(:s, 'pgoutput')", s=slot)
+            for start in range(0, rows, batch):
+                conn.run(
+                    "INSERT INTO bench SELECT g, 'name ' || g, now() - g * interval '1 second',"
+                    " g * 1.25, g % 2 = 0, repeat('x', (g % 40)::int) FROM "
+                    "generate_series(CAST(:a AS bigint), CAST(:b AS bigint)) g",
+                    a=start + 1, b=min(start + batch, rows))
+            end = conn.run("SELECT pg_current_wal_flush_lsn()::text")[0][0]
+        finally:
+            conn.close()
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        dsn = f"host={cluster.host} port={cluster.port} user={cluster.user} dbname=postgres"
+        results = {}
+        results["pg_recvlogical"] = _measure(
+            [str(cluster.bindir / "pg_recvlogical"), "-d", dsn, "--slot", "recv", "--start",
+             "--endpos", end, "--no-loop", "-o", "proto_version=1",
+             "-o", "publication_names=bench_pub", "-f", f"{tmp}/recv.out"], env)
+        for name, extra in (("capture (stream)", []), ("capture (sql)", ["--reader", "sql"])):
+            slot = "stream" if "stream" in name else "sql"
+            results[name] = _measure(
+                [sys.executable, "-m", "pgcdc_events", "capture", "--dsn", dsn, "--slot", slot,
+                 "--publication", "bench_pub", "--proto-version", "1", "--quiet",
+                 "--output", f"{tmp}/{slot}/", *extra], env)
+        for result in results.values():
+            result["rows_per_s"] = rows / result["seconds"]
+        base = results["pg_recvlogical"]["rows_per_s"]
+        for result in results.values():
+            result["ratio"] = result["rows_per_s"] / base
+        return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[200_000, 1_000_000])
+    parser.add_argument("--batch", type=int, default=1000)
+    args = parser.parse_args()
+    print(f"{'rows':>9}  {'contender':<18} {'seconds':>8} {'rows/s':>10} {'ratio':>6} "
+          f"{'peak RSS':>9}")
+    for rows in args.rows:
+        started = time.perf_counter()
+        for name, r in run(rows, args.batch).items():
+            print(f"{rows:>9,}  {name:<18} {r['seconds']:>8.2f} {r['rows_per_s']:>10,.0f} "
+                  f"{r['ratio']:>5.2f}x {r['rss_kib'] / 1024:>7.0f} MiB", flush=True)
+        print(f"           (setup and runs: {time.perf_counter() - started:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

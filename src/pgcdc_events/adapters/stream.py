@@ -1,0 +1,395 @@
+"""Read a logical slot over the streaming replication protocol, holding it for the whole run.
+
+:class:`StreamReader` is a :class:`~pgcdc_events.adapters.pg8000.SlotReader` whose
+reads come from one ``START_REPLICATION SLOT ... LOGICAL`` connection instead of
+SQL peeks. While it runs the slot is *active*: the server refuses every other
+reader (``replication slot "x" is active for PID n``), so nothing can take changes
+behind its back.
+
+pg8000 has no public API for the CopyBoth sub-protocol (its message table has no
+``CopyBothResponse``), so the reader opens the socket itself
+(:meth:`~pgcdc_events.adapters.connection.ConnectionSettings.connect`: TLS as
+``sslmode`` says), lets pg8000 do the startup and authentication through its
+public ``sock`` argument, and from ``START_REPLICATION`` on speaks the protocol
+directly: message framing here, CopyData payloads with
+:mod:`pgcdc_events.protocol.copydata`. No private pg8000 attribute is used.
+
+The slot's checks, creation and status still go through an ordinary SQL
+connection (values bound), opened beside the replication one.
+
+Acknowledgements: :meth:`StreamReader.advance` sends a standby status update
+whose *flush* position is the end of the last unit the caller made durable
+(never past a unit not yet delivered, never past an unresolved PREPARE);
+keepalives that ask for a reply are answered with the same position. Nothing is
+acknowledged before the caller says it is on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import struct
+import time
+from collections.abc import Generator, Mapping, Sequence
+from typing import Any
+
+from pgcdc_events.adapters.connection import ConnectionSettings, parse_conninfo
+from pgcdc_events.adapters.errors import ConnectionLostError, SlotError, SlotMovedError
+from pgcdc_events.adapters.names import check_slot_name
+from pgcdc_events.adapters.pg8000 import (
+    BatchInfo,
+    DecodingOptions,
+    SlotInfo,
+    SlotReader,
+    translate_error,
+)
+from pgcdc_events.adapters.units import Unit, UnitAssembler
+from pgcdc_events.errors import PgCdcError
+from pgcdc_events.protocol.capture import CaptureRow
+from pgcdc_events.protocol.copydata import (
+    PrimaryKeepalive,
+    StandbyStatusUpdate,
+    XLogData,
+    encode_copy_data,
+    parse_copy_data,
+)
+from pgcdc_events.protocol.lsn import Lsn
+
+__all__ = ["StreamReader", "XidTracker"]
+
+_HEADER = struct.Struct("!cI")
+#: Seconds between unprompted status updates (the server's wal_sender_timeout is 60 s).
+STATUS_INTERVAL = 10.0
+#: How long a read waits for the server to confirm it has sent everything (caught up).
+_CATCH_UP_POLL = 0.05
+
+
+def _literal(value: str) -> str:
+    """A string literal of the replication command grammar (quotes doubled, no escapes)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+class XidTracker:
+    """The transaction id the SQL interface reports beside each message (``xid`` column),
+    worked out from the messages themselves, so both readers write the same capture."""
+
+    def __init__(self) -> None:
+        self._txn: int | None = None
+        self._block: int | None = None
+
+    def xid(self, data: bytes) -> int | None:
+        """The xid for the message ``data`` (call for every message, in order); ``None``
+        for a message too short to hold one (the protocol reader then reports it)."""
+        try:
+            return self._xid(data)
+        except struct.error:
+            return None
+
+    def _xid(self, data: bytes) -> int | None:
+        if not data:
+            return None
+        tag = data[:1]
+        if tag in (b"B", b"b"):  # Begin (two int64 first), Begin Prepare (three)
+            self._txn = int(struct.unpack_from("!I", data, 17 if tag == b"B" else 25)[0])
+            return self._txn
+        if tag == b"S":  # Stream Start: xid first
+            self._block = int(struct.unpack_from("!I", data, 1)[0])
+            return self._block
+        if tag == b"E":  # Stream Stop
+            block, self._block = self._block, None
+            return block
+        if tag in (b"c", b"A"):  # Stream Commit / Abort: xid first
+            return int(struct.unpack_from("!I", data, 1)[0])
+        if tag in (b"K", b"p"):  # Commit Prepared, Stream Prepare: flags, 2 LSNs, time, xid
+            return int(struct.unpack_from("!I", data, 1 + 1 + 8 + 8 + 8)[0])
+        if tag == b"r":  # Rollback Prepared: flags, two LSNs, two timestamps, xid
+            return int(struct.unpack_from("!I", data, 1 + 1 + 8 + 8 + 8 + 8)[0])
+        current = self._block if self._block is not None else self._txn
+        if tag in (b"C", b"P"):  # Commit, Prepare: the transaction ends here
+            self._txn = None
+        if tag == b"M" and self._block is None and not (data[1:2] and data[1] & 1):
+            return current if current is not None else 0  # non-transactional
+        return current
+
+
+class StreamReader(SlotReader):
+    """Stream a logical slot over a replication connection; same interface as
+    :class:`SlotReader` (``prepare``, ``read``, ``advance``, ``status``).
+
+    ``read(after, limit)`` returns once ``limit`` rows were read (at a unit
+    boundary) or once the server has sent everything it had when the read began
+    (caught up). Units straddling two reads are kept, not read again.
+    """
+
+    def __init__(self, dsn: str | Mapping[str, Any] | ConnectionSettings | None = None, *,
+                 slot: str, publications: Sequence[str], options: DecodingOptions | None = None,
+                 memory_limit: int | None = 64 * 1024 * 1024,
+                 session_settings: Mapping[str, str] | None = None,
+                 status_interval: float = STATUS_INTERVAL) -> None:
+        check_slot_name(slot)
+        super().__init__(dsn, slot=slot, publications=publications, options=options,
+                         memory_limit=memory_limit, session_settings=session_settings)
+        if self.settings is None:
+            self.settings = parse_conninfo({})
+        self.status_interval = status_interval
+        self._sock: socket.socket | None = None
+        self._repl: Any = None
+        self._buffer = bytearray()
+        self._assembler: UnitAssembler | None = None
+        self._xids = XidTracker()
+        self._pending: list[tuple[bytes, int | None]] = []  # rows waiting for their LSN
+        self._acked: int | None = None  # the flush position sent to the server
+        self._sent_at = 0.0
+        self._server_sent = 0  # the server's sent position (keepalives, XLogData)
+        self._walsender_pid: int | None = None
+        self._units_out: list[Unit] = []
+
+    # -- connection ------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close both connections (never raises)."""
+        if self._sock is not None:
+            # End the stream as the protocol says: CopyDone, then wait (briefly) for the
+            # server's ReadyForQuery, by which time it has released the slot; Terminate.
+            with contextlib.suppress(PgCdcError, OSError):
+                self._send(b"c", b"")
+                deadline = time.monotonic() + 5
+                while self._sock is not None and time.monotonic() < deadline:
+                    tag, _ = self._message(max(deadline - time.monotonic(), 0))
+                    if tag in (b"Z", b""):
+                        break
+                self._send(b"X", b"")
+        self._drop()
+        if self._assembler is not None:
+            self._assembler.reset()
+            self._assembler = None
+        self._buffer = bytearray()
+        self._pending = []
+        self._xids = XidTracker()
+        super().close()
+
+    def _drop(self) -> None:
+        """Close the replication socket at once (no goodbye)."""
+        sock, self._sock = self._sock, None
+        self._repl = None  # pg8000's connection object: its socket is ours, closed here
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def prepare(self, *, create_slot: bool = False, create_publication: bool = False,
+                tables: Sequence[str] | None = None) -> SlotInfo:
+        """Check (and create) slot and publications over SQL, then start streaming."""
+        info = super().prepare(create_slot=create_slot, create_publication=create_publication,
+                               tables=tables)
+        self._start()
+        return info
+
+    def _start(self) -> None:
+        assert self.info is not None and self.settings is not None
+        try:
+            self._repl, self._sock = self.settings.connect(replication="database",
+                                                           slot=self.slot)
+        except (SlotError, PgCdcError):
+            raise
+        except Exception as exc:
+            raise translate_error(exc, slot=self.slot, action="replication connection",
+                                  password_source=self.settings.password_source) from None
+        options = ", ".join(f"{key} {_literal(value)}" for key, value
+                            in self.info.options.pgoutput_args(self.publications))
+        # The slot name is checked (lower-case letters, digits, underscores); the values are
+        # literals of the replication grammar. START at 0/0: the slot's confirmed position.
+        self._send(b"Q", f'START_REPLICATION SLOT "{self.slot}" LOGICAL 0/0 ({options})'
+                   .encode() + b"\x00")
+        while True:
+            tag, body = self._message(timeout=None)
+            if tag == b"W":  # CopyBothResponse
+                break
+            if tag == b"E":
+                raise self._error(body, "start replication")
+            if tag not in (b"N", b"S"):
+                raise ConnectionLostError(f"start replication: unexpected message {tag!r}",
+                                          slot=self.slot)
+        self._acked = int(self._confirmed) if self._confirmed is not None else None
+        self._sent_at = time.monotonic()
+        options_ = self.info.options
+        self._assembler = UnitAssembler(proto_version=options_.proto_version,
+                                        streaming=options_.streaming, budget=self._budget)
+        pid = self._run("SELECT active_pid FROM pg_replication_slots WHERE slot_name = :slot",
+                        action="check slot", slot=self.slot)
+        self._walsender_pid = pid[0][0] if pid else None
+
+    # -- the wire --------------------------------------------------------------------------
+    def _send(self, tag: bytes, body: bytes) -> None:
+        if self._sock is None:
+            raise ConnectionLostError("the replication connection is closed", slot=self.slot)
+        try:
+            self._sock.sendall(_HEADER.pack(tag, len(body) + 4) + body)
+        except OSError as exc:
+            self._drop()
+            raise ConnectionLostError(f"replication connection lost: {exc}",
+                                      slot=self.slot) from None
+
+    def _fill(self, timeout: float | None) -> bool:
+        """Read what the socket has (waiting up to ``timeout``); False if nothing came."""
+        sock = self._sock
+        if sock is None:
+            raise ConnectionLostError("the replication connection is closed", slot=self.slot)
+        pending = getattr(sock, "pending", None)  # TLS may hold decrypted bytes already
+        if timeout is not None and not (pending and pending()):
+            ready, _, _ = select.select([sock], [], [], timeout)
+            if not ready:
+                return False
+        try:
+            chunk = sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as exc:
+            self._drop()
+            raise ConnectionLostError(f"replication connection lost: {exc}",
+                                      slot=self.slot) from None
+        if not chunk:
+            self._drop()
+            raise ConnectionLostError("the server closed the replication connection",
+                                      slot=self.slot, hint="the reader reconnects when "
+                                      "following")
+        self._buffer += chunk
+        return True
+
+    def _message(self, timeout: float | None) -> tuple[bytes, bytes]:
+        """The next message (``(b"", b"")`` if none within ``timeout``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if len(self._buffer) >= 5:
+                tag, length = _HEADER.unpack_from(self._buffer)
+                if len(self._buffer) >= 1 + length:
+                    body = bytes(self._buffer[5:1 + length])
+                    del self._buffer[:1 + length]
+                    return tag, body
+            left = None if deadline is None else max(deadline - time.monotonic(), 0)
+            if not self._fill(left) and deadline is not None and time.monotonic() >= deadline:
+                return b"", b""
+
+    def _error(self, body: bytes, action: str) -> SlotError:
+        fields = {part[:1].decode("ascii", "replace"): part[1:].decode("utf-8", "replace")
+                  for part in body.split(b"\x00") if part}
+
+        class _ServerError(Exception):
+            pass
+
+        return translate_error(_ServerError(fields), slot=self.slot,
+                               publications=self.publications, action=action)
+
+    def _status(self, *, reply: bool = False) -> None:
+        """Tell the server how far the output is durable (never past what was acknowledged)."""
+        lsn = self._acked or 0
+        self._send(b"d", encode_copy_data(StandbyStatusUpdate.now(lsn, reply_requested=reply)))
+        self._sent_at = time.monotonic()
+
+    # -- reading ---------------------------------------------------------------------------
+    def _rows(self, timeout: float) -> Generator[CaptureRow | None, None, None]:
+        """Rows as they arrive; ``None`` when nothing came within ``timeout``."""
+        while True:
+            if time.monotonic() - self._sent_at >= self.status_interval:
+                self._status()
+            tag, body = self._message(timeout)
+            if not tag:
+                yield None
+                continue
+            if tag == b"d":
+                frame = parse_copy_data(body)
+                if isinstance(frame, PrimaryKeepalive):
+                    self._server_sent = max(self._server_sent, frame.wal_end)
+                    if frame.reply_requested:
+                        self._status()
+                    continue
+                assert isinstance(frame, XLogData)
+                self._server_sent = max(self._server_sent, frame.wal_end)
+                data = frame.payload
+                xid = self._xids.xid(data)
+                if frame.data_start == 0:  # Relation, Type, Origin: the next message's LSN
+                    self._pending.append((data, xid))
+                    continue
+                for early, early_xid in self._pending:
+                    yield CaptureRow(Lsn(frame.data_start), early_xid, early)
+                self._pending = []
+                yield CaptureRow(Lsn(frame.data_start), xid, data)
+            elif tag == b"E":
+                error = self._error(body, "read slot")
+                self.close()
+                raise error
+            elif tag == b"c":  # CopyDone: the server is shutting down
+                self.close()
+                raise ConnectionLostError("the server ended the replication stream",
+                                          slot=self.slot, hint="the reader reconnects when "
+                                          "following")
+            # NoticeResponse, ParameterStatus: nothing to do
+
+    def read(self, after: int | None = None, limit: int | None = None
+             ) -> Generator[Unit, None, None]:
+        """Complete units, in commit order, until ``limit`` rows were read or the server
+        has sent everything it had when the read began (see the class docstring)."""
+        if self.info is None or self._assembler is None:
+            raise SlotError("call prepare() before reading", slot=self.slot)
+        assembler = self._assembler
+        assembler.after = after
+        batch = self.last_batch = BatchInfo(limit=limit)
+        target = self._flush_position()
+        asked = False
+        for row in self._rows(_CATCH_UP_POLL):
+            if row is None:
+                if self._server_sent >= target and not self._pending:
+                    break  # caught up: everything the server had is here
+                if not asked:
+                    self._status(reply=True)  # ask where the server is
+                    asked = True
+                continue
+            asked = False
+            batch.rows += 1
+            unit = assembler.feed(row)
+            if unit is not None:
+                batch.units += 1
+                batch.last_end = unit.end_lsn
+                batch.rows_at_last_unit = batch.rows
+                yield unit
+                if limit is not None and batch.rows >= limit:
+                    break
+        batch.hold_lsn = assembler.hold_lsn
+        batch.incomplete = assembler.incomplete
+
+    def _flush_position(self) -> int:
+        rows = self._run("SELECT pg_current_wal_flush_lsn()::text", action="server position")
+        return int(Lsn.parse(rows[0][0]))
+
+    def advance(self, lsn: int) -> Lsn | None:
+        """Acknowledge ``lsn`` (the end of the last durable unit) to the server, never past
+        a unit not delivered or an unresolved PREPARE, never backwards."""
+        batch = self.last_batch
+        target = int(lsn)
+        if batch.last_end is not None:
+            target = min(target, batch.last_end)
+        if self._assembler is not None and self._assembler.hold_lsn is not None:
+            target = min(target, self._assembler.hold_lsn)
+        if self._acked is not None and target <= self._acked:
+            return self._confirmed
+        self.check_position()
+        self._acked = target
+        self._status()
+        self._confirmed = Lsn(target)
+        return self._confirmed
+
+    def check_position(self) -> None:
+        """Raise :class:`SlotMovedError` unless this reader still holds the slot (no other
+        process can move it then) and the slot is not past what this reader acknowledged."""
+        rows = self._run("SELECT active_pid, confirmed_flush_lsn::text FROM "
+                         "pg_replication_slots WHERE slot_name = :slot",
+                         action="check slot position", slot=self.slot)
+        if not rows:
+            raise SlotError(f"replication slot {self.slot!r} no longer exists", slot=self.slot)
+        pid, confirmed = rows[0]
+        now = Lsn.parse(confirmed) if confirmed else None
+        if pid != self._walsender_pid or (now is not None and self._acked is not None
+                                          and int(now) > self._acked):
+            raise SlotMovedError(
+                f"replication slot {self.slot!r} is no longer held by this reader (active PID "
+                f"{pid}, confirmed {now}): changes may have been taken by another client",
+                checkpoint_lsn=self._acked or 0, slot_lsn=int(now or 0))

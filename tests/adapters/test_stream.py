@@ -1,0 +1,187 @@
+"""The streaming reader: the same capture as the SQL reader on the same WAL, the slot held so
+that the server refuses every other reader, and only durable positions acknowledged."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pgcdc_events.adapters.stream import StreamReader
+from pgcdc_events.cli import main
+from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
+from pgcdc_events.protocol import CaptureRow, Lsn, iter_capture
+from pgcdc_events.testing.cluster import TempCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def url(pg_cluster: TempCluster, pg_conn: Any) -> str:
+    database = pg_conn.run("SELECT current_database()")[0][0]
+    pg_conn.run("CREATE TABLE t (id int PRIMARY KEY, v text)")
+    pg_conn.run("CREATE TABLE big (id int, pad text)")
+    pg_conn.run("CREATE PUBLICATION p FOR ALL TABLES")
+    return f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{database}"
+
+
+def _args(url: str, slot: str, out: Path, *extra: str) -> list[str]:
+    return ["capture", "--dsn", url, "--slot", slot, "--publication", "p", "--output",
+            f"{out}/", "-q", *extra]
+
+
+def _wait_active(pg_conn: Any, slot: str, active: bool = True) -> int | None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        rows = pg_conn.run("SELECT active_pid FROM pg_replication_slots WHERE slot_name = :s",
+                           s=slot)
+        pid = rows[0][0] if rows else None
+        if (pid is not None) == active:
+            return pid  # type: ignore[no-any-return]
+        time.sleep(0.05)
+    raise AssertionError(f"slot {slot} never became {'active' if active else 'inactive'}")
+
+
+def test_the_stream_writes_what_the_sql_reader_writes(url: str, pg_conn: Any,
+                                                      tmp_path: Path) -> None:
+    """Both readers on two slots created at the same point: byte-identical captures (LSNs of
+    Relation messages, xids of every row, streamed and prepared transactions included)."""
+    pg_conn.run("SELECT pg_create_logical_replication_slot('by_sql', 'pgoutput', false, true)")
+    pg_conn.run("SELECT pg_create_logical_replication_slot('by_stream', 'pgoutput', false, "
+                "true)")
+    database = pg_conn.run("SELECT current_database()")[0][0]
+    # both readers' sessions decode with 64kB: the big transaction streams
+    pg_conn.run(f'ALTER DATABASE "{database}" SET logical_decoding_work_mem = \'64kB\'')
+    pg_conn.run("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    pg_conn.run("UPDATE t SET v = 'c' WHERE id = 1")
+    pg_conn.run("SELECT pg_logical_emit_message(false, 'nt', 'outside')")
+    pg_conn.run("BEGIN")
+    pg_conn.run("INSERT INTO t VALUES (3, 'x')")
+    pg_conn.run("SELECT pg_logical_emit_message(true, 'tx', 'inside')")
+    pg_conn.run("SELECT pg_logical_emit_message(false, 'nt', 'inside, not transactional')")
+    pg_conn.run("COMMIT")
+    pg_conn.run("INSERT INTO big SELECT g, repeat('p', 200) FROM generate_series(1, 3000) g")
+    pg_conn.run("BEGIN")
+    pg_conn.run("INSERT INTO t VALUES (4, 'prepared')")
+    pg_conn.run("PREPARE TRANSACTION 'g1'")
+    pg_conn.run("COMMIT PREPARED 'g1'")
+    pg_conn.run("TRUNCATE big")
+    extra = ("--streaming", "on", "--two-phase", "--batch-rows", "500")
+    assert main(_args(url, "by_sql", tmp_path / "sql", "--reader", "sql", *extra)) == 0
+    assert main(_args(url, "by_stream", tmp_path / "stream", *extra)) == 0
+    with open(tmp_path / "sql" / "capture.jsonl", encoding="utf-8") as fh:
+        sql = list(iter_capture(fh))
+    with open(tmp_path / "stream" / "capture.jsonl", encoding="utf-8") as fh:
+        stream = list(iter_capture(fh))
+    assert len(sql) > 3000 and any(r.data[:1] == b"c" for r in sql)  # a Stream Commit
+    # The same messages at the same LSNs with the same xids, but for two things the stream
+    # cannot be asked: a SQL read is a new decoding session that announces its relations
+    # again, and a non-transactional message emitted inside a transaction gets that
+    # transaction's xid from the SQL functions, 0 on the stream (it precedes the Begin).
+    def comparable(rows: list[CaptureRow]) -> list[tuple[int, int | None, bytes]]:
+        return [(int(r.lsn), 0 if r.data[:1] == b"M" and not r.data[1] & 1 else r.xid, r.data)
+                for r in rows if r.data[:1] != b"R"]
+
+    assert comparable(stream) == comparable(sql)
+    # and each relation the stream announces is one the SQL reader announced at that LSN
+    announced = {(int(r.lsn), r.xid, r.data) for r in sql if r.data[:1] == b"R"}
+    relations = [(int(r.lsn), r.xid, r.data) for r in stream if r.data[:1] == b"R"]
+    assert relations and set(relations) <= announced
+    assert [r.xid for r in stream if r.data[:1] == b"M" and not r.data[1] & 1] == [0, 0]
+    config = EventConfig.from_properties({"topic.prefix": "x"})
+    decoded = [[JsonRecordWriter(config.json).record_line(record) for record in EventDecoder(
+        config, clock=lambda: 0, run_id="r").feed_rows(rows)] for rows in (sql, stream)]
+    assert decoded[0] == decoded[1] and len(decoded[0]) > 3000
+    checkpoints = [json.loads((tmp_path / d / "capture.jsonl.checkpoint.json").read_text())
+                   for d in ("sql", "stream")]
+    assert checkpoints[0]["lsn"] == checkpoints[1]["lsn"]
+    assert checkpoints[0]["changes"] == checkpoints[1]["changes"]
+    # the stream acknowledged what is on disk, and the server took it
+    confirmed = pg_conn.run("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                            "WHERE slot_name = 'by_stream'")[0][0]
+    assert Lsn.parse(confirmed) == Lsn.parse(checkpoints[1]["lsn"])
+
+
+def test_while_it_runs_the_server_refuses_every_other_reader(url: str, pg_conn: Any,
+                                                             tmp_path: Path) -> None:
+    assert main(_args(url, "s", tmp_path / "a", "--create-slot")) == 0
+    first = subprocess.Popen(
+        [sys.executable, "-m", "pgcdc_events",
+         *_args(url, "s", tmp_path / "a", "--follow", "--poll-interval", "0.05")],
+        stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        pid = _wait_active(pg_conn, "s")
+        for i in range(20):
+            pg_conn.run("INSERT INTO t VALUES (:i, 'x')", i=i)
+        # the same output: the lock
+        same = subprocess.run([sys.executable, "-m", "pgcdc_events",
+                               *_args(url, "s", tmp_path / "a")],
+                              capture_output=True, timeout=60, cwd=ROOT, check=False)
+        assert same.returncode == 1 and b"another capture" in same.stderr
+        # another output: the server
+        other = subprocess.run([sys.executable, "-m", "pgcdc_events",
+                                *_args(url, "s", tmp_path / "b", "--retry-for", "1")],
+                               capture_output=True, timeout=60, cwd=ROOT, check=False)
+        assert other.returncode == 1
+        assert f'replication slot "s" is active for PID {pid}'.encode() in other.stderr
+        # another process moving or consuming the slot: the server
+        for sql in ("SELECT pg_replication_slot_advance('s', pg_current_wal_lsn())",
+                    "SELECT count(*) FROM pg_logical_slot_get_binary_changes('s', NULL, NULL,"
+                    " 'proto_version', '1', 'publication_names', 'p')"):
+            with pytest.raises(Exception, match="is active for PID") as info:
+                pg_conn.run(sql)
+            assert info.value.args[0]["C"] == "55006"
+        for i in range(20, 40):
+            pg_conn.run("INSERT INTO t VALUES (:i, 'x')", i=i)
+        deadline = time.monotonic() + 60
+        out = tmp_path / "a" / "capture.jsonl.checkpoint.json"
+        while time.monotonic() < deadline and json.loads(out.read_text())["changes"] < 40:
+            # acknowledged never ahead of what is on disk
+            confirmed = pg_conn.run("SELECT confirmed_flush_lsn::text FROM pg_replication_slots"
+                                    " WHERE slot_name = 's'")[0][0]
+            on_disk = json.loads(out.read_text())["lsn"]
+            assert Lsn.parse(confirmed) <= Lsn.parse(on_disk)
+            time.sleep(0.05)
+        first.send_signal(signal.SIGINT)
+        _, err = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, err.decode()
+    assert json.loads(out.read_text())["changes"] == 40
+    assert not (tmp_path / "b" / "capture.jsonl.checkpoint.json").exists()
+    _wait_active(pg_conn, "s", active=False)  # released at the end of the run
+
+
+def test_the_reader_is_a_slot_reader(url: str, pg_conn: Any) -> None:
+    """The library interface: prepare, read, advance, status, on one held slot."""
+    reader = StreamReader(url, slot="lib", publications=["p"])
+    reader.connect()
+    try:
+        info = reader.prepare(create_slot=True)
+        pg_conn.run("INSERT INTO t VALUES (1, 'x')")
+        units = []
+        for unit in reader.read():
+            units.append((unit.kind, unit.changes))
+            unit.close()
+        assert units == [("transaction", 1)]
+        assert reader.status().active_pid is not None
+        moved = reader.advance(reader.last_batch.last_end or 0)
+        assert moved is not None and info.confirmed_lsn is not None and moved > info.confirmed_lsn
+    finally:
+        reader.close()
+    _wait_active(pg_conn, "lib", active=False)
+
+
+def test_xids_of_short_or_unknown_messages_are_left_to_the_protocol_reader() -> None:
+    from pgcdc_events.adapters.stream import XidTracker  # noqa: PLC0415
+
+    tracker = XidTracker()
+    for data in (b"", b"B", b"B\x00", b"S\x00", b"K" + b"\x00" * 10, b"r\x01", b"?"):
+        assert tracker.xid(data) is None
