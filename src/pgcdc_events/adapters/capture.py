@@ -29,13 +29,17 @@ from pgcdc_events.adapters.errors import (
     ConnectionLostError,
     DeliveryGapError,
     SlotBusyError,
+    SlotNotFoundError,
+    SnapshotError,
 )
 from pgcdc_events.adapters.pg8000 import ResolvedOptions, SlotInfo, SlotReader, SlotStatus
+from pgcdc_events.adapters.snapshot import SNAPSHOT_MODES, read_snapshot
 from pgcdc_events.adapters.units import SchemaTracker, Unit
+from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.decoder import EventDecoder
 from pgcdc_events.events.jsonconv import JsonRecordWriter
-from pgcdc_events.protocol.capture import dump_capture_row
+from pgcdc_events.protocol.capture import CaptureRow, dump_capture_row
 from pgcdc_events.protocol.lsn import Lsn
 from pgcdc_events.types.catalog import CatalogSnapshot
 
@@ -57,6 +61,10 @@ class Sink(Protocol):
 
     def replay(self, unit: Unit) -> None:
         """See a unit the output already holds (to keep any decoding state in step)."""
+        ...
+
+    def write_row(self, row: CaptureRow, output: Output) -> None:
+        """Write one row of the initial snapshot (``row.snapshot`` is set)."""
         ...
 
 
@@ -83,6 +91,10 @@ class CaptureSink:
 
     def replay(self, unit: Unit) -> None:
         """Nothing to keep in step."""
+
+    def write_row(self, row: CaptureRow, output: Output) -> None:
+        """A snapshot row as a capture line."""
+        output.write(dump_capture_row(row).encode("utf-8") + b"\n")
 
 
 class EventSink:
@@ -128,6 +140,13 @@ class EventSink:
             output.write(data)
             self.records += 1
 
+    def write_row(self, row: CaptureRow, output: Output) -> None:
+        """A snapshot row's records (read events) as JSON lines."""
+        assert self.decoder is not None, "start() was not called"
+        for record in self.decoder.feed(row.data, row.lsn, snapshot=row.snapshot):
+            output.write(self.writer.record_line(record).encode("utf-8") + b"\n")
+            self.records += 1
+
     def replay(self, unit: Unit) -> None:
         """Decode and drop (a lone COMMIT PREPARED has nothing to decode)."""
         if not unit.partial:
@@ -148,6 +167,9 @@ class CaptureStats:
     lag_bytes: int | None = None
     started: float = attrs.field(factory=time.monotonic)
     stopped_by: str = ""
+    #: The initial snapshot taken by this call (tables and rows), if any.
+    snapshot_tables: int = 0
+    snapshot_rows: int = 0
 
 
 def run_capture(
@@ -169,6 +191,7 @@ def run_capture(
     sleep: Callable[[float], None] = time.sleep,
     advance: bool = True,
     notify: Callable[[str], None] | None = None,
+    snapshot_mode: str = "no_data",
 ) -> CaptureStats:
     """Capture from ``reader`` into ``output`` (already opened) through ``sink``.
 
@@ -179,7 +202,17 @@ def run_capture(
     ``advance=False`` never moves the slot (a read-only tail).
     ``progress(stats, status)`` is called at most every ``progress_every`` seconds
     and once at the end; ``notify(text)`` is told when a failure starts being retried.
+
+    ``snapshot_mode`` is the connector's ``snapshot.mode``: ``initial`` takes a
+    snapshot of the published tables into an output that has none yet (creating the
+    slot with it), then streams; ``initial_only`` takes it and stops; ``when_needed``
+    also takes one when the slot an output was read from is gone (with
+    ``create_slot``); ``no_data`` (the default here) never does. See
+    :mod:`pgcdc_events.adapters.snapshot` and docs/operations.md.
     """
+    if snapshot_mode not in SNAPSHOT_MODES:
+        raise ConfigurationError(f"snapshot mode {snapshot_mode!r}: expected one of "
+                                 f"{', '.join(SNAPSHOT_MODES)}")
     stats = CaptureStats()
     after = output.checkpoint.lsn
     stats.lsn = None if after is None else Lsn(after)
@@ -210,11 +243,26 @@ def run_capture(
     while not should_stop():
         try:
             if not connected:
+                state = output.checkpoint.snapshot_state
+                if snapshot_mode == "initial_only" and state in ("done", "skipped"):
+                    stats.stopped_by = "snapshot-only"  # taken (or never wanted): no stream
+                    break
+                take = _takes_snapshot(snapshot_mode, state)
                 reader.connect()
-                info = reader.prepare(create_slot=create_slot,
-                                      create_publication=create_publication, tables=tables)
+                try:
+                    info = _prepare(reader, output, take, state, create_slot=create_slot,
+                                    create_publication=create_publication, tables=tables,
+                                    mode=snapshot_mode)
+                except SlotNotFoundError:
+                    if not (snapshot_mode == "when_needed" and create_slot):
+                        raise
+                    # the output's slot is gone: its position is no longer available
+                    take = True
+                    info = _prepare(reader, output, take, state, create_slot=True,
+                                    create_publication=False, tables=tables,
+                                    mode=snapshot_mode)
                 create_slot = create_publication = False  # created (or found) once is enough
-                if after is not None and info.confirmed_lsn is not None \
+                if not take and after is not None and info.confirmed_lsn is not None \
                         and info.confirmed_lsn > after:
                     raise DeliveryGapError(
                         f"the slot {reader.slot!r} is at {info.confirmed_lsn}, past the "
@@ -224,7 +272,21 @@ def run_capture(
                         checkpoint_lsn=after, slot_lsn=int(info.confirmed_lsn))
                 check_server(output.checkpoint, info)
                 sink.start(info.options)
+                if state == "pending" and not take:
+                    output.mark_snapshot({"state": "skipped"}, store=False)
                 output.bind(info.options.as_dict(), info.server)
+                if take:
+                    result = read_snapshot(reader, lambda row: sink.write_row(row, output))
+                    output.commit(int(result.lsn), 1, result.rows, snapshot=result.as_dict())
+                    after = int(result.lsn)
+                    stats.units += 1
+                    stats.changes += result.rows
+                    stats.snapshot_tables, stats.snapshot_rows = result.tables, result.rows
+                    stats.lsn = result.lsn
+                    reader.finish_snapshot()  # (the stream starts at the consistent point)
+                    if snapshot_mode == "initial_only":
+                        stats.stopped_by = "snapshot-only"
+                        break
                 connected = True
             remaining = None if max_changes is None else max_changes - stats.changes
             read_limit = limit if remaining is None else max(min(limit, remaining), 1)
@@ -304,6 +366,32 @@ def run_capture(
         stats.stopped_by = "stopped"
     report(final=True)
     return stats
+
+
+def _takes_snapshot(mode: str, state: str) -> bool:
+    """Whether a run in ``mode`` takes a snapshot of an output whose snapshot is ``state``."""
+    if state == "running":  # a snapshot did not finish: nothing of it is in the output
+        if mode == "no_data":
+            raise SnapshotError(
+                "the output's initial snapshot did not finish (the process stopped while it "
+                "ran); --snapshot-mode no_data cannot continue it",
+                hint="run again with --snapshot-mode initial to take it again from the start, "
+                "or use a new output")
+        return True
+    return state == "pending" and mode != "no_data"
+
+
+def _prepare(reader: SlotReader, output: Output, take: bool, state: str, *, create_slot: bool,
+             create_publication: bool, tables: tuple[str, ...] | None, mode: str) -> SlotInfo:
+    """``reader.prepare``; for a snapshot, the output says so durably before the slot is
+    created (a crash after it makes the next run drop that slot and start again)."""
+    if not take:
+        return reader.prepare(create_slot=create_slot, create_publication=create_publication,
+                              tables=tables)
+    return reader.prepare(create_slot=create_slot, create_publication=create_publication,
+                          tables=tables, snapshot=True, replace_slot=state == "running",
+                          before_create=lambda: output.mark_snapshot(
+                              {"state": "running", "mode": mode}))
 
 
 def check_server(checkpoint: Checkpoint, info: SlotInfo) -> None:

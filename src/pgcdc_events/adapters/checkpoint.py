@@ -39,6 +39,7 @@ from pgcdc_events.protocol.lsn import Lsn
 __all__ = ["Checkpoint", "DurableOutput", "Output", "StreamOutput", "output_paths"]
 
 FORMAT = "pgcdc-events checkpoint 1"
+_SNAPSHOT_STATES = ("pending", "running", "done", "skipped")
 _FLUSH_BYTES = 1 << 20
 
 
@@ -63,6 +64,16 @@ class Checkpoint:
     options: Mapping[str, Any] = attrs.field(factory=dict)
     updated: str = ""
     server: Mapping[str, Any] = attrs.field(factory=dict)
+    #: The initial snapshot: ``{"state": "pending"}`` for an output never written,
+    #: ``"running"`` while one is taken (a run that finds it restarts it),
+    #: ``"done"`` (with its ``lsn``, ``xid``, ``tables``, ``rows``) or ``"skipped"``
+    #: (``no_data``, and every checkpoint written before snapshots existed).
+    snapshot: Mapping[str, Any] = attrs.field(factory=lambda: {"state": "skipped"})
+
+    @property
+    def snapshot_state(self) -> str:
+        """``pending``, ``running``, ``done`` or ``skipped`` (see :attr:`snapshot`)."""
+        return str(self.snapshot.get("state", "skipped"))
 
     def to_json(self) -> dict[str, Any]:
         """The checkpoint as the JSON object written to disk."""
@@ -78,6 +89,7 @@ class Checkpoint:
             "options": dict(self.options),
             "updated": self.updated,
             "server": dict(self.server),
+            "snapshot": dict(self.snapshot),
         }
 
     @classmethod
@@ -111,9 +123,12 @@ class Checkpoint:
         server = obj.get("server", {})
         if not isinstance(server, dict):
             raise CheckpointError(f"field 'server' is malformed: {server!r}", path=path)
+        snapshot = obj.get("snapshot", {"state": "skipped"})
+        if not isinstance(snapshot, dict) or snapshot.get("state") not in _SNAPSHOT_STATES:
+            raise CheckpointError(f"field 'snapshot' is malformed: {snapshot!r}", path=path)
         return cls(lsn, offset, field("units", int), field("changes", int), field("kind", str),
                    field("slot", str), tuple(publications), field("options", dict),
-                   str(obj.get("updated", "")), server)
+                   str(obj.get("updated", "")), server, snapshot)
 
 
 def output_paths(path: str | os.PathLike[str], kind: str) -> tuple[Path, Path]:
@@ -142,8 +157,15 @@ class Output(Protocol):
         """Append bytes (not durable until :meth:`commit`)."""
         ...
 
-    def commit(self, lsn: int, units: int, changes: int) -> Checkpoint:
-        """Make everything written durable up to the unit ending at ``lsn``."""
+    def commit(self, lsn: int, units: int, changes: int, *,
+               snapshot: Mapping[str, Any] | None = None) -> Checkpoint:
+        """Make everything written durable up to the unit ending at ``lsn`` (and record
+        ``snapshot`` as the snapshot's state, when given)."""
+        ...
+
+    def mark_snapshot(self, snapshot: Mapping[str, Any], *, store: bool = True) -> None:
+        """Record the snapshot's state, durably now unless ``store`` is false (then with
+        the next checkpoint written)."""
         ...
 
     def bind(self, options: Mapping[str, Any], server: Mapping[str, Any]) -> None:
@@ -285,7 +307,8 @@ class DurableOutput:
                         f"({self.checkpoint_path.name}); refusing to append to a file of unknown "
                         "origin: choose a new output", path=out)
                 checkpoint = Checkpoint(None, 0, 0, 0, self._kind, self._slot,
-                                        self._publications, self.options, _now())
+                                        self._publications, self.options, _now(),
+                                        snapshot={"state": "pending"})
             elif size < checkpoint.offset:
                 raise CheckpointError(
                     f"the output has {size} bytes but its checkpoint says {checkpoint.offset} "
@@ -387,10 +410,24 @@ class DurableOutput:
                                       path=str(self.path)) from None
             self._buffer = bytearray()
 
-    def commit(self, lsn: int, units: int, changes: int) -> Checkpoint:
+    def mark_snapshot(self, snapshot: Mapping[str, Any], *, store: bool = True) -> None:
+        """Store the checkpoint with the snapshot's new state (nothing else changes):
+        written before the slot is created for a snapshot, so that a crash in between
+        leaves an output that says a snapshot was under way. ``store=False`` keeps it
+        for the next checkpoint written (:meth:`bind`, :meth:`commit`)."""
+        checkpoint = attrs.evolve(self.checkpoint, snapshot=dict(snapshot), updated=_now())
+        if store:
+            self._store(attrs.evolve(checkpoint, options=self.options or checkpoint.options,
+                                     server=self.server or checkpoint.server))
+        else:
+            self._checkpoint = checkpoint
+
+    def commit(self, lsn: int, units: int, changes: int, *,
+               snapshot: Mapping[str, Any] | None = None) -> Checkpoint:
         """``fsync`` the output, then record ``lsn`` and the output's size in the checkpoint.
 
-        ``units`` and ``changes`` are added to the checkpoint's running totals.
+        ``units`` and ``changes`` are added to the checkpoint's running totals;
+        ``snapshot`` replaces the snapshot's state in the same atomic write.
         """
         self._flush()
         assert self._fd is not None
@@ -405,7 +442,9 @@ class DurableOutput:
                                   units=previous.units + units,
                                   changes=previous.changes + changes, updated=_now(),
                                   options=self.options or previous.options,
-                                  server=self.server or previous.server)
+                                  server=self.server or previous.server,
+                                  snapshot=previous.snapshot if snapshot is None
+                                  else dict(snapshot))
         self._store(checkpoint)
         self._checkpoint = checkpoint
         return checkpoint
@@ -444,7 +483,8 @@ class StreamOutput:
                  slot: str = "", publications: tuple[str, ...] = ()) -> None:
         self._stream = stream if stream is not None else sys.stdout.buffer
         self._buffer = bytearray()
-        self._checkpoint = Checkpoint(None, 0, 0, 0, kind, slot, publications, {}, _now())
+        self._checkpoint = Checkpoint(None, 0, 0, 0, kind, slot, publications, {}, _now(),
+                                      snapshot={"state": "pending"})
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -458,7 +498,12 @@ class StreamOutput:
     def bind(self, options: Mapping[str, Any], server: Mapping[str, Any]) -> None:
         """Nothing to record."""
 
-    def commit(self, lsn: int, units: int, changes: int) -> Checkpoint:
+    def mark_snapshot(self, snapshot: Mapping[str, Any], *, store: bool = True) -> None:
+        """Keep the snapshot's state in memory."""
+        self._checkpoint = attrs.evolve(self._checkpoint, snapshot=dict(snapshot))
+
+    def commit(self, lsn: int, units: int, changes: int, *,
+               snapshot: Mapping[str, Any] | None = None) -> Checkpoint:
         """Flush the buffered bytes to the stream."""
         self._stream.write(self._buffer)
         self._stream.flush()
@@ -466,7 +511,9 @@ class StreamOutput:
         self._checkpoint = attrs.evolve(previous, lsn=lsn,
                                         offset=previous.offset + len(self._buffer),
                                         units=previous.units + units,
-                                        changes=previous.changes + changes)
+                                        changes=previous.changes + changes,
+                                        snapshot=previous.snapshot if snapshot is None
+                                        else dict(snapshot))
         self._buffer = bytearray()
         return self._checkpoint
 

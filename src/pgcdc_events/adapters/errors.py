@@ -25,6 +25,7 @@ __all__ = [
     "SlotLostError",
     "SlotMovedError",
     "SlotNotFoundError",
+    "SnapshotError",
 ]
 
 
@@ -74,6 +75,12 @@ class PrivilegeError(SlotError):
 
 class ConnectionLostError(SlotError):
     """The connection to the server failed or was closed (server restart, network); transient."""
+
+
+class SnapshotError(SlotError):
+    """An initial snapshot cannot be taken consistently (the slot exists already, the
+    server or the reader cannot export a snapshot), or one that did not finish blocks
+    the mode asked for."""
 
 
 class CheckpointError(PgCdcError):

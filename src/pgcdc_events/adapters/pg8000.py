@@ -34,6 +34,7 @@ from pgcdc_events.adapters.errors import (
     SlotLostError,
     SlotMovedError,
     SlotNotFoundError,
+    SnapshotError,
 )
 from pgcdc_events.adapters.names import check_slot_name, quote_ident
 from pgcdc_events.adapters.units import Unit, UnitAssembler
@@ -296,6 +297,11 @@ def translate_error(exc: BaseException, *, slot: str | None, publications: Seque
 # ---------------------------------------------------------------- the reader
 
 
+def _is_driver_error(exc: BaseException) -> bool:
+    """A pg8000 or socket error (translated), not a bug or one of our own errors."""
+    return isinstance(exc, OSError) or type(exc).__module__.startswith("pg8000")
+
+
 Connector = Callable[[], Any]
 
 
@@ -345,6 +351,10 @@ class SlotReader:
         self.info: SlotInfo | None = None
         self.last_batch = BatchInfo()
         self._confirmed: Lsn | None = None
+        #: The snapshot the slot exported when :meth:`prepare` created it for one (its
+        #: name and the slot's consistent point), until :meth:`finish_snapshot`.
+        self.exported: tuple[str, Lsn] | None = None
+        self._exporter: Any = None  # the replication connection that holds it
 
     # -- connection ------------------------------------------------------------------------
     def connect(self) -> None:
@@ -375,10 +385,45 @@ class SlotReader:
 
     def close(self) -> None:
         """Close the connection if open (never raises)."""
+        self._close_exporter()
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):  # the connection may already be dead
                 conn.close()
+
+    def _close_exporter(self) -> None:
+        exporter, self._exporter = self._exporter, None
+        self.exported = None
+        if exporter is not None:
+            with contextlib.suppress(Exception):
+                exporter.close()
+
+    @property
+    def connected(self) -> bool:
+        """Whether the SQL connection is open."""
+        return self._conn is not None
+
+    def run_sql(self, sql: str, *, action: str, **params: Any) -> list[list[Any]]:
+        """One statement on the SQL connection, values bound (errors translated)."""
+        return self._run(sql, action=action, **params)
+
+    def call(self, function: Callable[[Any], Any], *, action: str) -> Any:
+        """``function(connection)`` on the SQL connection (a pg8000 native connection),
+        its errors translated as for :meth:`run_sql`."""
+        if self._conn is None:
+            raise ConnectionLostError(f"{action}: not connected", slot=self.slot)
+        try:
+            return function(self._conn)
+        except SlotError:
+            raise
+        except Exception as exc:
+            if not _is_driver_error(exc):
+                raise
+            error = translate_error(exc, slot=self.slot, publications=self.publications,
+                                    action=action)
+            if isinstance(error, ConnectionLostError):
+                self.close()
+            raise error from None
 
     def __enter__(self) -> SlotReader:
         return self
@@ -410,13 +455,21 @@ class SlotReader:
 
     # -- checks and creation ---------------------------------------------------------------
     def prepare(self, *, create_slot: bool = False, create_publication: bool = False,
-                tables: Sequence[str] | None = None) -> SlotInfo:
+                tables: Sequence[str] | None = None, snapshot: bool = False,
+                replace_slot: bool = False, before_create: Callable[[], None] | None = None
+                ) -> SlotInfo:
         """Check that the slot can be read; create slot and publication only when asked.
 
         Raises :class:`ServerConfigError` (``wal_level``), :class:`PrivilegeError`,
         :class:`PublicationNotFoundError`, :class:`SlotNotFoundError`,
         :class:`SlotLostError` or :class:`SlotError` (wrong plugin or database).
         ``tables`` limits a created publication (``FOR ALL TABLES`` otherwise).
+
+        ``snapshot``: the slot must be created now, exporting its snapshot
+        (:attr:`exported`; see :mod:`pgcdc_events.adapters.snapshot`); a slot that
+        exists already is a :class:`SnapshotError`, unless ``replace_slot`` (a snapshot
+        of this output that did not finish created it): it is then dropped first.
+        ``before_create`` is called once every check passed, just before that.
         """
         version = int(self._run("SHOW server_version_num", action="check")[0][0])
         wal_level = self._run("SHOW wal_level", action="check")[0][0]
@@ -435,11 +488,26 @@ class SlotReader:
         created_pubs = self._publications(create_publication, tables)
         created_slot = False
         row = self._slot_row(version)
-        if row is None:
-            if not create_slot:
-                raise SlotNotFoundError(
-                    f"replication slot {self.slot!r} does not exist", slot=self.slot,
-                    hint="create it with --create-slot (it decodes only changes made after)")
+        if snapshot and row is not None and not replace_slot:
+            raise SnapshotError(
+                f"replication slot {self.slot!r} exists already: a snapshot consistent "
+                "with a slot can only be taken when the slot is created", slot=self.slot,
+                hint="use --snapshot-mode no_data to stream from the slot's position "
+                "without a snapshot, or drop the slot (or name a new one) to take one")
+        if row is None and not create_slot:
+            raise SlotNotFoundError(
+                f"replication slot {self.slot!r} does not exist", slot=self.slot,
+                hint="create it with --create-slot (it decodes only changes made after)")
+        if snapshot:
+            if before_create is not None:
+                before_create()
+            if row is not None:
+                self._drop_unfinished(version)
+            self._create_slot_exporting(version)
+            created_slot = True
+            row = self._slot_row(version)
+            assert row is not None
+        elif row is None:
             self._create_slot(version)
             created_slot = True
             row = self._slot_row(version)
@@ -513,6 +581,55 @@ class SlotReader:
             " FROM pg_replication_slots s WHERE slot_name = :slot",
             action="check slot", slot=self.slot)
         return rows[0] if rows else None
+
+    def _drop_unfinished(self, version: int) -> None:
+        """Drop the slot a snapshot of this output created and never finished (its changes
+        were never read: the output holds nothing from it)."""
+        rows = self._run("SELECT active_pid FROM pg_replication_slots WHERE slot_name = :slot",
+                         action="check slot", slot=self.slot)
+        if rows and rows[0][0] is not None:
+            raise SlotBusyError(f"replication slot {self.slot!r} is active for PID {rows[0][0]}",
+                                slot=self.slot, hint="another session is reading the slot; "
+                                "retry later")
+        if rows:
+            self._run("SELECT pg_drop_replication_slot(:slot)",
+                      action=f"drop slot {self.slot!r} of the unfinished snapshot",
+                      slot=self.slot)
+
+    def _create_slot_exporting(self, version: int) -> None:
+        """``CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export')`` on a replication connection,
+        kept open (and idle) so that the snapshot stays importable."""
+        two_phase = bool(self.requested.two_phase)
+        if version < 100000 or (two_phase and version < 150000):
+            raise ServerConfigError(f"an initial snapshot{' with two_phase' * two_phase} needs "
+                                    f"PostgreSQL {15 if two_phase else 10}; the server is "
+                                    f"{version // 10000}", slot=self.slot)
+        if self.settings is None:
+            raise SnapshotError("an initial snapshot needs connection settings (a DSN), not a "
+                                "connector", slot=self.slot)
+        self._close_exporter()
+        conn, _sock = self.settings.connect(replication="database", slot=self.slot)
+        self._exporter = conn
+        # The slot name was checked (lower-case letters, digits, underscores).
+        if version >= 150000:
+            options = "(TWO_PHASE, SNAPSHOT 'export')" if two_phase else "(SNAPSHOT 'export')"
+        else:
+            options = "EXPORT_SNAPSHOT"
+        command = f'CREATE_REPLICATION_SLOT "{self.slot}" LOGICAL pgoutput {options}'
+        try:
+            rows = conn.run(command)
+        except Exception as exc:
+            self._close_exporter()
+            if not _is_driver_error(exc):
+                raise
+            raise translate_error(exc, slot=self.slot, action=f"create slot {self.slot!r}"
+                                  ) from None
+        _slot, consistent_point, snapshot_name, _plugin = rows[0]
+        self.exported = (str(snapshot_name), Lsn.parse(consistent_point))
+
+    def finish_snapshot(self) -> None:
+        """The snapshot was read: release the connection that exported it."""
+        self._close_exporter()
 
     def _create_slot(self, version: int) -> None:
         two_phase = self.requested.two_phase

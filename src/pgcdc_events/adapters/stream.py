@@ -31,7 +31,7 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any
 
 from pgcdc_events.adapters.connection import ConnectionSettings, parse_conninfo
@@ -177,12 +177,23 @@ class StreamReader(SlotReader):
                 sock.close()
 
     def prepare(self, *, create_slot: bool = False, create_publication: bool = False,
-                tables: Sequence[str] | None = None) -> SlotInfo:
-        """Check (and create) slot and publications over SQL, then start streaming."""
+                tables: Sequence[str] | None = None, snapshot: bool = False,
+                replace_slot: bool = False, before_create: Callable[[], None] | None = None
+                ) -> SlotInfo:
+        """Check (and create) slot and publications over SQL, then start streaming (after
+        :meth:`finish_snapshot` when the slot was created for a snapshot: the stream is
+        not read while the snapshot is, and would time out)."""
         info = super().prepare(create_slot=create_slot, create_publication=create_publication,
-                               tables=tables)
-        self._start()
+                               tables=tables, snapshot=snapshot, replace_slot=replace_slot,
+                               before_create=before_create)
+        if self.exported is None:
+            self._start()
         return info
+
+    def finish_snapshot(self) -> None:
+        """Release the exporting connection, then start streaming from the consistent point."""
+        super().finish_snapshot()
+        self._start()
 
     def _start(self) -> None:
         assert self.info is not None and self.settings is not None

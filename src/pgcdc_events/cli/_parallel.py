@@ -11,8 +11,9 @@ JsonConverter lines; the parent writes the chunks in order.
 
 What the prelude cannot carry is decoded in the parent, by one primed decoder, as
 before: streamed and two-phase transactions (from the first such message to the end
-of the capture), and a transaction longer than ``big_lines`` (until its Commit, with
-the memory limit of a single decoder). A line that is not in the canonical capture
+of the capture), a transaction longer than ``big_lines`` (until its Commit, with
+the memory limit of a single decoder), and an initial snapshot's block (until its
+Commit: its markers need one decoder to see every row). A line that is not in the canonical capture
 form also ends the parallel part, so that its error is the single decoder's.
 """
 
@@ -40,6 +41,9 @@ _DATA = '"data": "'
 # The type bytes of messages whose state a prelude carries, as the hex in capture lines.
 _PLAIN = frozenset({"42", "43", "49", "55", "44", "54", "4f", "4d", "52", "59"})
 _BEGIN, _COMMIT, _RELATION, _TYPE = "42", "43", "52", "59"
+#: What marks the lines of an initial snapshot (protocol.capture).
+_SNAPSHOT = '"snapshot": true'
+
 
 
 @attrs.frozen
@@ -105,7 +109,7 @@ def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, str]],
         row = CaptureRow.from_line(line, line_number=number)
         try:
             # lazily: a big streamed transaction is written as it is read back
-            for record in decoder.iter_feed(row.data, row.lsn):
+            for record in decoder.iter_feed(row.data, row.lsn, snapshot=row.snapshot):
                 emit(render(record) + "\n")
                 records += 1
                 if tally is not None:
@@ -124,7 +128,7 @@ def _prime(decoder: EventDecoder, prelude: Iterable[str]) -> EventDecoder:
     """Feed prelude lines, dropping their records."""
     for line in prelude:
         row = CaptureRow.from_line(line)
-        for _ in decoder.iter_feed(row.data, row.lsn):
+        for _ in decoder.iter_feed(row.data, row.lsn, snapshot=row.snapshot):
             pass
     return decoder
 
@@ -249,6 +253,13 @@ class _Splitter:
                 self.chunk_prelude = [*self.types.values(), *self.relations.values(),
                                       *self.last_tx]
             kind = _line_type(line)
+            if _SNAPSHOT in line:
+                # an initial snapshot's block (one marker sequence): here, up to its Commit
+                tail: list[str] = []
+                self.here(_chain((number, line), self._until_commit(numbered, tail)))
+                if not tail:
+                    return
+                continue
             if kind not in _PLAIN:
                 if not line.strip():
                     self.chunk.append(line)
@@ -274,7 +285,7 @@ class _Splitter:
                 tx_lines += 1
                 if tx_lines > self.big_lines:
                     # one big transaction: here, with the memory limit, up to its Commit
-                    tail: list[str] = []
+                    tail = []
                     self.here(self._until_commit(numbered, tail))
                     if not tail:  # the capture ended, or the rest went here
                         return

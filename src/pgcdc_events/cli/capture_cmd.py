@@ -30,6 +30,7 @@ from pgcdc_events.adapters import (
     run_capture,
 )
 from pgcdc_events.adapters.names import split_identifiers
+from pgcdc_events.adapters.snapshot import DEFAULT_SNAPSHOT_MODE, SNAPSHOT_MODES
 from pgcdc_events.adapters.stream import StreamReader
 from pgcdc_events.cli.decode_cmd import load_config
 from pgcdc_events.errors import ConfigurationError
@@ -73,6 +74,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
     opts.add_argument("--two-phase", action=argparse.BooleanOptionalAction, default=None,
                       help="decode prepared transactions at PREPARE (default: as the slot was "
                       "created)")
+    slot.add_argument("--snapshot-mode", choices=SNAPSHOT_MODES, default=None,
+                      help="the connector's snapshot.mode: initial (capture's default): a new "
+                      "output starts with the published tables' rows, read in the snapshot "
+                      "the slot exports when --create-slot creates it, then streams; "
+                      "initial_only: the snapshot, then stop; when_needed: as initial, and "
+                      "again when the output's slot is gone (with --create-slot); no_data "
+                      "(tail's default): no snapshot, stream from the slot's position")
     slot.add_argument("--reader", choices=("stream", "sql"), default="stream",
                       help="stream: hold the slot on a replication connection (the server "
                       "refuses any other reader; the default); sql: peek through SQL functions "
@@ -206,6 +214,8 @@ def run(args: argparse.Namespace, name: str) -> int:
     if not decode and (args.config or args.overrides or args.catalog):
         raise ConfigurationError("--config, -c and --catalog shape Debezium records: "
                                  "add --decode")
+    snapshot_mode = args.snapshot_mode or (DEFAULT_SNAPSHOT_MODE if name == "capture"
+                                           else "no_data")
     memory = int(args.memory_limit * _MIB)
     options = DecodingOptions(proto_version=args.proto_version, binary=args.binary,
                               messages=args.messages, streaming=args.streaming,
@@ -257,11 +267,15 @@ def run(args: argparse.Namespace, name: str) -> int:
                 create_slot=args.create_slot, create_publication=args.create_publication,
                 tables=tuple(args.table) if args.table else None, retry_for=args.retry_for,
                 should_stop=should_stop, progress=progress, advance=advance,
-                notify=None if args.quiet else notify,
+                notify=None if args.quiet else notify, snapshot_mode=snapshot_mode,
             )
     finally:
         output.close()
         reader.close()
+    if not args.quiet and stats.snapshot_tables:
+        print(f"pgcdc-events {name}: snapshot of {stats.snapshot_tables:,} tables, "
+              f"{stats.snapshot_rows:,} rows, consistent with the slot at {stats.lsn}",
+              file=sys.stderr, flush=True)
     if not args.quiet:
         print(f"pgcdc-events {name}: done ({stats.stopped_by}), {stats.changes:,} changes in "
               f"{stats.units:,} transactions; position {stats.lsn or '-'}",

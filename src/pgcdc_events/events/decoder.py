@@ -23,7 +23,7 @@ from pgcdc_events.errors import ConfigurationError, ConversionError, ProtocolErr
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.metrics import StreamingMetrics
 from pgcdc_events.events.records import ChangeRecord, Header
-from pgcdc_events.events.snapshot import SnapshotRow, snapshot_records
+from pgcdc_events.events.snapshot import SnapshotRow, SnapshotSequence, snapshot_records
 from pgcdc_events.events.source import SOURCE_SCHEMA
 from pgcdc_events.events.special import (
     heartbeat_record,
@@ -137,18 +137,25 @@ class EventDecoder:
         self._prepare_buffer: ChangeBuffer | None = None
         self._last_heartbeat_ns: int | None = None
         self._headers = self._context_headers(run_id or str(uuid.uuid4()))
+        #: The snapshot block being read from a capture (between its Begin and Commit).
+        self._snapshot: SnapshotSequence | None = None
 
     # -- input ---------------------------------------------------------------------
-    def feed(self, data: bytes | bytearray | memoryview, lsn: int) -> list[ChangeRecord]:
-        """Parse one pgoutput message at WAL position ``lsn`` and return its records."""
-        return self.handle(self.reader.read(data), lsn)
+    def feed(self, data: bytes | bytearray | memoryview, lsn: int, *, snapshot: bool = False
+             ) -> list[ChangeRecord]:
+        """Parse one pgoutput message at WAL position ``lsn`` and return its records.
+
+        ``snapshot``: the message belongs to a snapshot block of a capture (see
+        :mod:`pgcdc_events.protocol.capture`): its Inserts are read (``r``) events.
+        """
+        return self.handle(self.reader.read(data), lsn, snapshot=snapshot)
 
     def feed_row(self, row: CaptureRow) -> list[ChangeRecord]:
         """:meth:`feed` for one row of the capture interchange format."""
-        return self.handle(self.reader.read(row.data), row.lsn)
+        return self.handle(self.reader.read(row.data), row.lsn, snapshot=row.snapshot)
 
-    def iter_feed(self, data: bytes | bytearray | memoryview, lsn: int
-                  ) -> Iterator[ChangeRecord]:
+    def iter_feed(self, data: bytes | bytearray | memoryview, lsn: int, *,
+                  snapshot: bool = False) -> Iterator[ChangeRecord]:
         """:meth:`feed`, lazily: the records of a Stream Commit or Commit Prepared are
         produced one at a time, read back from the spill file as they are needed, so a
         transaction of millions of changes never sits in memory as records.
@@ -157,9 +164,9 @@ class EventDecoder:
         (metrics, ``flushable_lsn``) when it is exhausted.
         """
         message = self.reader.read(data)
-        lazy = _LAZY_HANDLERS.get(type(message))
+        lazy = None if snapshot else _LAZY_HANDLERS.get(type(message))
         if lazy is None:
-            return iter(self.handle(message, lsn))
+            return iter(self.handle(message, lsn, snapshot=snapshot))
         lsn = int(lsn)
         self.metrics.last_lsn = lsn
         return lazy(self, message, lsn)
@@ -168,11 +175,15 @@ class EventDecoder:
         """All records of a sequence of capture rows, in order."""
         out: list[ChangeRecord] = []
         for row in rows:
-            out += self.handle(self.reader.read(row.data), row.lsn)
+            out += self.handle(self.reader.read(row.data), row.lsn, snapshot=row.snapshot)
         return out
 
-    def handle(self, message: Message, lsn: int) -> list[ChangeRecord]:
-        """The records produced by one parsed message at WAL position ``lsn``."""
+    def handle(self, message: Message, lsn: int, *, snapshot: bool = False
+               ) -> list[ChangeRecord]:
+        """The records produced by one parsed message at WAL position ``lsn``
+        (``snapshot``: a message of a capture's snapshot block)."""
+        if snapshot or self._snapshot is not None:
+            return self._snapshot_message(message, int(lsn), snapshot)
         handler = _HANDLERS.get(type(message))
         if handler is None:
             raise ProtocolError("a pgoutput message object", detail=type(message).__name__)
@@ -195,6 +206,37 @@ class EventDecoder:
     def keepalive(self, lsn: int) -> list[ChangeRecord]:
         """Report progress (a keepalive or an idle poll at ``lsn``); a heartbeat when one is due."""
         return self._maybe_heartbeat(lsn)
+
+    # -- snapshot blocks of a capture ---------------------------------------------------
+    def _snapshot_message(self, message: Message, lsn: int, snapshot: bool
+                          ) -> list[ChangeRecord]:
+        """A snapshot block: Begin (its LSN and xid are the snapshot's), Type and Relation
+        messages, an Insert a row (a read event, marked by :class:`SnapshotSequence`),
+        Commit. A streamed message inside the block means the capture is damaged."""
+        kind = type(message).__name__
+        if not snapshot:
+            raise ProtocolError("the snapshot block's Commit before any streamed message",
+                                offset=0, detail=f"a streamed {kind} at LSN {Lsn(lsn)}")
+        sequence_ = self._snapshot
+        if isinstance(message, (Relation, Type)):
+            return _HANDLERS[type(message)](self, message, lsn)
+        if isinstance(message, Begin) and sequence_ is None:
+            self._snapshot = SnapshotSequence(self, lsn=message.final_lsn, xid=message.xid)
+            return []
+        if sequence_ is None:
+            raise ProtocolError("a snapshot block opened by a Begin", offset=0,
+                                detail=f"a snapshot {kind} at LSN {Lsn(lsn)} first")
+        if isinstance(message, Insert):
+            table = self.table(message.relation_id)
+            if table is None:
+                self.metrics.events_filtered += 1
+                return []
+            return sequence_.push(table, message.new)
+        if isinstance(message, Commit):
+            self._snapshot = None
+            return sequence_.finish()
+        raise ProtocolError("only Begin, Type, Relation, Insert and Commit in a snapshot block",
+                            offset=0, detail=f"a snapshot {kind} at LSN {Lsn(lsn)}")
 
     # -- schema messages ---------------------------------------------------------------
     def _relation(self, message: Relation, lsn: int) -> list[ChangeRecord]:

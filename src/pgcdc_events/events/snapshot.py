@@ -27,7 +27,8 @@ from pgcdc_events.types.schema import Struct
 if TYPE_CHECKING:
     from pgcdc_events.events.decoder import EventDecoder
 
-__all__ = ["SnapshotRow", "relation_from_catalog", "snapshot_records"]
+__all__ = ["SnapshotRow", "SnapshotSequence", "relation_from_catalog", "snapshot_records",
+           "snapshot_tuple"]
 
 #: One row's values as text (``None`` for NULL), in the table's column order.
 SnapshotRow = Sequence[bytes | str | None]
@@ -46,7 +47,8 @@ def relation_from_catalog(table: CatalogTable) -> Relation:
     return Relation(table.oid, table.namespace, table.name, table.replica_identity, columns)
 
 
-def _tuple(row: SnapshotRow, width: int, table: str) -> TupleData:
+def snapshot_tuple(row: SnapshotRow, width: int, table: str) -> TupleData:
+    """The pgoutput tuple of one snapshot row: text values (``None`` for NULL)."""
     if len(row) != width:
         raise ConfigurationError(f"snapshot row of {table} has {len(row)} values, expected {width}")
     values = tuple(v.encode() if isinstance(v, str) else v for v in row)
@@ -54,9 +56,8 @@ def _tuple(row: SnapshotRow, width: int, table: str) -> TupleData:
     return TupleData(kinds, values)
 
 
-def _rows(decoder: EventDecoder, tables: Iterable[tuple[CatalogTable, Iterable[SnapshotRow]]],
-          lsn: int) -> Iterator[tuple[TableSchema, tuple[Any, ...]]]:
-    """Converted rows; conversion failures follow the decoder's two failure modes."""
+def _rows(decoder: EventDecoder, tables: Iterable[tuple[CatalogTable, Iterable[SnapshotRow]]]
+          ) -> Iterator[tuple[TableSchema, TupleData]]:
     for table, rows in tables:
         if not decoder.config.includes_table(table.namespace, table.name):
             continue
@@ -64,12 +65,54 @@ def _rows(decoder: EventDecoder, tables: Iterable[tuple[CatalogTable, Iterable[S
                                     table, decoder.on_conversion_error)
         width = len(schema.relation.columns)
         for row in rows:
-            try:
-                converted = schema.row(_tuple(row, width, schema.qualified))
-            except ConversionError as error:
-                decoder._event_failed(error, schema, lsn)
-                continue
-            yield schema, converted
+            yield schema, snapshot_tuple(row, width, schema.qualified)
+
+
+class SnapshotSequence:
+    """The read events of one snapshot, row by row, marked as the connector marks them.
+
+    A row's marker depends on the row after it (the last of its table, the last of
+    all), so :meth:`push` returns the event of the *previous* row and :meth:`finish`
+    the last one. Conversion failures follow the decoder's two failure modes (the
+    row is skipped, or the error raised). :func:`snapshot_records` and the decoder's
+    snapshot rows in captures (``EventDecoder.feed(..., snapshot=True)``) both use it.
+    """
+
+    def __init__(self, decoder: EventDecoder, *, lsn: int, xid: int | None = None,
+                 incremental: bool = False) -> None:
+        self.decoder = decoder
+        self.lsn = lsn
+        self.xid = xid
+        self.incremental = incremental
+        self._previous: TableSchema | None = None
+        self._current: tuple[TableSchema, tuple[Any, ...]] | None = None
+        self._first = True
+
+    def push(self, table: TableSchema, new: TupleData) -> list[ChangeRecord]:
+        """Take one row of ``table``; returns the previous row's event (if any)."""
+        try:
+            converted = table.row(new)
+        except ConversionError as error:
+            self.decoder._event_failed(error, table, self.lsn)
+            return []
+        out: list[ChangeRecord] = []
+        current = self._current
+        if current is not None:
+            out.append(_read(self.decoder, current, self.lsn, self.xid, _marker(
+                self.incremental, self._first, False, current[0] is not self._previous,
+                table is not current[0])))
+            self._first = False
+            self._previous = current[0]
+        self._current = (table, converted)
+        return out
+
+    def finish(self) -> list[ChangeRecord]:
+        """The last row's event (marked ``last``), once no row follows."""
+        current, self._current = self._current, None
+        if current is None:
+            return []
+        return [_read(self.decoder, current, self.lsn, self.xid, _marker(
+            self.incremental, self._first, True, current[0] is not self._previous, True))]
 
 
 def snapshot_records(
@@ -86,19 +129,10 @@ def snapshot_records(
     ``consistent_point``), ``xid`` the snapshot transaction's id if known. Tables
     outside the configured filters are skipped.
     """
-    previous: TableSchema | None = None
-    current: tuple[TableSchema, tuple[Any, ...]] | None = None
-    first = True
-    for item in _rows(decoder, tables, lsn):
-        if current is not None:
-            yield _read(decoder, current, lsn, xid, _marker(
-                incremental, first, False, current[0] is not previous, item[0] is not current[0]))
-            first = False
-            previous = current[0]
-        current = item
-    if current is not None:
-        yield _read(decoder, current, lsn, xid,
-                    _marker(incremental, first, True, current[0] is not previous, True))
+    sequence_ = SnapshotSequence(decoder, lsn=lsn, xid=xid, incremental=incremental)
+    for table, new in _rows(decoder, tables):
+        yield from sequence_.push(table, new)
+    yield from sequence_.finish()
 
 
 def _marker(incremental: bool, first: bool, last: bool, first_in_table: bool,

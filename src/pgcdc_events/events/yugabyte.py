@@ -178,11 +178,12 @@ class YugabyteEventDecoder(EventDecoder):
                                      yboutput=True)
         self._yb: dict[TableSchema, YugabyteTable] = {}
 
-    def handle(self, message: Message, lsn: int) -> list[ChangeRecord]:
+    def handle(self, message: Message, lsn: int, *, snapshot: bool = False
+               ) -> list[ChangeRecord]:
         """:meth:`EventDecoder.handle`; a Relation also gets its yboutput schemas."""
         if type(message) is Relation:
             return self._yb_relation(message, int(lsn))
-        return super().handle(message, lsn)
+        return super().handle(message, lsn, snapshot=snapshot)
 
     def yugabyte_table(self, relation_id: int) -> YugabyteTable | None:
         """The yboutput schemas in force for a relation OID (``None`` when filtered out or

@@ -4,6 +4,13 @@ One pgoutput message a line, exactly what
 ``SELECT lsn, xid, encode(data, 'hex') FROM pg_logical_slot_peek_binary_changes(...)``
 returns: ``lsn`` in PostgreSQL's ``X/Y`` text form, ``xid`` an integer, ``data``
 the message bytes in hex. The CLI, the tests and the Spark layer all read it.
+
+Rows of an initial snapshot carry a fourth key, ``"snapshot": true``: the snapshot
+is a block of pgoutput messages built from the rows the tables held (a Begin, the
+Type and Relation messages of each table, one Insert a row with the values' text
+output, a Commit), all at the LSN the snapshot is consistent with; decoders turn its
+Inserts into read (``op: r``) events. A line without the key is a streamed message,
+so captures written before snapshots existed read as before.
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ def _rebuild_capture_error(expected: str, line: int, detail: str | None) -> Capt
 
 # The lines dump_capture_row writes (what capture, the recorder and the tools write). They
 # take a fast path; any other valid line goes through json.loads and from_json.
-_CANONICAL = re.compile(
+_CANONICAL = re.compile(  # (a snapshot row's fourth key takes the general path)
     r'\{"lsn": "([0-9A-F]{1,8})/([0-9A-F]{1,8})", "xid": (null|[1-9][0-9]{0,9}|0), '
     r'"data": "([0-9a-f]*)"\}\r?\n?'
 ).fullmatch
@@ -56,6 +63,8 @@ class CaptureRow:
     lsn: Lsn
     xid: int | None
     data: bytes
+    #: Part of an initial snapshot (``"snapshot": true``), not of the stream.
+    snapshot: bool = False
 
     @classmethod
     def from_json(cls, obj: Any, *, line: int = 0) -> CaptureRow:
@@ -63,6 +72,9 @@ class CaptureRow:
         if not isinstance(obj, dict):
             raise CaptureError("a JSON object", line=line, detail=type(obj).__name__)
         lsn, xid, data = obj.get("lsn"), obj.get("xid"), obj.get("data")
+        snapshot = obj.get("snapshot", False)
+        if not isinstance(snapshot, bool):
+            raise CaptureError("'snapshot' as true or false", line=line, detail=repr(snapshot))
         if isinstance(lsn, str):
             try:
                 lsn_value = Lsn.parse(lsn)
@@ -84,7 +96,7 @@ class CaptureRow:
             raw = bytes.fromhex(data)
         except ValueError:
             raise CaptureError("'data' as a hex string", line=line, detail=data[:80]) from None
-        return cls(lsn_value, xid, raw)
+        return cls(lsn_value, xid, raw, snapshot)
 
     @classmethod
     def from_line(cls, line: str | bytes, *, line_number: int = 0) -> CaptureRow:
@@ -104,8 +116,11 @@ class CaptureRow:
         return cls.from_json(obj, line=line_number)
 
     def to_json(self) -> dict[str, Any]:
-        """The interchange object for this row."""
-        return {"lsn": str(self.lsn), "xid": self.xid, "data": self.data.hex()}
+        """The interchange object for this row (``"snapshot"`` only on snapshot rows)."""
+        obj: dict[str, Any] = {"lsn": str(self.lsn), "xid": self.xid, "data": self.data.hex()}
+        if self.snapshot:
+            obj["snapshot"] = True
+        return obj
 
 
 def iter_capture(lines: Iterable[str | bytes]) -> Iterator[CaptureRow]:
