@@ -88,7 +88,7 @@ def run(rows: int, batch: int) -> dict[str, dict[str, float]]:
             results[name] = _measure(
                 [sys.executable, "-m", "pgcdc_events", "capture", "--dsn", dsn, "--slot", slot,
                  "--publication", "bench_pub", "--proto-version", "1", "--quiet",
-                 "--output", f"{tmp}/{slot}/", *extra], env)
+                 "--output", f"{tmp}/{slot}/", "--snapshot-mode", "no_data", *extra], env)
         for result in results.values():
             result["rows_per_s"] = rows / result["seconds"]
         base = results["pg_recvlogical"]["rows_per_s"]

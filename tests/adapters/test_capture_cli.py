@@ -29,7 +29,7 @@ def url(pg_cluster: TempCluster, pg_conn: Any) -> str:
 def _capture(url: str, output: Path, *extra: str) -> int:
     """Capture into ``output``: a directory (it holds capture.jsonl or events.jsonl)."""
     return main(["capture", "--dsn", url, "--slot", "s", "--publication", "p",
-                 "--output", f"{output}/", *extra])
+                 "--output", f"{output}/", "--snapshot-mode", "no_data", *extra])
 
 
 def _lines(path: Path) -> list[str]:
@@ -130,7 +130,7 @@ def test_ctrl_c_stops_after_the_current_read(url: str, pg_conn: Any, tmp_path: P
     assert _capture(url, out, "--create-slot", "--create-publication", "-q") == 0
     proc = subprocess.Popen([sys.executable, "-m", "pgcdc_events", "capture", "--dsn", url,
                              "--slot", "s", "--publication", "p", "--output", f"{out}/",
-                             "--follow", "--poll-interval", "0.1"],
+                             "--snapshot-mode", "no_data", "--follow", "--poll-interval", "0.1"],
                             stderr=subprocess.PIPE, cwd=ROOT)
     try:
         pg_conn.run("INSERT INTO t VALUES (1, 'x')")

@@ -113,7 +113,7 @@ def _ssl_in_use(dsn: str) -> bool:
 
 def _capture(dsn: str, out: Path, *extra: str) -> int:
     return main(["capture", "--dsn", dsn, "--slot", "s", "--publication", "p", "--output",
-                 f"{out}/", "-q", *extra])
+                 f"{out}/", "-q", "--snapshot-mode", "no_data", *extra])
 
 
 # ---------------------------------------------------------------- TLS
@@ -225,7 +225,7 @@ def test_passwords_come_from_where_libpq_takes_them(secure: tuple[TempCluster, P
     dsn_file = tmp_path / "dsn"
     dsn_file.write_text(f"{dsn} password='{SECRET}'\n")
     assert main(["capture", "--dsn-file", str(dsn_file), "--slot", "s", "--publication", "p",
-                 "--output", f"{tmp_path / 'o2'}/", "-q"]) == 0
+                 "--output", f"{tmp_path / 'o2'}/", "-q", "--snapshot-mode", "no_data"]) == 0
 
 
 def test_a_missing_password_is_an_authentication_error_not_retried(

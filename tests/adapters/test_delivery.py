@@ -291,7 +291,7 @@ CRASH_WRAPPER = textwrap.dedent('''
 def capture_args(cluster: TempCluster, output: Path, *extra: str, reader: str = "stream"
                  ) -> list[str]:
     return ["capture", "--dsn", cluster.url(), "--slot", "cap", "--publication", "pub",
-            "--reader", reader,
+            "--reader", reader, "--snapshot-mode", "no_data",
             "--output", f"{output}/", "--streaming", "on", "--two-phase", "--quiet",
             "--batch-rows", "300", "--poll-interval", "0.05", "--memory-limit", "1",
             "--retry-for", "120", *extra]

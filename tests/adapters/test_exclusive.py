@@ -39,7 +39,7 @@ def url(pg_cluster: TempCluster, pg_conn: Any) -> str:
 
 def _args(url: str, out: Path, *extra: str) -> list[str]:
     return ["capture", "--dsn", url, "--slot", "s", "--publication", "p", "--output",
-            f"{out}/", *extra]
+            f"{out}/", "--snapshot-mode", "no_data", *extra]
 
 
 def _inserted_ids(path: Path) -> list[int]:
@@ -167,8 +167,8 @@ def test_a_failed_first_run_leaves_nothing_behind(url: str, pg_conn: Any,
     pg_conn.run("SELECT pg_create_logical_replication_slot('other', 'pgoutput')")
     # a wrong slot name first, then the right one: the output is not tied to the wrong one
     assert main(["capture", "--dsn", url, "--slot", "wrong", "--publication", "p",
-                 "--output", f"{out}/", "-q"]) == 1
+                 "--output", f"{out}/", "-q", "--snapshot-mode", "no_data"]) == 1
     assert main(["capture", "--dsn", url, "--slot", "other", "--publication", "p",
-                 "--output", f"{out}/", "-q"]) == 0
+                 "--output", f"{out}/", "-q", "--snapshot-mode", "no_data"]) == 0
     assert json.loads((out / "capture.jsonl.checkpoint.json").read_text())["slot"] == "other"
     assert os.stat(out / "capture.jsonl").st_size == 0

@@ -26,7 +26,7 @@ def url(pg_cluster: TempCluster, pg_conn: Any) -> str:
 
 def _capture(url: str, out: Path, *extra: str, publication: str = "p") -> int:
     return main(["capture", "--dsn", url, "--slot", "s", "--publication", publication,
-                 "--output", f"{out}/", "-q", *extra])
+                 "--output", f"{out}/", "-q", "--snapshot-mode", "no_data", *extra])
 
 
 def _published(pg_conn: Any, pub: str) -> list[str]:

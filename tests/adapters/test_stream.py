@@ -33,7 +33,7 @@ def url(pg_cluster: TempCluster, pg_conn: Any) -> str:
 
 def _args(url: str, slot: str, out: Path, *extra: str) -> list[str]:
     return ["capture", "--dsn", url, "--slot", slot, "--publication", "p", "--output",
-            f"{out}/", "-q", *extra]
+            f"{out}/", "-q", "--snapshot-mode", "no_data", *extra]
 
 
 def _wait_active(pg_conn: Any, slot: str, active: bool = True) -> int | None:

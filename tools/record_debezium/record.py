@@ -295,7 +295,7 @@ def scan_capture(rows: list[CaptureRow], streaming: bool) -> dict[str, Any]:
         elif kind in "IUD":
             relid = int.from_bytes(data[pos:pos + 4], "big")
             table = relations.get(relid, f"relid:{relid}")
-            dml[table][{"I": "c", "U": "u", "D": "d"}[kind]] += 1
+            dml[table]["r" if row.snapshot else {"I": "c", "U": "u", "D": "d"}[kind]] += 1
             if kind == "U":
                 unchanged[table] += _count_unchanged_in_update(data, pos + 4)
         elif kind == "T":
@@ -449,6 +449,7 @@ def _counts_agree(capture: dict[str, int], debezium: dict[str, int],
         "u": 0 if "u" in skipped else cap("u") - k,
         "d": 0 if "d" in skipped else cap("d") + k,
         "t": 0 if "t" in skipped else cap("t"),
+        "r": cap("r"),  # snapshot rows (Inserts of the capture's snapshot block)
     }
     agree = k >= 0 and all(got(op) == n for op, n in expected.items()) and not (
         set(debezium) - set(expected))
@@ -529,6 +530,41 @@ def _wait(predicate: Any, timeout: float, what: str, proc: subprocess.Popen[Any]
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
+SNAPSHOT_MODES = frozenset({"initial", "initial_only", "when_needed", "no_data"})
+SNAPSHOT_HOW = ("pgcdc_events.adapters.run_capture(snapshot_mode='initial_only', "
+                "create_slot=True) on slot 'capture' before any change: "
+                "CREATE_REPLICATION_SLOT ... (SNAPSHOT 'export'), COPY in the imported snapshot")
+
+
+def take_snapshot(cluster: TempCluster, database: str) -> list[CaptureRow]:
+    """Create slot ``capture`` with pgcdc-events' initial snapshot; its capture rows."""
+    import io
+
+    from pgcdc_events.adapters import (
+        CaptureSink,
+        SlotReader,
+        StreamOutput,
+        run_capture,
+    )
+    from pgcdc_events.protocol.capture import iter_capture
+
+    buffer = io.BytesIO()
+    url = f"postgresql://{cluster.user}@{cluster.host}:{cluster.port}/{database}"
+    reader = SlotReader(url, slot="capture", publications=["dbz_publication"])
+    output = StreamOutput(buffer, kind="capture", slot="capture",
+                          publications=("dbz_publication",))
+    try:
+        run_capture(reader, output, CaptureSink(), create_slot=True,
+                    snapshot_mode="initial_only")
+    finally:
+        reader.close()
+    rows = list(iter_capture(buffer.getvalue().decode("utf-8").splitlines()))
+    if not rows or not all(r.snapshot for r in rows):
+        raise RuntimeError(f"the snapshot of {database} wrote {len(rows)} rows, not all "
+                           "marked snapshot")
+    return rows
+
+
 def record_one(cluster: TempCluster, corpus: Corpus, mode: str, mode_path: Path, classpath: str,
                out_root: Path, work: Path, versions: dict[str, str]) -> Recording:
     started = time.monotonic()
@@ -547,15 +583,21 @@ def record_one(cluster: TempCluster, corpus: Corpus, mode: str, mode_path: Path,
     conn = connect(cluster, database)
     query(conn, f"CREATE TABLE {SENTINEL_TABLE} (id int PRIMARY KEY, label text)")
 
-    # 2. Publication and both slots, before any change.
-    query(conn, "CREATE PUBLICATION dbz_publication FOR ALL TABLES")
-    query(conn, "SELECT pg_create_logical_replication_slot('dbz', 'pgoutput')")
-    query(conn, "SELECT pg_create_logical_replication_slot('capture', 'pgoutput')")
-
     # 3. Connector configuration: base, then the mode, then per-run keys.
     props = read_properties(BASE_PROPERTIES)
     props["database.dbname"] = database
     props.update(read_properties(mode_path))
+
+    # 2. Publication and both slots, before any change. With a snapshot mode, slot
+    # "capture" is created by pgcdc-events' capture with its exported snapshot, and the
+    # rows of that snapshot start the capture.
+    query(conn, "CREATE PUBLICATION dbz_publication FOR ALL TABLES")
+    query(conn, "SELECT pg_create_logical_replication_slot('dbz', 'pgoutput')")
+    snapshot_rows: list[CaptureRow] = []
+    if props.get("snapshot.mode", "no_data") in SNAPSHOT_MODES - {"no_data"}:
+        snapshot_rows = take_snapshot(cluster, database)
+    else:
+        query(conn, "SELECT pg_create_logical_replication_slot('capture', 'pgoutput')")
     if props.get("table.include.list"):
         # The recorder waits for the sentinel: keep its table in any include filter.
         props["table.include.list"] += f",public\\.{SENTINEL_TABLE}"
@@ -651,8 +693,9 @@ def record_one(cluster: TempCluster, corpus: Corpus, mode: str, mode_path: Path,
     peeked = query(conn, "SELECT lsn::text, xid::text, data FROM "
                          "pg_logical_slot_peek_binary_changes('capture', NULL, NULL, VARIADIC %s)",
                    (flat,))
-    capture = [CaptureRow(Lsn.parse(lsn), int(xid) if xid is not None else None, bytes(data))
-               for lsn, xid, data in peeked]
+    capture = snapshot_rows + [
+        CaptureRow(Lsn.parse(lsn), int(xid) if xid is not None else None, bytes(data))
+        for lsn, xid, data in peeked]
     streaming = options.get("streaming", "false").lower() in ("on", "true", "1", "parallel")
     scan = scan_capture(capture, streaming)
     columns = table_columns(conn)
@@ -698,6 +741,8 @@ def record_one(cluster: TempCluster, corpus: Corpus, mode: str, mode_path: Path,
         "capture_query": "SELECT lsn, xid, encode(data, 'hex') FROM "
                          "pg_logical_slot_peek_binary_changes('capture', NULL, NULL"
                          + "".join(f", '{v}'" for v in flat) + ")",
+        "capture_snapshot": ({"rows": len(snapshot_rows), "how": SNAPSHOT_HOW}
+                             if snapshot_rows else None),
         "record_count": len(records),
         "capture_rows": len(capture),
         "catalog_json": catalog_written,

@@ -218,10 +218,16 @@ class EventDecoder:
             raise ProtocolError("the snapshot block's Commit before any streamed message",
                                 offset=0, detail=f"a streamed {kind} at LSN {Lsn(lsn)}")
         sequence_ = self._snapshot
-        if isinstance(message, (Relation, Type)):
-            return _HANDLERS[type(message)](self, message, lsn)
+        if isinstance(message, Type):
+            return self._type(message, lsn)
+        if isinstance(message, Relation):
+            self._relation(message, lsn)  # (a filtered table is not part of the snapshot)
+            table = self._tables[message.relation_id]
+            return [] if sequence_ is None or table is None else sequence_.start_table(table)
         if isinstance(message, Begin) and sequence_ is None:
-            self._snapshot = SnapshotSequence(self, lsn=message.final_lsn, xid=message.xid)
+            self._snapshot = SnapshotSequence(
+                self, lsn=message.final_lsn, xid=message.xid,
+                ts_us=pg_timestamp_to_unix_us(message.commit_time))
             return []
         if sequence_ is None:
             raise ProtocolError("a snapshot block opened by a Begin", offset=0,

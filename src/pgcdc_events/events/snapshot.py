@@ -5,9 +5,10 @@ transaction exported by the slot's creation so that streaming continues exactly
 where the snapshot ends. This module turns those rows — values as PostgreSQL's
 output functions print them, as ``COPY ... TO STDOUT`` or a text-format driver
 returns them — into read events with the same type mapper as streaming, and marks
-``source.snapshot`` as the connector does: ``first`` on the very first record,
-``first_in_data_collection`` and ``last_in_data_collection`` at each table's
-boundaries, ``last`` on the very last, ``true`` elsewhere, or ``incremental``
+``source.snapshot`` as the connector does (:class:`SnapshotSequence`): ``first`` on
+the first row of the first table, ``first_in_data_collection`` and
+``last_in_data_collection`` at each table's boundaries, ``last`` on the last row of
+the last table, ``true`` elsewhere, or ``incremental``
 throughout for incremental snapshots.
 """
 
@@ -57,62 +58,84 @@ def snapshot_tuple(row: SnapshotRow, width: int, table: str) -> TupleData:
 
 
 def _rows(decoder: EventDecoder, tables: Iterable[tuple[CatalogTable, Iterable[SnapshotRow]]]
-          ) -> Iterator[tuple[TableSchema, TupleData]]:
+          ) -> Iterator[tuple[TableSchema, Iterable[SnapshotRow]]]:
     for table, rows in tables:
         if not decoder.config.includes_table(table.namespace, table.name):
             continue
-        schema = build_table_schema(relation_from_catalog(table), decoder.mapper, decoder.config,
-                                    table, decoder.on_conversion_error)
-        width = len(schema.relation.columns)
-        for row in rows:
-            yield schema, snapshot_tuple(row, width, schema.qualified)
+        yield build_table_schema(relation_from_catalog(table), decoder.mapper, decoder.config,
+                                 table, decoder.on_conversion_error), rows
 
 
 class SnapshotSequence:
-    """The read events of one snapshot, row by row, marked as the connector marks them.
+    """The read events of one snapshot, table by table and row by row, marked as the
+    connector marks them (``RelationalSnapshotChangeEventSource.setSnapshotMarker``).
 
-    A row's marker depends on the row after it (the last of its table, the last of
-    all), so :meth:`push` returns the event of the *previous* row and :meth:`finish`
-    the last one. Conversion failures follow the decoder's two failure modes (the
-    row is skipped, or the error raised). :func:`snapshot_records` and the decoder's
-    snapshot rows in captures (``EventDecoder.feed(..., snapshot=True)``) both use it.
+    Every table of the snapshot counts, empty ones too: the first row of the *first
+    table* is ``first``, the last row of the *last table* is ``last`` (so an empty
+    first or last table means no ``first`` or ``last``), and ``last`` wins over
+    ``first``, ``last_in_data_collection`` over ``first_in_data_collection`` (a table
+    of one row in the middle is ``last_in_data_collection``); ``true`` elsewhere.
+
+    A row's marker depends on what follows it, so :meth:`start_table` and
+    :meth:`push` return the event of the row before (if any) and :meth:`finish` the
+    last one. A row that fails conversion follows the decoder's failure modes (raised,
+    or skipped: it still counts as a row for its neighbours' markers, as in the
+    connector, where the marker is set before the event is converted).
+    :func:`snapshot_records` and the snapshot blocks of captures
+    (``EventDecoder.feed(..., snapshot=True)``) both use it.
     """
 
     def __init__(self, decoder: EventDecoder, *, lsn: int, xid: int | None = None,
-                 incremental: bool = False) -> None:
+                 incremental: bool = False, ts_us: int | None = None) -> None:
         self.decoder = decoder
         self.lsn = lsn
         self.xid = xid
         self.incremental = incremental
-        self._previous: TableSchema | None = None
-        self._current: tuple[TableSchema, tuple[Any, ...]] | None = None
-        self._first = True
+        #: The snapshot's time (``source.ts_*``): one for the whole snapshot, as in the
+        #: connector; the decoder's clock when it was not given.
+        self.ts_us = ts_us if ts_us is not None else decoder.clock() // 1000
+        self._tables = 0
+        self._table: TableSchema | None = None
+        self._rows_in_table = 0
+        # the row whose marker waits for what follows: table, values, table index, first?
+        self._pending: tuple[TableSchema, tuple[Any, ...], int, bool] | None = None
+
+    def start_table(self, table: TableSchema) -> list[ChangeRecord]:
+        """The next table of the snapshot begins (call it for empty tables too)."""
+        out = self._flush(last_in_table=True, last_table=False)
+        self._table = table
+        self._tables += 1
+        self._rows_in_table = 0
+        return out
 
     def push(self, table: TableSchema, new: TupleData) -> list[ChangeRecord]:
-        """Take one row of ``table``; returns the previous row's event (if any)."""
+        """Take one row of ``table`` (the current table, or the start of the next)."""
+        out = self.start_table(table) if table is not self._table else []
+        out += self._flush(last_in_table=False, last_table=False)
+        first = self._rows_in_table == 0
+        self._rows_in_table += 1
         try:
             converted = table.row(new)
         except ConversionError as error:
             self.decoder._event_failed(error, table, self.lsn)
-            return []
-        out: list[ChangeRecord] = []
-        current = self._current
-        if current is not None:
-            out.append(_read(self.decoder, current, self.lsn, self.xid, _marker(
-                self.incremental, self._first, False, current[0] is not self._previous,
-                table is not current[0])))
-            self._first = False
-            self._previous = current[0]
-        self._current = (table, converted)
+            return out
+        self._pending = (table, converted, self._tables - 1, first)
         return out
 
     def finish(self) -> list[ChangeRecord]:
-        """The last row's event (marked ``last``), once no row follows."""
-        current, self._current = self._current, None
-        if current is None:
+        """The snapshot ended: the last row's event."""
+        pending = self._pending
+        return self._flush(last_in_table=True,
+                           last_table=pending is not None and pending[2] == self._tables - 1)
+
+    def _flush(self, *, last_in_table: bool, last_table: bool) -> list[ChangeRecord]:
+        pending, self._pending = self._pending, None
+        if pending is None:
             return []
-        return [_read(self.decoder, current, self.lsn, self.xid, _marker(
-            self.incremental, self._first, True, current[0] is not self._previous, True))]
+        table, row, index, first_in_table = pending
+        marker = _marker(self.incremental, first_in_table and index == 0,
+                         last_in_table and last_table, first_in_table, last_in_table)
+        return [_read(self.decoder, (table, row), self.lsn, self.xid, marker, self.ts_us)]
 
 
 def snapshot_records(
@@ -127,11 +150,15 @@ def snapshot_records(
 
     ``lsn`` is the WAL position the snapshot is consistent with (the slot's
     ``consistent_point``), ``xid`` the snapshot transaction's id if known. Tables
-    outside the configured filters are skipped.
+    outside the configured filters are skipped; the others count for the markers
+    even when they have no rows (see :class:`SnapshotSequence`).
     """
     sequence_ = SnapshotSequence(decoder, lsn=lsn, xid=xid, incremental=incremental)
-    for table, new in _rows(decoder, tables):
-        yield from sequence_.push(table, new)
+    for table, rows in _rows(decoder, tables):
+        yield from sequence_.start_table(table)
+        width = len(table.relation.columns)
+        for row in rows:
+            yield from sequence_.push(table, snapshot_tuple(row, width, table.qualified))
     yield from sequence_.finish()
 
 
@@ -139,24 +166,24 @@ def _marker(incremental: bool, first: bool, last: bool, first_in_table: bool,
             last_in_table: bool) -> str:
     if incremental:
         return "incremental"
-    if first:
-        return "first"
     if last:
         return "last"
-    if first_in_table:
-        return "first_in_data_collection"
+    if first:
+        return "first"
     if last_in_table:
         return "last_in_data_collection"
+    if first_in_table:
+        return "first_in_data_collection"
     return "true"
 
 
 def _read(decoder: EventDecoder, item: tuple[TableSchema, tuple[Any, ...]], lsn: int,
-          xid: int | None, marker: str) -> ChangeRecord:
+          xid: int | None, marker: str, ts_us: int) -> ChangeRecord:
     table, row = item
     config = decoder.config
     now = decoder.clock()
     source = source_struct(
-        version=config.version, name=config.topic_prefix, ts_us=now // 1000, snapshot=marker,
+        version=config.version, name=config.topic_prefix, ts_us=ts_us, snapshot=marker,
         db=config.database, sequence=None if marker == "incremental" else sequence(None, lsn),
         schema=table.schema_name, table=table.table_name,
         tx_id=None if marker == "incremental" else xid,
