@@ -249,12 +249,15 @@ def run_capture(
                     break
                 take = _takes_snapshot(snapshot_mode, state)
                 reader.connect()
+                # when_needed: a missing slot means a snapshot, not a slot created bare
+                needed = snapshot_mode == "when_needed" and not take
                 try:
-                    info = _prepare(reader, output, take, state, create_slot=create_slot,
+                    info = _prepare(reader, output, take, state,
+                                    create_slot=create_slot and not needed,
                                     create_publication=create_publication, tables=tables,
                                     mode=snapshot_mode)
                 except SlotNotFoundError:
-                    if not (snapshot_mode == "when_needed" and create_slot):
+                    if not (needed and create_slot):
                         raise
                     # the output's slot is gone: its position is no longer available
                     take = True

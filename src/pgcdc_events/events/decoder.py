@@ -223,7 +223,9 @@ class EventDecoder:
         if isinstance(message, Relation):
             self._relation(message, lsn)  # (a filtered table is not part of the snapshot)
             table = self._tables[message.relation_id]
-            return [] if sequence_ is None or table is None else sequence_.start_table(table)
+            if sequence_ is not None and table is not None:
+                sequence_.start_table(table)
+            return []
         if isinstance(message, Begin) and sequence_ is None:
             self._snapshot = SnapshotSequence(
                 self, lsn=message.final_lsn, xid=message.xid,

@@ -7,8 +7,8 @@ output functions print them, as ``COPY ... TO STDOUT`` or a text-format driver
 returns them — into read events with the same type mapper as streaming, and marks
 ``source.snapshot`` as the connector does (:class:`SnapshotSequence`): ``first`` on
 the first row of the first table, ``first_in_data_collection`` and
-``last_in_data_collection`` at each table's boundaries, ``last`` on the last row of
-the last table, ``true`` elsewhere, or ``incremental``
+``last_in_data_collection`` at each table's boundaries, ``last`` on the very last
+record, ``true`` elsewhere, or ``incremental``
 throughout for incremental snapshots.
 """
 
@@ -40,7 +40,8 @@ def relation_from_catalog(table: CatalogTable) -> Relation:
     full = table.replica_identity == "f"
     ident = {c.name for c in table.columns if (c.replica_identity_position if
                                                table.replica_identity == "i" else
-                                               c.primary_key_position) is not None}
+                                               c.primary_key_position) is not None
+             and table.replica_identity != "n"}  # NOTHING: pgoutput flags no column
     columns = tuple(
         RelationColumn(1 if full or c.name in ident else 0, c.name, c.type_oid, c.type_modifier)
         for c in table.columns if not c.generated
@@ -68,21 +69,24 @@ def _rows(decoder: EventDecoder, tables: Iterable[tuple[CatalogTable, Iterable[S
 
 class SnapshotSequence:
     """The read events of one snapshot, table by table and row by row, marked as the
-    connector marks them (``RelationalSnapshotChangeEventSource.setSnapshotMarker``).
+    connector marks them.
 
-    Every table of the snapshot counts, empty ones too: the first row of the *first
-    table* is ``first``, the last row of the *last table* is ``last`` (so an empty
-    first or last table means no ``first`` or ``last``), and ``last`` wins over
-    ``first``, ``last_in_data_collection`` over ``first_in_data_collection`` (a table
-    of one row in the middle is ``last_in_data_collection``); ``true`` elsewhere.
+    Every table of the snapshot counts, empty ones too (:meth:`start_table`): the
+    first row of the *first table* is ``first`` (an empty first table means no
+    ``first``); the very last record of the snapshot is ``last``, whatever table it is
+    in (the connector holds each record back until the next one comes, and re-marks
+    the one it still holds at the end); at each table's boundaries
+    ``last_in_data_collection`` wins over ``first_in_data_collection`` (a table of one
+    row in the middle is ``last_in_data_collection``); ``true`` elsewhere
+    (``RelationalSnapshotChangeEventSource.setSnapshotMarker`` and
+    ``BufferingSnapshotChangeRecordReceiver.completeSnapshot``; the recordings
+    ``tests/golden/events_snapshot*`` show both).
 
-    A row's marker depends on what follows it, so :meth:`start_table` and
-    :meth:`push` return the event of the row before (if any) and :meth:`finish` the
-    last one. A row that fails conversion follows the decoder's failure modes (raised,
-    or skipped: it still counts as a row for its neighbours' markers, as in the
-    connector, where the marker is set before the event is converted).
-    :func:`snapshot_records` and the snapshot blocks of captures
-    (``EventDecoder.feed(..., snapshot=True)``) both use it.
+    A row's marker depends on what follows it, so :meth:`push` returns the event of
+    the row before (if any) and :meth:`finish` the last one. A row that fails
+    conversion follows the decoder's failure modes (raised, or skipped: it still
+    counts as a row for its neighbours' markers). :func:`snapshot_records` and the
+    snapshot blocks of captures (``EventDecoder.feed(..., snapshot=True)``) both use it.
     """
 
     def __init__(self, decoder: EventDecoder, *, lsn: int, xid: int | None = None,
@@ -97,21 +101,24 @@ class SnapshotSequence:
         self._tables = 0
         self._table: TableSchema | None = None
         self._rows_in_table = 0
-        # the row whose marker waits for what follows: table, values, table index, first?
-        self._pending: tuple[TableSchema, tuple[Any, ...], int, bool] | None = None
+        # the record whose marker waits for what follows: table, values, first of the
+        # first table, first of its table, last of its table (known when a table starts)
+        self._pending: list[Any] | None = None
 
-    def start_table(self, table: TableSchema) -> list[ChangeRecord]:
+    def start_table(self, table: TableSchema) -> None:
         """The next table of the snapshot begins (call it for empty tables too)."""
-        out = self._flush(last_in_table=True, last_table=False)
+        if self._pending is not None:
+            self._pending[4] = True
         self._table = table
         self._tables += 1
         self._rows_in_table = 0
-        return out
 
     def push(self, table: TableSchema, new: TupleData) -> list[ChangeRecord]:
-        """Take one row of ``table`` (the current table, or the start of the next)."""
-        out = self.start_table(table) if table is not self._table else []
-        out += self._flush(last_in_table=False, last_table=False)
+        """Take one row of ``table`` (the current table, or the start of the next);
+        returns the previous record, now that its marker is known."""
+        if table is not self._table:
+            self.start_table(table)
+        out = self._flush()
         first = self._rows_in_table == 0
         self._rows_in_table += 1
         try:
@@ -119,22 +126,19 @@ class SnapshotSequence:
         except ConversionError as error:
             self.decoder._event_failed(error, table, self.lsn)
             return out
-        self._pending = (table, converted, self._tables - 1, first)
+        self._pending = [table, converted, first and self._tables == 1, first, False]
         return out
 
     def finish(self) -> list[ChangeRecord]:
-        """The snapshot ended: the last row's event."""
-        pending = self._pending
-        return self._flush(last_in_table=True,
-                           last_table=pending is not None and pending[2] == self._tables - 1)
+        """The snapshot ended: the last record's event (marked ``last``)."""
+        return self._flush(last=True)
 
-    def _flush(self, *, last_in_table: bool, last_table: bool) -> list[ChangeRecord]:
+    def _flush(self, *, last: bool = False) -> list[ChangeRecord]:
         pending, self._pending = self._pending, None
         if pending is None:
             return []
-        table, row, index, first_in_table = pending
-        marker = _marker(self.incremental, first_in_table and index == 0,
-                         last_in_table and last_table, first_in_table, last_in_table)
+        table, row, first, first_in_table, last_in_table = pending
+        marker = _marker(self.incremental, first, last, first_in_table, last or last_in_table)
         return [_read(self.decoder, (table, row), self.lsn, self.xid, marker, self.ts_us)]
 
 
@@ -155,7 +159,7 @@ def snapshot_records(
     """
     sequence_ = SnapshotSequence(decoder, lsn=lsn, xid=xid, incremental=incremental)
     for table, rows in _rows(decoder, tables):
-        yield from sequence_.start_table(table)
+        sequence_.start_table(table)
         width = len(table.relation.columns)
         for row in rows:
             yield from sequence_.push(table, snapshot_tuple(row, width, table.qualified))

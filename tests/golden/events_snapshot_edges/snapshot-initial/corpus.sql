@@ -1,0 +1,18 @@
+-- The initial snapshot's markers at the edges (issue 13): the first and the last table
+-- in the snapshot's (name) order are empty, and the only row is alone in its table in
+-- the middle. The connector marks by table position, empty tables included: no record
+-- is "first" or "last" here.
+--
+-- @modes: snapshot-initial
+-- @extensions: hstore
+
+SET client_min_messages = warning;
+
+CREATE TABLE a_empty (id int PRIMARY KEY);
+CREATE TABLE m_one (id int PRIMARY KEY, v text);
+CREATE TABLE zz_empty (id int PRIMARY KEY);
+INSERT INTO m_one VALUES (1, 'alone');
+
+-- @changes
+
+INSERT INTO zz_empty VALUES (1);
