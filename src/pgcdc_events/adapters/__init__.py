@@ -44,6 +44,7 @@ from pgcdc_events.adapters.errors import (
     SlotLostError,
     SlotMovedError,
     SlotNotFoundError,
+    SnapshotError,
 )
 from pgcdc_events.adapters.pg8000 import (
     BatchInfo,
@@ -53,10 +54,18 @@ from pgcdc_events.adapters.pg8000 import (
     SlotReader,
     SlotStatus,
 )
+from pgcdc_events.adapters.snapshot import (
+    DEFAULT_SNAPSHOT_MODE,
+    SNAPSHOT_MODES,
+    SnapshotResult,
+    read_snapshot,
+)
 from pgcdc_events.adapters.stream import StreamReader
 from pgcdc_events.adapters.units import CaptureRowCodec, Unit, UnitAssembler
 
 __all__ = [
+    "DEFAULT_SNAPSHOT_MODE",
+    "SNAPSHOT_MODES",
     "AuthenticationError",
     "BatchInfo",
     "CaptureRowCodec",
@@ -87,6 +96,8 @@ __all__ = [
     "SlotNotFoundError",
     "SlotReader",
     "SlotStatus",
+    "SnapshotError",
+    "SnapshotResult",
     "StreamOutput",
     "StreamReader",
     "Unit",
@@ -94,5 +105,6 @@ __all__ = [
     "output_paths",
     "parse_conninfo",
     "parse_dsn",
+    "read_snapshot",
     "run_capture",
 ]
