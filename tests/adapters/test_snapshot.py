@@ -101,6 +101,18 @@ class _WritingSink(CaptureSink):
                 self.during()
 
 
+class _LateReader(StreamReader):
+    """Runs ``before`` just before the snapshot transaction begins: changes committed
+    after the slot's consistent point, before the exported snapshot is imported."""
+
+    before: Any = None
+
+    def run_sql(self, sql: str, *, action: str, **params: Any) -> list[list[Any]]:
+        if action == "start snapshot" and self.before is not None:
+            self.before()
+        return super().run_sql(sql, action=action, **params)
+
+
 def test_writes_during_the_snapshot_are_neither_lost_nor_doubled(
         url: str, pg_conn: Any, pg_cluster: TempCluster, tmp_path: Path) -> None:
     import pg8000.native  # noqa: PLC0415 - only server tests need the driver
@@ -123,10 +135,16 @@ def test_writes_during_the_snapshot_are_neither_lost_nor_doubled(
             writer.run(sql)
             during.append(sql)
 
+    def write_early() -> None:
+        writer.run("UPDATE t SET v = 'early' WHERE id IN (5, 6)")
+        writer.run("INSERT INTO t VALUES (3000, 'early')")
+        during.append("early")
+
     out = tmp_path / "o"
     output = DurableOutput(f"{out}/", kind="capture", slot="s", publications=("p",))
     output.open()
-    reader = StreamReader(url, slot="s", publications=["p"])
+    reader = _LateReader(url, slot="s", publications=["p"])
+    reader.before = write_early
     sink = _WritingSink(1500, write)
     try:
         stats = run_capture(reader, output, sink, create_slot=True, snapshot_mode="initial")
@@ -134,7 +152,7 @@ def test_writes_during_the_snapshot_are_neither_lost_nor_doubled(
         output.close()
         reader.close()
         writer.close()
-    assert len(during) == 6  # the writes ran while the snapshot was being read
+    assert len(during) == 7  # the writes ran while the snapshot was being read
     assert stats.snapshot_rows == 2050 and stats.snapshot_tables == 2
     pg_conn.run("UPDATE t SET v = 'after' WHERE id = 3")
     assert _capture(url, out) == 0  # the rest of the stream
@@ -148,7 +166,7 @@ def test_writes_during_the_snapshot_are_neither_lost_nor_doubled(
     assert ops.count("r") == 2050  # the state before the writes, whole
     assert {e["after"]["v"] for e in events if e["op"] == "r" and "v" in e["after"]} == {
         f"before {i}" for i in range(1, 2001)}
-    assert ops[2050:].count("c") == 101 and ops[2050:].count("d") == 3
+    assert ops[2050:].count("c") == 102 and ops[2050:].count("d") == 3
     assert _apply(events, "id") == _tables(pg_conn)
     assert _checkpoint(out)["snapshot"]["state"] == "done"
 
