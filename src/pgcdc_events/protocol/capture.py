@@ -131,8 +131,15 @@ def iter_capture(lines: Iterable[str | bytes]) -> Iterator[CaptureRow]:
 
 
 def dump_capture_row(row: CaptureRow) -> str:
-    """One interchange line for ``row``, without the newline."""
-    return json.dumps(row.to_json(), separators=(", ", ": "))
+    """One interchange line for ``row``, without the newline: the canonical form (what
+    ``json.dumps(row.to_json(), separators=(", ", ": "))`` writes, built directly)."""
+    if row.snapshot:
+        return json.dumps(row.to_json(), separators=(", ", ": "))
+    lsn = int(row.lsn)
+    xid = "null" if row.xid is None else int(row.xid)
+    return (f'{{"lsn": "{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}", "xid": {xid}, '
+            f'"data": "{row.data.hex()}"}}')
+
 
 
 def write_capture(rows: Iterable[CaptureRow], fh: IO[str]) -> int:
