@@ -84,3 +84,33 @@ def test_the_snapshot_fields_are_the_snapshots(recording: Recording) -> None:
     # the first streamed change comes after both snapshots' positions
     first_stream = next(r for r in recording.capture if not r.snapshot)
     assert first_stream.lsn > begin.lsn
+
+
+def test_decode_and_inspect_read_the_snapshot_block(tmp_path: Any) -> None:
+    """The CLI on a recorded capture: decode (one process and several) writes the read
+    events; inspect marks the snapshot's messages."""
+    from pgcdc_events.cli import main  # noqa: PLC0415
+
+    recording = next(r for r in RECORDINGS if r.corpus == "events_snapshot")
+    capture = recording.path / "capture.jsonl"
+    outputs = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"records-{workers}.jsonl"
+        assert main(["decode", "--capture", str(capture), "--output", str(out), "-q",
+                     "--workers", workers, "--catalog", str(recording.path / "catalog.json"),
+                     "-c", "topic.prefix=pgcdc"]) == 0
+        outputs.append([json.loads(x) for x in out.read_text().splitlines()])
+    ops = [r["value"]["payload"]["op"] for r in outputs[0] if r["value"] is not None]
+    assert ops.count("r") == sum(p["op"] == "r" for p in _payloads(recording.records))
+    strip = [[{**r, "value": {**r["value"], "payload": {**r["value"]["payload"], "ts_ms": 0,
+                                                            "ts_us": 0, "ts_ns": 0}}}
+              if r["value"] else r for r in out] for out in outputs]
+    for out in strip:
+        for r in out:
+            r["headers"] = None
+    assert strip[0] == strip[1]
+    inspected = tmp_path / "inspect.jsonl"
+    assert main(["inspect", str(capture), "--output", str(inspected)]) == 0
+    lines = [json.loads(x) for x in inspected.read_text().splitlines()]
+    assert sum(bool(x.get("snapshot")) for x in lines) == recording.meta["capture_snapshot"][
+        "rows"]

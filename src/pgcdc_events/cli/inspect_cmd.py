@@ -118,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
                 raise CaptureError(str(exc), line=number) from None
             record = {"lsn": str(row.lsn), "xid": row.xid, **message_to_json(message,
                                                                               reader.relations)}
+            if row.snapshot:
+                record["snapshot"] = True
             out.write(json.dumps(record, ensure_ascii=False))
             out.write("\n")
     return 0
