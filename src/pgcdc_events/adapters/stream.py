@@ -50,9 +50,9 @@ from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.protocol.copydata import (
     PrimaryKeepalive,
     StandbyStatusUpdate,
+    XLogData,
     encode_copy_data,
     parse_copy_data,
-    split_xlog_data,
 )
 from pgcdc_events.protocol.lsn import Lsn
 
@@ -136,7 +136,6 @@ class StreamReader(SlotReader):
         self._sock: socket.socket | None = None
         self._repl: Any = None
         self._buffer = bytearray()
-        self._pos = 0  # where the next message starts in _buffer
         self._assembler: UnitAssembler | None = None
         self._xids = XidTracker()
         self._pending: list[tuple[bytes, int | None]] = []  # rows waiting for their LSN
@@ -165,7 +164,6 @@ class StreamReader(SlotReader):
             self._assembler.reset()
             self._assembler = None
         self._buffer = bytearray()
-        self._pos = 0
         self._pending = []
         self._xids = XidTracker()
         super().close()
@@ -272,16 +270,12 @@ class StreamReader(SlotReader):
         """The next message (``(b"", b"")`` if none within ``timeout``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            buffer, pos = self._buffer, self._pos
-            if len(buffer) - pos >= 5:
-                tag, length = _HEADER.unpack_from(buffer, pos)
-                end = pos + 1 + length
-                if len(buffer) >= end:
-                    self._pos = end
-                    return tag, bytes(buffer[pos + 5:end])
-            if pos:  # drop what was read before reading more (not once per message)
-                del buffer[:pos]
-                self._pos = 0
+            if len(self._buffer) >= 5:
+                tag, length = _HEADER.unpack_from(self._buffer)
+                if len(self._buffer) >= 1 + length:
+                    body = bytes(self._buffer[5:1 + length])
+                    del self._buffer[:1 + length]
+                    return tag, body
             left = None if deadline is None else max(deadline - time.monotonic(), 0)
             if not self._fill(left) and deadline is not None and time.monotonic() >= deadline:
                 return b"", b""
@@ -313,25 +307,23 @@ class StreamReader(SlotReader):
                 yield None
                 continue
             if tag == b"d":
-                xlog = split_xlog_data(body)
-                if xlog is None:  # a keepalive (anything else raises here)
-                    frame = parse_copy_data(body)
-                    assert isinstance(frame, PrimaryKeepalive)
+                frame = parse_copy_data(body)
+                if isinstance(frame, PrimaryKeepalive):
                     self._server_sent = max(self._server_sent, frame.wal_end)
                     if frame.reply_requested:
                         self._status()
                     continue
-                data_start, wal_end, data = xlog
-                self._server_sent = max(self._server_sent, wal_end)
+                assert isinstance(frame, XLogData)
+                self._server_sent = max(self._server_sent, frame.wal_end)
+                data = frame.payload
                 xid = self._xids.xid(data)
-                if data_start == 0:  # Relation, Type, Origin: the next message's LSN
+                if frame.data_start == 0:  # Relation, Type, Origin: the next message's LSN
                     self._pending.append((data, xid))
                     continue
-                if self._pending:
-                    for early, early_xid in self._pending:
-                        yield CaptureRow(Lsn(data_start), early_xid, early)
-                    self._pending = []
-                yield CaptureRow(Lsn(data_start), xid, data)
+                for early, early_xid in self._pending:
+                    yield CaptureRow(Lsn(frame.data_start), early_xid, early)
+                self._pending = []
+                yield CaptureRow(Lsn(frame.data_start), xid, data)
             elif tag == b"E":
                 error = self._error(body, "read slot")
                 self.close()

@@ -76,8 +76,6 @@ __all__ = ["CaptureRowCodec", "SchemaTracker", "Unit", "UnitAssembler", "UnitKin
 UnitKind = Literal["transaction", "streamed", "prepared", "message", "rolled_back"]
 
 _CHANGE_TYPES = frozenset(b"IUDTM")
-_ROW_CHANGES = frozenset(b"IUD")
-_RELID = struct.Struct(">I")
 _ROW_HEAD = struct.Struct(">Qq")
 
 
@@ -164,9 +162,7 @@ class UnitAssembler:
 
     ``proto_version`` and ``streaming`` are the options the slot is read with
     (see :class:`~pgcdc_events.protocol.PgOutputReader`, which validates every
-    message but the tuples of inserts, updates and deletes of announced relations:
-    their header is enough to assemble units, and the decoder parses them whole);
-    ``budget`` bounds the rows held in memory; ``after`` is the position
+    message); ``budget`` bounds the rows held in memory; ``after`` is the position
     at or before which units count as ``seen``. Call :meth:`reset` before each read.
     """
 
@@ -214,25 +210,7 @@ class UnitAssembler:
     # -- feeding ---------------------------------------------------------------------------
     def feed(self, row: CaptureRow) -> Unit | None:
         """Take the next row of the read; returns the unit it completes, if any."""
-        data = row.data
-        kind = data[0] if data else 0
-        if kind in _ROW_CHANGES:
-            # Inserts, updates and deletes are most of a stream and change no state: only
-            # their header is read here (inside a stream block, not even that); the rest
-            # of the message is the decoder's to parse.
-            if self._block is not None:
-                if len(data) >= 9:  # xid, relation OID
-                    self.rows_read += 1
-                    self._block.add(row)
-                    return None
-            elif self._current is not None and len(data) >= 5:
-                relid = _RELID.unpack_from(data, 1)[0]
-                if relid in self._reader.relations:
-                    self.rows_read += 1
-                    self._needs(self._current, (relid,))
-                    self._current.add(row)
-                    return None
-        message = self._reader.read(data)  # everything else, and what is wrong, in full
+        message = self._reader.read(row.data)
         self.rows_read += 1
         if isinstance(message, StreamStart):
             block = self._streams.get(message.xid)
@@ -249,10 +227,8 @@ class UnitAssembler:
         if isinstance(message, (Relation, Type)):
             self._schema_message(message, row)
         if self._current is not None:
-            if isinstance(message, Truncate):
-                self._needs(self._current, message.relation_ids)
-            elif isinstance(message, (Insert, Update, Delete)):
-                self._needs(self._current, (message.relation_id,))
+            if isinstance(message, (Insert, Update, Delete, Truncate)):
+                self._needs(self._current, message)
             self._current.add(row)
             if isinstance(message, Commit):
                 unit, self._current = self._current, None
@@ -335,9 +311,10 @@ class UnitAssembler:
         if self._current is not None:
             self._current.announced.add(key)
 
-    def _needs(self, unit: _Open, relids: tuple[int, ...]) -> None:
-        """Record the schema rows a change to ``relids`` relies on that its unit has not
-        announced."""
+    def _needs(self, unit: _Open, message: Insert | Update | Delete | Truncate) -> None:
+        """Record the schema rows a change relies on that its unit has not announced."""
+        relids = message.relation_ids if isinstance(message, Truncate) else (
+            message.relation_id,)
         for relid in relids:
             key = (82, relid)
             if key in unit.announced:

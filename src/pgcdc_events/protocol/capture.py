@@ -131,15 +131,8 @@ def iter_capture(lines: Iterable[str | bytes]) -> Iterator[CaptureRow]:
 
 
 def dump_capture_row(row: CaptureRow) -> str:
-    """One interchange line for ``row``, without the newline: the canonical form (what
-    ``json.dumps(row.to_json(), separators=(", ", ": "))`` writes, built directly)."""
-    if row.snapshot:
-        return json.dumps(row.to_json(), separators=(", ", ": "))
-    lsn = int(row.lsn)
-    xid = "null" if row.xid is None else int(row.xid)
-    return (f'{{"lsn": "{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}", "xid": {xid}, '
-            f'"data": "{row.data.hex()}"}}')
-
+    """One interchange line for ``row``, without the newline."""
+    return json.dumps(row.to_json(), separators=(", ", ": "))
 
 
 def write_capture(rows: Iterable[CaptureRow], fh: IO[str]) -> int:

@@ -22,11 +22,9 @@ __all__ = [
     "XLogData",
     "encode_copy_data",
     "parse_copy_data",
-    "split_xlog_data",
 ]
 
 _XLOG = struct.Struct(">QQq")
-_XLOG_HEAD = struct.Struct(">QQ")
 _KEEPALIVE = struct.Struct(">QqB")
 _STATUS = struct.Struct(">QQQqB")
 
@@ -76,16 +74,6 @@ class StandbyStatusUpdate:
 
 
 CopyData = XLogData | PrimaryKeepalive | StandbyStatusUpdate
-
-
-def split_xlog_data(data: bytes) -> tuple[int, int, bytes] | None:
-    """An XLogData frame's start LSN, WAL end and payload, without building an object
-    (the hot path of a stream); ``None`` for any other frame, or one too short, which
-    :func:`parse_copy_data` then parses or reports."""
-    if data[:1] != b"w" or len(data) < 25:
-        return None
-    start, end = _XLOG_HEAD.unpack_from(data, 1)
-    return start, end, data[25:]
 
 
 def parse_copy_data(data: bytes | bytearray | memoryview) -> XLogData | PrimaryKeepalive:
