@@ -1,6 +1,7 @@
 """``pgcdc-events capture`` against ``pg_recvlogical`` on the same WAL, in one run.
 
-Run: ``.venv/bin/python benchmarks/bench_capture.py [--rows 200000 1000000] [--batch 1000]``
+Run: ``.venv/bin/python benchmarks/bench_capture.py [--rows 200000 1000000] [--batch 1000]
+[--baseline SRC]``
 
 For each size, a throwaway cluster gets one slot per contender, created at the
 same point, then ``--rows`` single-table inserts in transactions of ``--batch``
@@ -11,7 +12,10 @@ its slot to the end of that WAL, in a fresh process:
   publication_names=bench_pub -f FILE`` (writes the raw pgoutput messages);
 - ``capture (stream)``: ``pgcdc-events capture`` with the default streaming reader
   (writes capture JSON Lines, fsyncs, checkpoints, acknowledges);
-- ``capture (sql)``: the same with ``--reader sql``.
+- ``capture (sql)``: the same with ``--reader sql``;
+- with ``--baseline SRC`` (the ``src`` directory of another checkout, say the
+  last release), ``capture (stream) @base``: that code's streaming capture, on its
+  own slot created at the same point: before and after a change, in one run.
 
 Reported per contender: seconds, rows/s, the ratio to ``pg_recvlogical``'s rows/s
 (the issue's goal is 0.8x or more) and the process's peak RSS (``ru_maxrss`` of
@@ -54,7 +58,7 @@ def _measure(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
     return result
 
 
-def run(rows: int, batch: int) -> dict[str, dict[str, float]]:
+def run(rows: int, batch: int, baseline: str | None = None) -> dict[str, dict[str, float]]:
     import pg8000.native
 
     from pgcdc_events.testing.cluster import TempCluster
@@ -65,7 +69,7 @@ def run(rows: int, batch: int) -> dict[str, dict[str, float]]:
         try:
             conn.run(SIX_COLUMN_TABLE)
             conn.run("CREATE PUBLICATION bench_pub FOR TABLE bench")
-            for slot in ("recv", "stream", "sql"):
+            for slot in ("recv", "stream", "sql", "base"):
                 conn.run("SELECT pg_create_logical_replication_slot(:s, 'pgoutput')", s=slot)
             for start in range(0, rows, batch):
                 conn.run(
@@ -89,6 +93,16 @@ def run(rows: int, batch: int) -> dict[str, dict[str, float]]:
                 [sys.executable, "-m", "pgcdc_events", "capture", "--dsn", dsn, "--slot", slot,
                  "--publication", "bench_pub", "--proto-version", "1", "--quiet",
                  "--output", f"{tmp}/{slot}/", "--snapshot-mode", "no_data", *extra], env)
+        if baseline is not None:
+            # an older checkout may not know --snapshot-mode (it took no snapshot then)
+            knows = "snapshot-mode" in (Path(baseline) / "pgcdc_events" / "cli" /
+                                        "capture_cmd.py").read_text()
+            results["capture (stream) @base"] = _measure(
+                [sys.executable, "-m", "pgcdc_events", "capture", "--dsn", dsn, "--slot",
+                 "base", "--publication", "bench_pub", "--proto-version", "1", "--quiet",
+                 "--output", f"{tmp}/base/",
+                 *(["--snapshot-mode", "no_data"] if knows else [])],
+                {**env, "PYTHONPATH": baseline})
         for result in results.values():
             result["rows_per_s"] = rows / result["seconds"]
         base = results["pg_recvlogical"]["rows_per_s"]
@@ -101,13 +115,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[200_000, 1_000_000])
     parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--baseline", metavar="SRC",
+                        help="also run the streaming capture of this src directory")
     args = parser.parse_args()
-    print(f"{'rows':>9}  {'contender':<18} {'seconds':>8} {'rows/s':>10} {'ratio':>6} "
+    print(f"{'rows':>9}  {'contender':<22} {'seconds':>8} {'rows/s':>10} {'ratio':>6} "
           f"{'peak RSS':>9}")
     for rows in args.rows:
         started = time.perf_counter()
-        for name, r in run(rows, args.batch).items():
-            print(f"{rows:>9,}  {name:<18} {r['seconds']:>8.2f} {r['rows_per_s']:>10,.0f} "
+        for name, r in run(rows, args.batch, args.baseline).items():
+            print(f"{rows:>9,}  {name:<22} {r['seconds']:>8.2f} {r['rows_per_s']:>10,.0f} "
                   f"{r['ratio']:>5.2f}x {r['rss_kib'] / 1024:>7.0f} MiB", flush=True)
         print(f"           (setup and runs: {time.perf_counter() - started:.0f} s)", flush=True)
 
