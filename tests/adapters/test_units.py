@@ -16,7 +16,6 @@ from pgcdc_events.adapters import CaptureRowCodec, UnitAssembler
 from pgcdc_events.adapters.units import SchemaTracker
 from pgcdc_events.errors import ProtocolError
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
-from pgcdc_events.events.transactions import MemoryBudget
 from pgcdc_events.protocol import (
     BeginPrepare,
     CaptureRow,
@@ -26,6 +25,7 @@ from pgcdc_events.protocol import (
     iter_capture,
     parse_message,
 )
+from pgcdc_events.spill import MemoryBudget
 
 CAPTURES = Path(__file__).resolve().parent.parent / "protocol" / "captures"
 NAMES = ["basic_v2", "messages", "origin", "stream_abort", "stream_commit", "stream_interleaved",

@@ -29,8 +29,8 @@ are dropped at :meth:`UnitAssembler.reset`; the next read hands them out again
 from their first message, because the slot is never advanced past them
 (:attr:`UnitAssembler.hold_lsn`).
 
-Rows are held in :class:`~pgcdc_events.events.transactions.SpillList` buffers
-under a shared :class:`~pgcdc_events.events.transactions.MemoryBudget`, so a
+Rows are held in :class:`~pgcdc_events.spill.SpillList` buffers
+under a shared :class:`~pgcdc_events.spill.MemoryBudget`, so a
 transaction of millions of changes spills to disk instead of filling memory.
 """
 
@@ -43,7 +43,6 @@ from typing import Literal
 import attrs
 
 from pgcdc_events.errors import ProtocolError
-from pgcdc_events.events.transactions import MemoryBudget, SpillList
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.encoder import encode_message
@@ -70,6 +69,7 @@ from pgcdc_events.protocol.messages import (
     Update,
 )
 from pgcdc_events.protocol.reader import PgOutputReader, Streaming
+from pgcdc_events.spill import MemoryBudget, SpillList
 
 __all__ = ["CaptureRowCodec", "SchemaTracker", "Unit", "UnitAssembler", "UnitKind"]
 
