@@ -46,6 +46,7 @@ from pgcdc_events.adapters.pg8000 import (
 )
 from pgcdc_events.adapters.units import Unit, UnitAssembler
 from pgcdc_events.errors import PgCdcError
+from pgcdc_events.protocol import wire
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.protocol.copydata import (
     PrimaryKeepalive,
@@ -59,6 +60,10 @@ from pgcdc_events.protocol.lsn import Lsn
 __all__ = ["StreamReader", "XidTracker"]
 
 _HEADER = struct.Struct("!cI")
+#: Messages that close or resolve a transaction other than the current one: Stream
+#: Commit/Abort/Prepare, Commit/Rollback Prepared (the xid is in their head).
+_ENDS_ELSEWHERE = frozenset((wire.STREAM_COMMIT, wire.STREAM_ABORT, wire.STREAM_PREPARE,
+                             wire.COMMIT_PREPARED, wire.ROLLBACK_PREPARED))
 #: Seconds between unprompted status updates (the server's wal_sender_timeout is 60 s).
 STATUS_INTERVAL = 10.0
 #: How long a read waits for the server to confirm it has sent everything (caught up).
@@ -81,34 +86,25 @@ class XidTracker:
     def xid(self, data: bytes) -> int | None:
         """The xid for the message ``data`` (call for every message, in order); ``None``
         for a message too short to hold one (the protocol reader then reports it)."""
-        try:
-            return self._xid(data)
-        except struct.error:
-            return None
-
-    def _xid(self, data: bytes) -> int | None:
         if not data:
             return None
         tag = data[:1]
-        if tag in (b"B", b"b"):  # Begin (two int64 first), Begin Prepare (three)
-            self._txn = int(struct.unpack_from("!I", data, 17 if tag == b"B" else 25)[0])
-            return self._txn
-        if tag == b"S":  # Stream Start: xid first
-            self._block = int(struct.unpack_from("!I", data, 1)[0])
-            return self._block
-        if tag == b"E":  # Stream Stop
+        carried = wire.carried_xid(data)
+        if tag in (wire.BEGIN, wire.BEGIN_PREPARE):
+            self._txn = carried
+            return carried
+        if tag == wire.STREAM_START:
+            self._block = carried
+            return carried
+        if tag == wire.STREAM_STOP:
             block, self._block = self._block, None
             return block
-        if tag in (b"c", b"A"):  # Stream Commit / Abort: xid first
-            return int(struct.unpack_from("!I", data, 1)[0])
-        if tag in (b"K", b"p"):  # Commit Prepared, Stream Prepare: flags, 2 LSNs, time, xid
-            return int(struct.unpack_from("!I", data, 1 + 1 + 8 + 8 + 8)[0])
-        if tag == b"r":  # Rollback Prepared: flags, two LSNs, two timestamps, xid
-            return int(struct.unpack_from("!I", data, 1 + 1 + 8 + 8 + 8 + 8)[0])
+        if tag in _ENDS_ELSEWHERE:
+            return carried
         current = self._block if self._block is not None else self._txn
-        if tag in (b"C", b"P"):  # Commit, Prepare: the transaction ends here
+        if tag in (wire.COMMIT, wire.PREPARE):  # the transaction ends here
             self._txn = None
-        if tag == b"M" and self._block is None and not (data[1:2] and data[1] & 1):
+        if tag == wire.MESSAGE and self._block is None and not (data[1:2] and data[1] & 1):
             return current if current is not None else 0  # non-transactional
         return current
 
