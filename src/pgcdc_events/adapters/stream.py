@@ -20,8 +20,10 @@ connection (values bound), opened beside the replication one.
 Acknowledgements: :meth:`StreamReader.advance` sends a standby status update
 whose *flush* position is the end of the last unit the caller made durable
 (never past a unit not yet delivered, never past an unresolved PREPARE);
-keepalives that ask for a reply are answered with the same position. Nothing is
-acknowledged before the caller says it is on disk.
+keepalives that ask for a reply, and the periodic updates, report only the
+position received (write), with no flush position, which moves no slot (see
+``StreamReader._status``). Nothing is acknowledged before the caller says it is on
+disk.
 """
 
 from __future__ import annotations
@@ -49,17 +51,20 @@ from pgcdc_events.errors import PgCdcError
 from pgcdc_events.protocol import wire
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.protocol.copydata import (
+    XLOG_DATA_HEAD,
     PrimaryKeepalive,
     StandbyStatusUpdate,
     XLogData,
     encode_copy_data,
     parse_copy_data,
 )
-from pgcdc_events.protocol.lsn import Lsn
+from pgcdc_events.protocol.lsn import Lsn, unix_us_to_pg_timestamp
 
 __all__ = ["StreamReader", "XidTracker"]
 
 _HEADER = struct.Struct("!cI")
+_xlog_head = XLOG_DATA_HEAD.unpack_from
+_XLOG_DATA_END = 1 + XLOG_DATA_HEAD.size
 #: Messages that close or resolve a transaction other than the current one: Stream
 #: Commit/Abort/Prepare, Commit/Rollback Prepared (the xid is in their head).
 _ENDS_ELSEWHERE = frozenset((wire.STREAM_COMMIT, wire.STREAM_ABORT, wire.STREAM_PREPARE,
@@ -275,10 +280,24 @@ class StreamReader(SlotReader):
         return translate_error(_ServerError(fields), slot=self.slot,
                                publications=self.publications, action=action)
 
-    def _status(self, *, reply: bool = False) -> None:
-        """Tell the server how far the output is durable (never past what was acknowledged)."""
-        lsn = self._acked or 0
-        self._send(b"d", encode_copy_data(StandbyStatusUpdate.now(lsn, reply_requested=reply)))
+    def _status(self, *, reply: bool = False, flush: bool = True) -> None:
+        """Tell the server how far the output is durable (never past what was acknowledged).
+
+        With ``flush=False`` (answers to keepalives, periodic updates) the update reports
+        only what was *received* (the write position) and no flush position. The slot
+        moves only with a flush position, so this never acknowledges anything; but a
+        walsender of a server shutting down waits until the client's flush position (or,
+        when there is none, its write position) reaches everything it sent, the shutdown
+        checkpoint included, which no durable unit ends at: answering keepalives with the
+        durable position alone would hold the shutdown until ``pg_ctl`` gives up.
+        """
+        acked = self._acked or 0
+        if flush:
+            update = StandbyStatusUpdate.now(acked, reply_requested=reply)
+        else:
+            clock = unix_us_to_pg_timestamp(time.time_ns() // 1000)
+            update = StandbyStatusUpdate(max(self._server_sent, acked), 0, 0, clock, reply)
+        self._send(b"d", encode_copy_data(update))
         self._sent_at = time.monotonic()
 
     # -- reading ---------------------------------------------------------------------------
@@ -286,17 +305,31 @@ class StreamReader(SlotReader):
         """Rows as they arrive; ``None`` when nothing came within ``timeout``."""
         while True:
             if time.monotonic() - self._sent_at >= self.status_interval:
-                self._status()
+                self._status(flush=False)
             tag, body = self._message(timeout)
             if not tag:
                 yield None
                 continue
             if tag == b"d":
+                if body[:1] == b"w" and len(body) > _XLOG_DATA_END:  # XLogData, read in place
+                    data_start, wal_end, _ = _xlog_head(body, 1)
+                    self._server_sent = max(self._server_sent, wal_end)
+                    data = body[_XLOG_DATA_END:]
+                    xid = self._xids.xid(data)
+                    if data_start == 0:  # Relation, Type, Origin: the next message's LSN
+                        self._pending.append((data, xid))
+                        continue
+                    if self._pending:
+                        for early, early_xid in self._pending:
+                            yield CaptureRow(Lsn(data_start), early_xid, early)
+                        self._pending = []
+                    yield CaptureRow(Lsn(data_start), xid, data)
+                    continue
                 frame = parse_copy_data(body)
                 if isinstance(frame, PrimaryKeepalive):
                     self._server_sent = max(self._server_sent, frame.wal_end)
                     if frame.reply_requested:
-                        self._status()
+                        self._status(flush=False)
                     continue
                 assert isinstance(frame, XLogData)
                 self._server_sent = max(self._server_sent, frame.wal_end)
@@ -336,7 +369,7 @@ class StreamReader(SlotReader):
                 if self._server_sent >= target and not self._pending:
                     break  # caught up: everything the server had is here
                 if not asked:
-                    self._status(reply=True)  # ask where the server is
+                    self._status(reply=True, flush=False)  # ask where the server is
                     asked = True
                 continue
             asked = False

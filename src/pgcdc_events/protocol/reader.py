@@ -84,6 +84,8 @@ class PgOutputReader:
         self._abort_info = None if streaming is None else streaming == "parallel"
         self._relations: dict[int, Relation] = {}
         self._types: dict[int, Type] = {}
+        self._relations_view = MappingProxyType(self._relations)
+        self._types_view = MappingProxyType(self._types)
         self._txn: str | None = None  # "B" inside Begin..Commit, "b" inside Begin Prepare..Prepare
         self._stream_xid: int | None = None
         self.messages_read = 0
@@ -92,12 +94,12 @@ class PgOutputReader:
     @property
     def relations(self) -> Mapping[int, Relation]:
         """The latest Relation message seen for each relation OID (read-only)."""
-        return MappingProxyType(self._relations)
+        return self._relations_view
 
     @property
     def types(self) -> Mapping[int, Type]:
         """The latest Type message seen for each type OID (read-only)."""
-        return MappingProxyType(self._types)
+        return self._types_view
 
     @property
     def in_stream(self) -> bool:
