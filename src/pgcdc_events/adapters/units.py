@@ -80,6 +80,8 @@ _CHANGE_TYPES = frozenset(wire.INSERT + wire.UPDATE + wire.DELETE + wire.TRUNCAT
                           + wire.MESSAGE)
 _ROW_CHANGES = frozenset(wire.INSERT + wire.UPDATE + wire.DELETE)
 _INSERT, _DELETE = wire.INSERT[0], wire.DELETE[0]
+_RELATION, _TYPE = wire.RELATION[0], wire.TYPE[0]
+_STREAM_START, _STREAM_STOP = wire.STREAM_START[0], wire.STREAM_STOP[0]
 _NEW = wire.NEW_TUPLE[0]
 _KEY_OR_OLD = frozenset(wire.KEY_TUPLE + wire.OLD_TUPLE)
 _U32 = wire.UINT32.unpack_from
@@ -360,7 +362,7 @@ class UnitAssembler:
         """Record the schema rows the changes to ``relids`` rely on that ``unit`` has not
         announced."""
         for relid in relids:
-            key = (82, relid)
+            key = (_RELATION, relid)
             if key in unit.announced:
                 continue
             unit.announced.add(key)
@@ -369,7 +371,7 @@ class UnitAssembler:
             if relation is None:
                 continue
             for column in relation.columns:  # the Type messages its columns rely on
-                type_key = (89, column.type_oid)
+                type_key = (_TYPE, column.type_oid)
                 if type_key not in unit.announced:
                     unit.announced.add(type_key)
                     type_row = self._schema_rows.get(type_key)
@@ -395,9 +397,9 @@ class UnitAssembler:
 
 def _schema_key(message: Message) -> tuple[int, int]:
     if isinstance(message, Relation):
-        return (82, message.relation_id)
+        return (_RELATION, message.relation_id)
     if isinstance(message, Type):
-        return (89, message.type_oid)
+        return (_TYPE, message.type_oid)
     return (0, 0)
 
 
@@ -431,11 +433,11 @@ class SchemaTracker:
         in_stream = False
         for row in unit:
             t = row.data[0]
-            if t == 83:  # S
+            if t == _STREAM_START:
                 in_stream = True
-            elif t == 69:  # E
+            elif t == _STREAM_STOP:
                 in_stream = False
-            elif t in (82, 89):  # R, Y: remember the version, in its out-of-stream form
+            elif t in (_RELATION, _TYPE):  # remember the version, in its out-of-stream form
                 message = parse_message(row.data, in_stream=in_stream)
                 if isinstance(message, (Relation, Type)):
                     data = row.data if not in_stream else encode_message(

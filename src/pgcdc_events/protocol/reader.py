@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from pgcdc_events.errors import ProtocolError
+from pgcdc_events.protocol import wire
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.messages import (
     Delete,
@@ -34,14 +35,23 @@ __all__ = ["PgOutputReader", "Streaming"]
 Streaming = Literal["off", "on", "parallel"]
 
 #: Message type bytes each protocol version may send.
+_V1 = (wire.BEGIN + wire.COMMIT + wire.ORIGIN + wire.RELATION + wire.TYPE + wire.INSERT
+       + wire.UPDATE + wire.DELETE + wire.TRUNCATE + wire.MESSAGE)
+_STREAMING = wire.STREAM_START + wire.STREAM_STOP + wire.STREAM_COMMIT + wire.STREAM_ABORT
+_TWO_PHASE = (wire.BEGIN_PREPARE + wire.PREPARE + wire.COMMIT_PREPARED
+              + wire.ROLLBACK_PREPARED + wire.STREAM_PREPARE)
 _TYPES_BY_VERSION = {
-    1: frozenset(b"BCORYIUDTM"),
-    2: frozenset(b"BCORYIUDTMSEcA"),
-    3: frozenset(b"BCORYIUDTMSEcAbPKrp"),
-    4: frozenset(b"BCORYIUDTMSEcAbPKrp"),
+    1: frozenset(_V1),
+    2: frozenset(_V1 + _STREAMING),
+    3: frozenset(_V1 + _STREAMING + _TWO_PHASE),
+    4: frozenset(_V1 + _STREAMING + _TWO_PHASE),
 }
-_STREAM_TYPES = frozenset(b"SEcA")
-_DML = frozenset(b"IUDT")
+_STREAM_TYPES = frozenset(_STREAMING)
+_DML = frozenset(wire.INSERT + wire.UPDATE + wire.DELETE + wire.TRUNCATE)
+_R, _Y, _M, _C, _P, _O, _S, _E = (wire.RELATION[0], wire.TYPE[0], wire.MESSAGE[0],
+                                  wire.COMMIT[0], wire.PREPARE[0], wire.ORIGIN[0],
+                                  wire.STREAM_START[0], wire.STREAM_STOP[0])
+_BEGINS = frozenset(wire.BEGIN + wire.BEGIN_PREPARE)
 
 
 class PgOutputReader:
@@ -165,13 +175,13 @@ class PgOutputReader:
                 assert isinstance(message, (Insert, Update, Delete))
                 self._check_width(t, message)
             return
-        if t == 82:  # R
+        if t == _R:
             assert isinstance(message, Relation)
             self._relations[message.relation_id] = message
-        elif t == 89:  # Y
+        elif t == _Y:
             assert isinstance(message, Type)
             self._types[message.type_oid] = message
-        elif t == 77:  # M
+        elif t == _M:
             assert isinstance(message, LogicalMessage)
             if message.transactional and self._txn is None and self._stream_xid is None:
                 raise self._error(
@@ -179,10 +189,10 @@ class PgOutputReader:
                     "a transactional message inside a transaction",
                     "no Begin or Stream Start is open",
                 )
-        elif t in {66, 98}:  # B, b
+        elif t in _BEGINS:
             self._outside_all(t)
             self._txn = chr(t)
-        elif t == 67:  # C
+        elif t == _C:
             if self._txn != "B":
                 raise self._error(
                     t,
@@ -190,19 +200,19 @@ class PgOutputReader:
                     "no transaction is open" if self._txn is None else "a Begin Prepare is open",
                 )
             self._txn = None
-        elif t == 80:  # P
+        elif t == _P:
             if self._txn != "b":
                 raise self._error(
                     t, "a Begin Prepare before this Prepare", "no prepared transaction is open"
                 )
             self._txn = None
-        elif t == 79:  # O
+        elif t == _O:
             if self._txn is None and self._stream_xid is None:
                 raise self._error(t, "an Origin inside a transaction or stream block")
-        elif t == 83:  # S
+        elif t == _S:
             self._outside_all(t)
             self._stream_xid = message.xid  # type: ignore[union-attr]
-        elif t == 69:  # E
+        elif t == _E:
             if self._stream_xid is None:
                 raise self._error(
                     t, "a Stream Start before this Stream Stop", "no stream block is open"
