@@ -62,7 +62,7 @@ from pgcdc_events.protocol.wire import (
     UINT64,
 )
 
-__all__ = ["parse_message"]
+__all__ = ["message_parser", "parse_message"]
 
 _u32 = UINT32.unpack_from
 _NEW = wire.NEW_TUPLE[0]
@@ -451,6 +451,16 @@ _YB_PARSERS[wire.RELATION[0]] = _yb_relation
 STREAMABLE_TYPES = frozenset(
     wire.RELATION + wire.TYPE + wire.INSERT + wire.UPDATE + wire.DELETE + wire.TRUNCATE
     + wire.MESSAGE)
+
+
+def message_parser(
+    type_byte: int, *, yboutput: bool = False
+) -> Callable[[bytes, bool, bool | None], Message] | None:
+    """The parser :func:`parse_message` uses for messages of type ``type_byte`` (``None``
+    for a byte pgoutput does not send), called as ``parser(data, in_stream, abort_info)``
+    with ``data`` a non-empty ``bytes`` starting with that byte. For callers that parse
+    many messages of one type (the stream reader); :func:`parse_message` is the API."""
+    return (_YB_PARSERS if yboutput else _PARSERS)[type_byte]
 
 
 def parse_message(

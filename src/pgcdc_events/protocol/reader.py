@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from pgcdc_events.errors import ProtocolError
 from pgcdc_events.protocol import wire
-from pgcdc_events.protocol.decoder import parse_message
+from pgcdc_events.protocol.decoder import message_parser, parse_message
 from pgcdc_events.protocol.messages import (
     Delete,
     Insert,
@@ -52,6 +52,8 @@ _R, _Y, _M, _C, _P, _O, _S, _E = (wire.RELATION[0], wire.TYPE[0], wire.MESSAGE[0
                                   wire.COMMIT[0], wire.PREPARE[0], wire.ORIGIN[0],
                                   wire.STREAM_START[0], wire.STREAM_STOP[0])
 _BEGINS = frozenset(wire.BEGIN + wire.BEGIN_PREPARE)
+_ROW_CHANGES = frozenset(wire.INSERT + wire.UPDATE + wire.DELETE)
+_U, _D = wire.UPDATE[0], wire.DELETE[0]
 
 
 class PgOutputReader:
@@ -92,6 +94,8 @@ class PgOutputReader:
             allowed = allowed - _STREAM_TYPES
         self._allowed = allowed
         self._abort_info = None if streaming is None else streaming == "parallel"
+        self._row_parsers: dict[int, Any] = {
+            t: message_parser(t, yboutput=yboutput) for t in _ROW_CHANGES}
         self._relations: dict[int, Relation] = {}
         self._types: dict[int, Type] = {}
         self._relations_view = MappingProxyType(self._relations)
@@ -137,8 +141,24 @@ class PgOutputReader:
     # -- reading -------------------------------------------------------------
     def read(self, data: bytes | bytearray | memoryview) -> Message:
         """Parse and validate the next message of the stream."""
-        if not isinstance(data, bytes):
+        if type(data) is not bytes:
             data = bytes(data)
+        kind = data[0] if data else -1
+        if kind in _ROW_CHANGES and self._stream_xid is None and self._txn is not None:
+            # the bulk of a stream: an Insert, Update or Delete inside a transaction
+            change: Insert | Update | Delete = self._row_parsers[kind](data, False, None)
+            relation = self._relations.get(change.relation_id)
+            if relation is None:
+                raise self._error(kind, "a change to an announced relation",
+                                  f"no Relation message for OID {change.relation_id}")
+            width = len(relation.columns)
+            # a Delete's tuple is its old one; an Update may carry an old one too
+            new: TupleData = change.old if kind == _D else change.new  # type: ignore[union-attr,assignment]
+            old: TupleData | None = change.old if kind == _U else None  # type: ignore[union-attr]
+            if len(new.values) != width or (old is not None and len(old.values) != width):
+                self._check_width(kind, change)  # names the tuple and its width
+            self.messages_read += 1
+            return change
         if data and data[0] not in self._allowed:
             t = chr(data[0])
             if data[0] in _TYPES_BY_VERSION[4]:
