@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pgcdc_events.errors import ConfigurationError, ConversionError, PgCdcError, ProtocolError
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.1.0"
 
 __all__ = [
     "ConfigurationError",

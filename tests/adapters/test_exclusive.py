@@ -172,3 +172,49 @@ def test_a_failed_first_run_leaves_nothing_behind(url: str, pg_conn: Any,
                  "--output", f"{out}/", "-q", "--snapshot-mode", "no_data"]) == 0
     assert json.loads((out / "capture.jsonl.checkpoint.json").read_text())["slot"] == "other"
     assert os.stat(out / "capture.jsonl").st_size == 0
+
+
+def test_a_connection_lost_while_reporting_progress_is_retried(url: str, pg_conn: Any,
+                                                               tmp_path: Path) -> None:
+    """The progress report asks the server for the slot's status; when that connection is
+    lost, the reader closes itself. The capture must connect again and go on, not stop
+    with "call prepare() before reading" (seen when a server restarted under --follow)."""
+    from pgcdc_events.adapters import ConnectionLostError  # noqa: PLC0415
+    from pgcdc_events.adapters.stream import StreamReader  # noqa: PLC0415
+
+    assert main(_args(url, tmp_path / "a", "--create-slot", "--create-publication", "-q")) == 0
+    pg_conn.run("INSERT INTO t VALUES (0, 'x')")
+
+    class LosesItsConnectionOnce(StreamReader):
+        lost = False
+
+        def status(self) -> Any:
+            if not LosesItsConnectionOnce.lost:
+                LosesItsConnectionOnce.lost = True
+                self.close()  # what the SQL helper does when the connection is gone
+                raise ConnectionLostError("status: connection to the server lost")
+            return super().status()
+
+    output = DurableOutput(tmp_path / "a" / "capture.jsonl", kind="capture", slot="s",
+                           publications=("p",))
+    output.open()
+    polls = []
+
+    def sleep(seconds: float) -> None:
+        polls.append(seconds)
+        if len(polls) == 3:
+            pg_conn.run("INSERT INTO t VALUES (1, 'x')")
+
+    reader = LosesItsConnectionOnce(url, slot="s", publications=["p"])
+    try:
+        deadline = time.monotonic() + 60
+        stats = run_capture(
+            reader, output, CaptureSink(), follow=True, poll_interval=0.01,
+            progress=lambda stats, status: None, progress_every=0.0, sleep=sleep,
+            should_stop=lambda: time.monotonic() > deadline or (
+                len(polls) > 3 and _inserted_ids(tmp_path / "a" / "capture.jsonl") == [0, 1]))
+    finally:
+        output.close()
+        reader.close()
+    assert LosesItsConnectionOnce.lost and stats.reconnects >= 1
+    assert _inserted_ids(tmp_path / "a" / "capture.jsonl") == [0, 1]

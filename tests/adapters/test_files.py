@@ -13,7 +13,7 @@ import pytest
 
 from pgcdc_events.adapters import CheckpointError, DurableOutput
 from pgcdc_events.cli import main
-from pgcdc_events.events.transactions import AttrsEntryCodec, MemoryBudget, SpillList
+from pgcdc_events.spill import AttrsEntryCodec, MemoryBudget, SpillList
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,6 @@ from pgcdc_events.adapters import CaptureRowCodec, UnitAssembler
 from pgcdc_events.adapters.units import SchemaTracker
 from pgcdc_events.errors import ProtocolError
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
-from pgcdc_events.events.transactions import MemoryBudget
 from pgcdc_events.protocol import (
     BeginPrepare,
     CaptureRow,
@@ -26,6 +25,7 @@ from pgcdc_events.protocol import (
     iter_capture,
     parse_message,
 )
+from pgcdc_events.spill import MemoryBudget
 
 CAPTURES = Path(__file__).resolve().parent.parent / "protocol" / "captures"
 NAMES = ["basic_v2", "messages", "origin", "stream_abort", "stream_commit", "stream_interleaved",
@@ -188,3 +188,43 @@ def test_a_commit_prepared_delivered_before_may_come_alone() -> None:
     assembler = UnitAssembler(after=200)
     unit = assembler.feed(CaptureRow(Lsn(200), 7, encode_message(message)))
     assert unit is not None and unit.seen and unit.partial and unit.end_lsn == 200
+
+
+def _broken_inserts() -> list[tuple[str, bytes]]:
+    """An Insert of the basic capture, broken in its head in each way the head can be."""
+    insert = next(r for r in _rows("basic_v2") if r.data[:1] == b"I").data
+    relid = int.from_bytes(insert[1:5], "big")
+    width = int.from_bytes(insert[6:8], "big")
+    return [
+        ("unknown relation", insert[:1] + (relid + 1).to_bytes(4, "big") + insert[5:]),
+        ("no 'N'", insert[:5] + b"K" + insert[6:]),
+        ("wider tuple", insert[:6] + (width + 1).to_bytes(2, "big") + insert[8:]),
+        ("cut in its head", insert[:7]),
+        ("trailing bytes", insert + b"\x00"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_a_broken_change_is_the_protocol_readers_error(case: int) -> None:
+    """Inserts, updates and deletes are read from their heads alone; whatever the head
+    shows wrong is the error the full reader gives, naming the message and offset. A
+    value that breaks inside the tuple is left to the decoder (checked: it names it)."""
+    from pgcdc_events.protocol import PgOutputReader  # noqa: PLC0415
+
+    name, broken = _broken_inserts()[case]
+    rows = _rows("basic_v2")
+    at = next(i for i, r in enumerate(rows) if r.data[:1] == b"I")
+    rows[at] = CaptureRow(rows[at].lsn, rows[at].xid, broken)
+    reader = PgOutputReader()
+    with pytest.raises(ProtocolError) as expected:
+        for row in rows:
+            reader.read(row.data)
+    if name == "trailing bytes":  # the head is sound: the capture passes it on unchanged
+        units, _ = _assemble(rows)
+        assert broken in [row.data for unit in units for row in unit]
+        with pytest.raises(ProtocolError, match="trailing bytes"):
+            _records(rows)
+        return
+    with pytest.raises(ProtocolError) as got:
+        _assemble(rows)
+    assert str(got.value) == str(expected.value)

@@ -61,3 +61,9 @@ def test_near_canonical_errors_name_the_field(line: str, expected: str) -> None:
     with pytest.raises(CaptureError, match=expected) as info:
         CaptureRow.from_line(line, line_number=7)
     assert info.value.line == 7
+
+
+@given(ROWS)
+def test_the_line_writer_is_json_dumps(row: CaptureRow) -> None:
+    """``dump_capture_row`` builds its line by hand; ``json.dumps`` is the reference."""
+    assert dump_capture_row(row) == json.dumps(row.to_json(), separators=(", ", ": "))

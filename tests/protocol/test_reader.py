@@ -9,6 +9,7 @@ import pytest
 from pgcdc_events.protocol import (
     Begin,
     Commit,
+    Delete,
     Insert,
     PgOutputReader,
     ProtocolError,
@@ -18,6 +19,7 @@ from pgcdc_events.protocol import (
     StreamStop,
     Truncate,
     TupleData,
+    Update,
     encode_message,
 )
 
@@ -114,3 +116,38 @@ def test_reset_forgets_the_open_transaction() -> None:
 def test_unchecked_bytes_of_a_bad_message_type_are_rejected() -> None:
     with pytest.raises(ProtocolError, match="unknown type"):
         PgOutputReader().read(b"\x00" + struct.pack(">I", 1))
+
+
+@pytest.mark.parametrize("change", [
+    Update(16384, "K", TupleData.from_text(("1",)), TupleData.from_text(("1", "a"))),
+    Update(16384, None, None, TupleData.from_text(("1", "a", "x"))),
+    Delete(16384, "O", TupleData.from_text(("1", "a", "x"))),
+])
+def test_every_tuple_of_a_change_has_the_relations_width(change: Update | Delete) -> None:
+    reader = PgOutputReader()
+    for data in (BEGIN, REL):
+        reader.read(data)
+    with pytest.raises(ProtocolError, match="2 columns as the Relation announced") as info:
+        reader.read(encode_message(change))
+    assert info.value.message_type == encode_message(change)[:1].decode()
+    reader.read(INSERT)  # the failed message left the reader as it was
+    assert reader.messages_read == 3
+
+
+def test_the_reader_returns_what_parse_message_returns_on_real_streams() -> None:
+    """The reader reads changes inside transactions on a path of its own; the stateless
+    parser is the independent reading of the same bytes."""
+    from pathlib import Path  # noqa: PLC0415
+
+    from pgcdc_events.protocol import iter_capture, parse_message  # noqa: PLC0415
+
+    captures = Path(__file__).resolve().parent / "captures"
+    checked = 0
+    for path in sorted(captures.glob("*.jsonl")):
+        reader = PgOutputReader()
+        with path.open() as fh:
+            for row in iter_capture(fh):
+                in_stream = reader.in_stream
+                assert reader.read(row.data) == parse_message(row.data, in_stream=in_stream)
+                checked += 1
+    assert checked > 700

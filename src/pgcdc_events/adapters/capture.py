@@ -86,8 +86,9 @@ class CaptureSink:
 
     def write(self, unit: Unit, output: Output) -> None:
         """The unit's rows as capture lines."""
-        for row in self.schema.rows(unit):
-            output.write(dump_capture_row(row).encode("utf-8") + b"\n")
+        lines = [dump_capture_row(row) for row in self.schema.rows(unit)]
+        lines.append("")
+        output.write("\n".join(lines).encode("ascii"))  # hex and LSNs: ASCII only
 
     def replay(self, unit: Unit) -> None:
         """Nothing to keep in step."""
@@ -224,7 +225,7 @@ def run_capture(
     backoff = 0.1
 
     def report(final: bool = False) -> None:
-        nonlocal last_report, reported
+        nonlocal last_report, reported, connected
         now = time.monotonic()
         state = (stats.changes, stats.units, stats.lsn)
         if progress is None or (not final and now - last_report < progress_every) \
@@ -237,7 +238,12 @@ def run_capture(
                 status = reader.status()
                 stats.lag_bytes = status.lag_bytes
             except (ConnectionLostError, SlotBusyError):
+                # The reader closed itself: connect again before the next read (reading
+                # on would be "call prepare() before reading", and the capture would stop).
                 status = None
+                reader.close()
+                connected = False
+                stats.reconnects += 1
         progress(stats, status)
 
     while not should_stop():

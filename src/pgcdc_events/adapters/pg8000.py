@@ -39,9 +39,9 @@ from pgcdc_events.adapters.errors import (
 from pgcdc_events.adapters.names import check_slot_name, quote_ident
 from pgcdc_events.adapters.units import Unit, UnitAssembler
 from pgcdc_events.errors import ConfigurationError
-from pgcdc_events.events.transactions import MemoryBudget
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.protocol.lsn import Lsn
+from pgcdc_events.spill import MemoryBudget
 
 __all__ = [
     "BatchInfo",

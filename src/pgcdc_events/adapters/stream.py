@@ -20,8 +20,10 @@ connection (values bound), opened beside the replication one.
 Acknowledgements: :meth:`StreamReader.advance` sends a standby status update
 whose *flush* position is the end of the last unit the caller made durable
 (never past a unit not yet delivered, never past an unresolved PREPARE);
-keepalives that ask for a reply are answered with the same position. Nothing is
-acknowledged before the caller says it is on disk.
+keepalives that ask for a reply, and the periodic updates, report only the
+position received (write), with no flush position, which moves no slot (see
+``StreamReader._status``). Nothing is acknowledged before the caller says it is on
+disk.
 """
 
 from __future__ import annotations
@@ -46,19 +48,27 @@ from pgcdc_events.adapters.pg8000 import (
 )
 from pgcdc_events.adapters.units import Unit, UnitAssembler
 from pgcdc_events.errors import PgCdcError
+from pgcdc_events.protocol import wire
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.protocol.copydata import (
+    XLOG_DATA_HEAD,
     PrimaryKeepalive,
     StandbyStatusUpdate,
     XLogData,
     encode_copy_data,
     parse_copy_data,
 )
-from pgcdc_events.protocol.lsn import Lsn
+from pgcdc_events.protocol.lsn import Lsn, unix_us_to_pg_timestamp
 
 __all__ = ["StreamReader", "XidTracker"]
 
 _HEADER = struct.Struct("!cI")
+_xlog_head = XLOG_DATA_HEAD.unpack_from
+_XLOG_DATA_END = 1 + XLOG_DATA_HEAD.size
+#: Messages that close or resolve a transaction other than the current one: Stream
+#: Commit/Abort/Prepare, Commit/Rollback Prepared (the xid is in their head).
+_ENDS_ELSEWHERE = frozenset((wire.STREAM_COMMIT, wire.STREAM_ABORT, wire.STREAM_PREPARE,
+                             wire.COMMIT_PREPARED, wire.ROLLBACK_PREPARED))
 #: Seconds between unprompted status updates (the server's wal_sender_timeout is 60 s).
 STATUS_INTERVAL = 10.0
 #: How long a read waits for the server to confirm it has sent everything (caught up).
@@ -81,34 +91,25 @@ class XidTracker:
     def xid(self, data: bytes) -> int | None:
         """The xid for the message ``data`` (call for every message, in order); ``None``
         for a message too short to hold one (the protocol reader then reports it)."""
-        try:
-            return self._xid(data)
-        except struct.error:
-            return None
-
-    def _xid(self, data: bytes) -> int | None:
         if not data:
             return None
         tag = data[:1]
-        if tag in (b"B", b"b"):  # Begin (two int64 first), Begin Prepare (three)
-            self._txn = int(struct.unpack_from("!I", data, 17 if tag == b"B" else 25)[0])
-            return self._txn
-        if tag == b"S":  # Stream Start: xid first
-            self._block = int(struct.unpack_from("!I", data, 1)[0])
-            return self._block
-        if tag == b"E":  # Stream Stop
+        carried = wire.carried_xid(data)
+        if tag in (wire.BEGIN, wire.BEGIN_PREPARE):
+            self._txn = carried
+            return carried
+        if tag == wire.STREAM_START:
+            self._block = carried
+            return carried
+        if tag == wire.STREAM_STOP:
             block, self._block = self._block, None
             return block
-        if tag in (b"c", b"A"):  # Stream Commit / Abort: xid first
-            return int(struct.unpack_from("!I", data, 1)[0])
-        if tag in (b"K", b"p"):  # Commit Prepared, Stream Prepare: flags, 2 LSNs, time, xid
-            return int(struct.unpack_from("!I", data, 1 + 1 + 8 + 8 + 8)[0])
-        if tag == b"r":  # Rollback Prepared: flags, two LSNs, two timestamps, xid
-            return int(struct.unpack_from("!I", data, 1 + 1 + 8 + 8 + 8 + 8)[0])
+        if tag in _ENDS_ELSEWHERE:
+            return carried
         current = self._block if self._block is not None else self._txn
-        if tag in (b"C", b"P"):  # Commit, Prepare: the transaction ends here
+        if tag in (wire.COMMIT, wire.PREPARE):  # the transaction ends here
             self._txn = None
-        if tag == b"M" and self._block is None and not (data[1:2] and data[1] & 1):
+        if tag == wire.MESSAGE and self._block is None and not (data[1:2] and data[1] & 1):
             return current if current is not None else 0  # non-transactional
         return current
 
@@ -290,10 +291,24 @@ class StreamReader(SlotReader):
         return translate_error(_ServerError(fields), slot=self.slot,
                                publications=self.publications, action=action)
 
-    def _status(self, *, reply: bool = False) -> None:
-        """Tell the server how far the output is durable (never past what was acknowledged)."""
-        lsn = self._acked or 0
-        self._send(b"d", encode_copy_data(StandbyStatusUpdate.now(lsn, reply_requested=reply)))
+    def _status(self, *, reply: bool = False, flush: bool = True) -> None:
+        """Tell the server how far the output is durable (never past what was acknowledged).
+
+        With ``flush=False`` (answers to keepalives, periodic updates) the update reports
+        only what was *received* (the write position) and no flush position. The slot
+        moves only with a flush position, so this never acknowledges anything; but a
+        walsender of a server shutting down waits until the client's flush position (or,
+        when there is none, its write position) reaches everything it sent, the shutdown
+        checkpoint included, which no durable unit ends at: answering keepalives with the
+        durable position alone would hold the shutdown until ``pg_ctl`` gives up.
+        """
+        acked = self._acked or 0
+        if flush:
+            update = StandbyStatusUpdate.now(acked, reply_requested=reply)
+        else:
+            clock = unix_us_to_pg_timestamp(time.time_ns() // 1000)
+            update = StandbyStatusUpdate(max(self._server_sent, acked), 0, 0, clock, reply)
+        self._send(b"d", encode_copy_data(update))
         self._sent_at = time.monotonic()
 
     # -- reading ---------------------------------------------------------------------------
@@ -301,17 +316,31 @@ class StreamReader(SlotReader):
         """Rows as they arrive; ``None`` when nothing came within ``timeout``."""
         while True:
             if time.monotonic() - self._sent_at >= self.status_interval:
-                self._status()
+                self._status(flush=False)
             tag, body = self._message(timeout)
             if not tag:
                 yield None
                 continue
             if tag == b"d":
+                if body[:1] == b"w" and len(body) > _XLOG_DATA_END:  # XLogData, read in place
+                    data_start, wal_end, _ = _xlog_head(body, 1)
+                    self._server_sent = max(self._server_sent, wal_end)
+                    data = body[_XLOG_DATA_END:]
+                    xid = self._xids.xid(data)
+                    if data_start == 0:  # Relation, Type, Origin: the next message's LSN
+                        self._pending.append((data, xid))
+                        continue
+                    if self._pending:
+                        for early, early_xid in self._pending:
+                            yield CaptureRow(Lsn(data_start), early_xid, early)
+                        self._pending = []
+                    yield CaptureRow(Lsn(data_start), xid, data)
+                    continue
                 frame = parse_copy_data(body)
                 if isinstance(frame, PrimaryKeepalive):
                     self._server_sent = max(self._server_sent, frame.wal_end)
                     if frame.reply_requested:
-                        self._status()
+                        self._status(flush=False)
                     continue
                 assert isinstance(frame, XLogData)
                 self._server_sent = max(self._server_sent, frame.wal_end)
@@ -351,7 +380,7 @@ class StreamReader(SlotReader):
                 if self._server_sent >= target and not self._pending:
                     break  # caught up: everything the server had is here
                 if not asked:
-                    self._status(reply=True)  # ask where the server is
+                    self._status(reply=True, flush=False)  # ask where the server is
                     asked = True
                 continue
             asked = False

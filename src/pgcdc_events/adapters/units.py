@@ -29,8 +29,8 @@ are dropped at :meth:`UnitAssembler.reset`; the next read hands them out again
 from their first message, because the slot is never advanced past them
 (:attr:`UnitAssembler.hold_lsn`).
 
-Rows are held in :class:`~pgcdc_events.events.transactions.SpillList` buffers
-under a shared :class:`~pgcdc_events.events.transactions.MemoryBudget`, so a
+Rows are held in :class:`~pgcdc_events.spill.SpillList` buffers
+under a shared :class:`~pgcdc_events.spill.MemoryBudget`, so a
 transaction of millions of changes spills to disk instead of filling memory.
 """
 
@@ -43,7 +43,7 @@ from typing import Literal
 import attrs
 
 from pgcdc_events.errors import ProtocolError
-from pgcdc_events.events.transactions import MemoryBudget, SpillList
+from pgcdc_events.protocol import wire
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.encoder import encode_message
@@ -70,12 +70,22 @@ from pgcdc_events.protocol.messages import (
     Update,
 )
 from pgcdc_events.protocol.reader import PgOutputReader, Streaming
+from pgcdc_events.spill import MemoryBudget, SpillList
 
 __all__ = ["CaptureRowCodec", "SchemaTracker", "Unit", "UnitAssembler", "UnitKind"]
 
 UnitKind = Literal["transaction", "streamed", "prepared", "message", "rolled_back"]
 
-_CHANGE_TYPES = frozenset(b"IUDTM")
+_CHANGE_TYPES = frozenset(wire.INSERT + wire.UPDATE + wire.DELETE + wire.TRUNCATE
+                          + wire.MESSAGE)
+_ROW_CHANGES = frozenset(wire.INSERT + wire.UPDATE + wire.DELETE)
+_INSERT, _DELETE = wire.INSERT[0], wire.DELETE[0]
+_RELATION, _TYPE = wire.RELATION[0], wire.TYPE[0]
+_STREAM_START, _STREAM_STOP = wire.STREAM_START[0], wire.STREAM_STOP[0]
+_NEW = wire.NEW_TUPLE[0]
+_KEY_OR_OLD = frozenset(wire.KEY_TUPLE + wire.OLD_TUPLE)
+_U32 = wire.UINT32.unpack_from
+_U16 = wire.UINT16.unpack_from
 _ROW_HEAD = struct.Struct(">Qq")
 
 
@@ -162,8 +172,10 @@ class UnitAssembler:
 
     ``proto_version`` and ``streaming`` are the options the slot is read with
     (see :class:`~pgcdc_events.protocol.PgOutputReader`, which validates every
-    message); ``budget`` bounds the rows held in memory; ``after`` is the position
-    at or before which units count as ``seen``. Call :meth:`reset` before each read.
+    message but the tuples of Insert, Update and Delete: those are read from their
+    heads, relation and width, and their values are checked where they are decoded);
+    ``budget`` bounds the rows held in memory; ``after`` is the position at or before
+    which units count as ``seen``. Call :meth:`reset` before each read.
     """
 
     def __init__(self, *, proto_version: int | None = None, streaming: Streaming | None = None,
@@ -210,7 +222,18 @@ class UnitAssembler:
     # -- feeding ---------------------------------------------------------------------------
     def feed(self, row: CaptureRow) -> Unit | None:
         """Take the next row of the read; returns the unit it completes, if any."""
-        message = self._reader.read(row.data)
+        data = row.data
+        if data and data[0] in _ROW_CHANGES:
+            unit = self._block if self._block is not None else self._current
+            if unit is not None:
+                relid = self._change_head(data)
+                if relid is not None:  # Insert, Update, Delete read from their heads alone
+                    self.rows_read += 1
+                    if unit is self._current:
+                        self._needs(unit, (relid,))
+                    unit.add(row)
+                    return None
+        message = self._reader.read(data)
         self.rows_read += 1
         if isinstance(message, StreamStart):
             block = self._streams.get(message.xid)
@@ -227,8 +250,10 @@ class UnitAssembler:
         if isinstance(message, (Relation, Type)):
             self._schema_message(message, row)
         if self._current is not None:
-            if isinstance(message, (Insert, Update, Delete, Truncate)):
-                self._needs(self._current, message)
+            if isinstance(message, Truncate):
+                self._needs(self._current, message.relation_ids)
+            elif isinstance(message, (Insert, Update, Delete)):
+                self._needs(self._current, (message.relation_id,))
             self._current.add(row)
             if isinstance(message, Commit):
                 unit, self._current = self._current, None
@@ -311,12 +336,33 @@ class UnitAssembler:
         if self._current is not None:
             self._current.announced.add(key)
 
-    def _needs(self, unit: _Open, message: Insert | Update | Delete | Truncate) -> None:
-        """Record the schema rows a change relies on that its unit has not announced."""
-        relids = message.relation_ids if isinstance(message, Truncate) else (
-            message.relation_id,)
+    def _change_head(self, data: bytes) -> int | None:
+        """The relation OID of an Insert, Update or Delete inside an open transaction or
+        stream block, read from the message's head: the relation must have been announced
+        and the first tuple must have its width. The tuples themselves are checked where
+        they are decoded; the capture hands the bytes on unchanged. ``None`` when the head
+        is not what it should be: the caller then parses the whole message, which raises
+        the precise :class:`ProtocolError`."""
+        pos = 5 if self._block is not None else 1  # in a stream block, an xid comes first
+        if len(data) < pos + 7:
+            return None
+        relid: int = _U32(data, pos)[0]
+        relation = self._reader.relations.get(relid)
+        if relation is None:
+            return None
+        kind = data[pos + 4]
+        if not (kind == _NEW or (kind in _KEY_OR_OLD and data[0] != _INSERT)) or (
+                kind == _NEW and data[0] == _DELETE):
+            return None
+        if _U16(data, pos + 5)[0] != len(relation.columns):
+            return None
+        return relid
+
+    def _needs(self, unit: _Open, relids: tuple[int, ...]) -> None:
+        """Record the schema rows the changes to ``relids`` rely on that ``unit`` has not
+        announced."""
         for relid in relids:
-            key = (82, relid)
+            key = (_RELATION, relid)
             if key in unit.announced:
                 continue
             unit.announced.add(key)
@@ -325,7 +371,7 @@ class UnitAssembler:
             if relation is None:
                 continue
             for column in relation.columns:  # the Type messages its columns rely on
-                type_key = (89, column.type_oid)
+                type_key = (_TYPE, column.type_oid)
                 if type_key not in unit.announced:
                     unit.announced.add(type_key)
                     type_row = self._schema_rows.get(type_key)
@@ -351,9 +397,9 @@ class UnitAssembler:
 
 def _schema_key(message: Message) -> tuple[int, int]:
     if isinstance(message, Relation):
-        return (82, message.relation_id)
+        return (_RELATION, message.relation_id)
     if isinstance(message, Type):
-        return (89, message.type_oid)
+        return (_TYPE, message.type_oid)
     return (0, 0)
 
 
@@ -387,11 +433,11 @@ class SchemaTracker:
         in_stream = False
         for row in unit:
             t = row.data[0]
-            if t == 83:  # S
+            if t == _STREAM_START:
                 in_stream = True
-            elif t == 69:  # E
+            elif t == _STREAM_STOP:
                 in_stream = False
-            elif t in (82, 89):  # R, Y: remember the version, in its out-of-stream form
+            elif t in (_RELATION, _TYPE):  # remember the version, in its out-of-stream form
                 message = parse_message(row.data, in_stream=in_stream)
                 if isinstance(message, (Relation, Type)):
                     data = row.data if not in_stream else encode_message(

@@ -93,7 +93,7 @@ class EventDecoder:
     returns nanoseconds since the Unix epoch; it stamps the envelope's processing
     time (``ts_ms``/``ts_us``/``ts_ns``) and heartbeats. ``memory_limit`` (bytes) bounds
     the streamed and prepared changes held in memory; beyond it they spill to a
-    temporary file (see :class:`~pgcdc_events.events.transactions.MemoryBudget`).
+    temporary file (see :class:`~pgcdc_events.spill.MemoryBudget`).
     """
 
     #: The ``plugin.name`` whose records this class produces.

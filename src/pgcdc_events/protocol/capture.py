@@ -131,8 +131,18 @@ def iter_capture(lines: Iterable[str | bytes]) -> Iterator[CaptureRow]:
 
 
 def dump_capture_row(row: CaptureRow) -> str:
-    """One interchange line for ``row``, without the newline."""
-    return json.dumps(row.to_json(), separators=(", ", ": "))
+    """One interchange line for ``row``, without the newline: exactly
+    ``json.dumps(row.to_json(), separators=(", ", ": "))``, built directly (the canonical
+    form that :meth:`CaptureRow.from_line` reads on its fast path)."""
+    lsn = int(row.lsn)
+    xid = row.xid
+    if xid is None:
+        return (f'{{"lsn": "{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}", "xid": null, '
+                f'"data": "{row.data.hex()}"}}')
+    if type(xid) is not int:  # a bool or an int subclass: let json say what it is
+        return json.dumps(row.to_json(), separators=(", ", ": "))
+    return (f'{{"lsn": "{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}", "xid": {xid}, '
+            f'"data": "{row.data.hex()}"}}')
 
 
 def write_capture(rows: Iterable[CaptureRow], fh: IO[str]) -> int:

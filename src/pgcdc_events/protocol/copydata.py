@@ -17,6 +17,7 @@ from pgcdc_events.errors import ProtocolError
 from pgcdc_events.protocol.lsn import unix_us_to_pg_timestamp
 
 __all__ = [
+    "XLOG_DATA_HEAD",
     "PrimaryKeepalive",
     "StandbyStatusUpdate",
     "XLogData",
@@ -24,7 +25,9 @@ __all__ = [
     "parse_copy_data",
 ]
 
-_XLOG = struct.Struct(">QQq")
+#: XLogData after its ``w``: start LSN, WAL end, send time (the message bytes follow).
+XLOG_DATA_HEAD = struct.Struct(">QQq")
+_XLOG = XLOG_DATA_HEAD
 _KEEPALIVE = struct.Struct(">QqB")
 _STATUS = struct.Struct(">QQQqB")
 

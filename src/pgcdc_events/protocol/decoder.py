@@ -17,6 +17,7 @@ import struct
 from collections.abc import Callable
 
 from pgcdc_events.errors import ProtocolError
+from pgcdc_events.protocol import wire
 from pgcdc_events.protocol.messages import (
     Begin,
     BeginPrepare,
@@ -41,30 +42,35 @@ from pgcdc_events.protocol.messages import (
     Type,
     Update,
 )
+from pgcdc_events.protocol.wire import (
+    BEGIN_HEAD,
+    BEGIN_PREPARE_HEAD,
+    COLUMN_KIND_LENGTH,
+    COLUMN_TYPE,
+    COMMIT_HEAD,
+    INT16,
+    INT32,
+    MESSAGE_HEAD,
+    PREPARE_HEAD,
+    ROLLBACK_PREPARED_HEAD,
+    STREAM_ABORT_HEAD,
+    STREAM_ABORT_INFO_HEAD,
+    STREAM_COMMIT_HEAD,
+    STREAM_START_HEAD,
+    TRUNCATE_HEAD,
+    UINT32,
+    UINT64,
+)
 
-__all__ = ["parse_message"]
+__all__ = ["message_parser", "parse_message"]
 
-_U32 = struct.Struct(">I")
-_I32 = struct.Struct(">i")
-_U16 = struct.Struct(">H")
-_I16 = struct.Struct(">h")
-_BEGIN = struct.Struct(">QqI")
-_COMMIT = struct.Struct(">BQQq")
-_U64 = struct.Struct(">Q")
-_REL_COL_TYPE = struct.Struct(">Ii")
-_TRUNCATE = struct.Struct(">iB")
-_MESSAGE = struct.Struct(">BQ")
-_STREAM_START = struct.Struct(">IB")
-_STREAM_COMMIT = struct.Struct(">IBQQq")
-_STREAM_ABORT = struct.Struct(">II")
-_STREAM_ABORT_INFO = struct.Struct(">IIQq")
-_BEGIN_PREPARE = struct.Struct(">QQqI")
-_PREPARE = struct.Struct(">BQQqI")
-_ROLLBACK_PREPARED = struct.Struct(">BQQqqI")
-_KIND_LEN = struct.Struct(">Bi")
-
-_u32 = _U32.unpack_from
-_kind_len = _KIND_LEN.unpack_from
+_u32 = UINT32.unpack_from
+_NEW = wire.NEW_TUPLE[0]
+_ALL_TEXT_KIND = bytes((wire.KIND_TEXT,))
+_KEY = wire.KEY_TUPLE[0]
+_KEY_OLD = wire.KEY_TUPLE + wire.OLD_TUPLE
+_KEY_OLD_NEW = _KEY_OLD + wire.NEW_TUPLE
+_kind_len = COLUMN_KIND_LENGTH.unpack_from
 
 _ALL_TEXT: dict[int, bytes] = {}
 _MAX_CACHED_WIDTH = 1664  # PostgreSQL's MaxTupleAttributeNumber
@@ -127,7 +133,7 @@ def _tuple(data: bytes, pos: int) -> tuple[TupleData, int]:
             raise _fail(data, pos, f"the kind of column {i + 1} of {ncols}", "truncated")
         if kind != 116:  # not 't': the tuple needs its own kinds
             if kinds is None:
-                kinds = bytearray(b"t" * ncols)
+                kinds = bytearray(_ALL_TEXT_KIND * ncols)
             kinds[i] = kind
         if kind in {116, 98}:  # "t", "b": Int32 length, then the value
             if size < 0:
@@ -157,7 +163,7 @@ def _tuple(data: bytes, pos: int) -> tuple[TupleData, int]:
     if kinds is None:
         all_text = _ALL_TEXT.get(ncols)
         if all_text is None:
-            all_text = b"t" * ncols
+            all_text = _ALL_TEXT_KIND * ncols
             if ncols <= _MAX_CACHED_WIDTH:
                 _ALL_TEXT[ncols] = all_text
         return TupleData(all_text, tuple(values)), pos
@@ -166,21 +172,21 @@ def _tuple(data: bytes, pos: int) -> tuple[TupleData, int]:
 
 def _begin(data: bytes, in_stream: bool, abort_info: bool | None) -> Begin:
     _need(data, 1, 20, "Begin's final LSN, commit time and xid")
-    final_lsn, ts, xid = _BEGIN.unpack_from(data, 1)
+    final_lsn, ts, xid = BEGIN_HEAD.unpack_from(data, 1)
     _end(data, 21)
     return Begin(final_lsn, ts, xid)
 
 
 def _commit(data: bytes, in_stream: bool, abort_info: bool | None) -> Commit:
     _need(data, 1, 25, "Commit's flags, commit LSN, end LSN and commit time")
-    flags, commit_lsn, end_lsn, ts = _COMMIT.unpack_from(data, 1)
+    flags, commit_lsn, end_lsn, ts = COMMIT_HEAD.unpack_from(data, 1)
     _end(data, 26)
     return Commit(flags, commit_lsn, end_lsn, ts)
 
 
 def _origin(data: bytes, in_stream: bool, abort_info: bool | None) -> Origin:
     _need(data, 1, 8, "the origin's commit LSN")
-    (lsn,) = _U64.unpack_from(data, 1)
+    (lsn,) = UINT64.unpack_from(data, 1)
     name, pos = _string(data, 9, "the origin name")
     _end(data, pos)
     return Origin(lsn, name)
@@ -211,7 +217,7 @@ def _relation_with(data: bytes, in_stream: bool, idents: str, expected: str) -> 
     ident = chr(data[pos])
     if ident not in idents:
         raise _fail(data, pos, expected, repr(ident))
-    (ncols,) = _I16.unpack_from(data, pos + 1)
+    (ncols,) = INT16.unpack_from(data, pos + 1)
     if ncols < 0:
         raise _fail(data, pos + 1, "a non-negative column count", str(ncols))
     pos += 3
@@ -224,7 +230,7 @@ def _relation_with(data: bytes, in_stream: bool, idents: str, expected: str) -> 
         flags = data[pos]
         col_name, pos = _string(data, pos + 1, f"the name of column {i + 1}")
         _need(data, pos, 8, f"the type OID and modifier of column {i + 1}")
-        oid, typmod = _REL_COL_TYPE.unpack_from(data, pos)
+        oid, typmod = COLUMN_TYPE.unpack_from(data, pos)
         pos += 8
         columns.append(RelationColumn(flags, col_name, oid, typmod))
     _end(data, pos)
@@ -246,7 +252,7 @@ def _insert(data: bytes, in_stream: bool, abort_info: bool | None) -> Insert:
         xid, pos = _xid(data, True)
     else:
         xid, pos = None, 1
-    if pos + 5 > len(data) or data[pos + 4] != 78:  # 'N'
+    if pos + 5 > len(data) or data[pos + 4] != _NEW:
         _need(data, pos, 5, "the relation OID and 'N'")
         raise _fail(data, pos + 4, "'N' before the new tuple", repr(bytes([data[pos + 4]])))
     new, end = _tuple(data, pos + 5)
@@ -267,14 +273,14 @@ def _update(data: bytes, in_stream: bool, abort_info: bool | None) -> Update:
     xid, pos = _xid(data, in_stream)
     _need(data, pos, 4, "the relation OID")
     (relid,) = _u32(data, pos)
-    kind = _old_kind(data, pos + 4, b"KON", "'K', 'O' or 'N'")
+    kind = _old_kind(data, pos + 4, _KEY_OLD_NEW, "'K', 'O' or 'N'")
     pos += 5
     old_kind: str | None = None
     old = None
-    if kind != 78:
+    if kind != _NEW:
         old_kind = chr(kind)
         old, pos = _tuple(data, pos)
-        _old_kind(data, pos, b"N", "'N' before the new tuple")
+        _old_kind(data, pos, wire.NEW_TUPLE, "'N' before the new tuple")
         pos += 1
     new, pos = _tuple(data, pos)
     _end(data, pos)
@@ -285,16 +291,16 @@ def _delete(data: bytes, in_stream: bool, abort_info: bool | None) -> Delete:
     xid, pos = _xid(data, in_stream)
     _need(data, pos, 4, "the relation OID")
     (relid,) = _u32(data, pos)
-    kind = _old_kind(data, pos + 4, b"KO", "'K' or 'O' before the old tuple")
+    kind = _old_kind(data, pos + 4, _KEY_OLD, "'K' or 'O' before the old tuple")
     old, pos = _tuple(data, pos + 5)
     _end(data, pos)
-    return Delete(relid, "K" if kind == 75 else "O", old, xid)
+    return Delete(relid, "K" if kind == _KEY else "O", old, xid)
 
 
 def _truncate(data: bytes, in_stream: bool, abort_info: bool | None) -> Truncate:
     xid, pos = _xid(data, in_stream)
     _need(data, pos, 5, "the relation count and options")
-    nrels, options = _TRUNCATE.unpack_from(data, pos)
+    nrels, options = TRUNCATE_HEAD.unpack_from(data, pos)
     pos += 5
     if nrels < 0 or pos + 4 * nrels != len(data):
         raise _fail(
@@ -310,10 +316,10 @@ def _truncate(data: bytes, in_stream: bool, abort_info: bool | None) -> Truncate
 def _message(data: bytes, in_stream: bool, abort_info: bool | None) -> LogicalMessage:
     xid, pos = _xid(data, in_stream)
     _need(data, pos, 9, "the message flags and LSN")
-    flags, lsn = _MESSAGE.unpack_from(data, pos)
+    flags, lsn = MESSAGE_HEAD.unpack_from(data, pos)
     prefix, pos = _string(data, pos + 9, "the message prefix")
     _need(data, pos, 4, "the content length")
-    (size,) = _I32.unpack_from(data, pos)
+    (size,) = INT32.unpack_from(data, pos)
     pos += 4
     if size < 0 or pos + size != len(data):
         raise _fail(
@@ -327,7 +333,7 @@ def _message(data: bytes, in_stream: bool, abort_info: bool | None) -> LogicalMe
 
 def _stream_start(data: bytes, in_stream: bool, abort_info: bool | None) -> StreamStart:
     _need(data, 1, 5, "the xid and first-segment flag")
-    xid, first = _STREAM_START.unpack_from(data, 1)
+    xid, first = STREAM_START_HEAD.unpack_from(data, 1)
     if first > 1:
         raise _fail(data, 5, "a first-segment flag of 0 or 1", str(first))
     _end(data, 6)
@@ -341,7 +347,7 @@ def _stream_stop(data: bytes, in_stream: bool, abort_info: bool | None) -> Strea
 
 def _stream_commit(data: bytes, in_stream: bool, abort_info: bool | None) -> StreamCommit:
     _need(data, 1, 29, "the xid, flags, commit LSN, end LSN and commit time")
-    xid, flags, commit_lsn, end_lsn, ts = _STREAM_COMMIT.unpack_from(data, 1)
+    xid, flags, commit_lsn, end_lsn, ts = STREAM_COMMIT_HEAD.unpack_from(data, 1)
     _end(data, 30)
     return StreamCommit(xid, flags, commit_lsn, end_lsn, ts)
 
@@ -359,7 +365,7 @@ def _stream_abort(data: bytes, in_stream: bool, abort_info: bool | None) -> Stre
                 "(streaming 'parallel'): 24 bytes after the type",
                 f"{size - 1} bytes",
             )
-        xid, subxid, lsn, ts = _STREAM_ABORT_INFO.unpack_from(data, 1)
+        xid, subxid, lsn, ts = STREAM_ABORT_INFO_HEAD.unpack_from(data, 1)
         return StreamAbort(xid, subxid, lsn, ts)
     if size != 9:
         raise _fail(
@@ -368,13 +374,13 @@ def _stream_abort(data: bytes, in_stream: bool, abort_info: bool | None) -> Stre
             "Stream Abort without abort LSN and time (streaming 'on'): 8 bytes after the type",
             f"{size - 1} bytes",
         )
-    xid, subxid = _STREAM_ABORT.unpack_from(data, 1)
+    xid, subxid = STREAM_ABORT_HEAD.unpack_from(data, 1)
     return StreamAbort(xid, subxid)
 
 
 def _begin_prepare(data: bytes, in_stream: bool, abort_info: bool | None) -> BeginPrepare:
     _need(data, 1, 28, "the prepare LSN, end LSN, prepare time and xid")
-    lsn, end_lsn, ts, xid = _BEGIN_PREPARE.unpack_from(data, 1)
+    lsn, end_lsn, ts, xid = BEGIN_PREPARE_HEAD.unpack_from(data, 1)
     gid, pos = _string(data, 29, "the GID")
     _end(data, pos)
     return BeginPrepare(lsn, end_lsn, ts, xid, gid)
@@ -382,7 +388,7 @@ def _begin_prepare(data: bytes, in_stream: bool, abort_info: bool | None) -> Beg
 
 def _prepare_fields(data: bytes) -> tuple[int, int, int, int, int, str]:
     _need(data, 1, 29, "the flags, LSNs, time and xid")
-    flags, lsn, end_lsn, ts, xid = _PREPARE.unpack_from(data, 1)
+    flags, lsn, end_lsn, ts, xid = PREPARE_HEAD.unpack_from(data, 1)
     gid, pos = _string(data, 30, "the GID")
     _end(data, pos)
     return flags, lsn, end_lsn, ts, xid, gid
@@ -402,7 +408,7 @@ def _commit_prepared(data: bytes, in_stream: bool, abort_info: bool | None) -> C
 
 def _rollback_prepared(data: bytes, in_stream: bool, abort_info: bool | None) -> RollbackPrepared:
     _need(data, 1, 37, "the flags, LSNs, times and xid")
-    flags, prep_end, rb_end, prep_ts, rb_ts, xid = _ROLLBACK_PREPARED.unpack_from(data, 1)
+    flags, prep_end, rb_end, prep_ts, rb_ts, xid = ROLLBACK_PREPARED_HEAD.unpack_from(data, 1)
     gid, pos = _string(data, 38, "the GID")
     _end(data, pos)
     return RollbackPrepared(flags, prep_end, rb_end, prep_ts, rb_ts, xid, gid)
@@ -412,37 +418,49 @@ _Parser = Callable[[bytes, bool, "bool | None"], Message]
 
 _PARSERS: list[_Parser | None] = [None] * 256
 for _byte, _fn in {
-    "B": _begin,
-    "C": _commit,
-    "O": _origin,
-    "R": _relation,
-    "Y": _type,
-    "I": _insert,
-    "U": _update,
-    "D": _delete,
-    "T": _truncate,
-    "M": _message,
-    "S": _stream_start,
-    "E": _stream_stop,
-    "c": _stream_commit,
-    "A": _stream_abort,
-    "b": _begin_prepare,
-    "P": _prepare,
-    "K": _commit_prepared,
-    "r": _rollback_prepared,
-    "p": _stream_prepare,
+    wire.BEGIN: _begin,
+    wire.COMMIT: _commit,
+    wire.ORIGIN: _origin,
+    wire.RELATION: _relation,
+    wire.TYPE: _type,
+    wire.INSERT: _insert,
+    wire.UPDATE: _update,
+    wire.DELETE: _delete,
+    wire.TRUNCATE: _truncate,
+    wire.MESSAGE: _message,
+    wire.STREAM_START: _stream_start,
+    wire.STREAM_STOP: _stream_stop,
+    wire.STREAM_COMMIT: _stream_commit,
+    wire.STREAM_ABORT: _stream_abort,
+    wire.BEGIN_PREPARE: _begin_prepare,
+    wire.PREPARE: _prepare,
+    wire.COMMIT_PREPARED: _commit_prepared,
+    wire.ROLLBACK_PREPARED: _rollback_prepared,
+    wire.STREAM_PREPARE: _stream_prepare,
 }.items():
-    _PARSERS[ord(_byte)] = _fn  # type: ignore[assignment]
+    _PARSERS[_byte[0]] = _fn  # type: ignore[assignment]
 
 #: yboutput's parsers: pgoutput's, with the Relation that accepts REPLICA IDENTITY CHANGE.
 #: Its tuple data needs no parser of its own: a column yboutput does not send (not changed
 #: under CHANGE) is written as ``'u'``, the unchanged-TOAST kind (proto.c,
 #: logicalrep_write_tuple: "Treat omitted column as an unchanged toast column").
 _YB_PARSERS: list[_Parser | None] = list(_PARSERS)
-_YB_PARSERS[ord("R")] = _yb_relation
+_YB_PARSERS[wire.RELATION[0]] = _yb_relation
 
 #: Type bytes whose body starts with an xid inside a Stream Start/Stop block.
-STREAMABLE_TYPES = frozenset(b"RYIUDTM")
+STREAMABLE_TYPES = frozenset(
+    wire.RELATION + wire.TYPE + wire.INSERT + wire.UPDATE + wire.DELETE + wire.TRUNCATE
+    + wire.MESSAGE)
+
+
+def message_parser(
+    type_byte: int, *, yboutput: bool = False
+) -> Callable[[bytes, bool, bool | None], Message] | None:
+    """The parser :func:`parse_message` uses for messages of type ``type_byte`` (``None``
+    for a byte pgoutput does not send), called as ``parser(data, in_stream, abort_info)``
+    with ``data`` a non-empty ``bytes`` starting with that byte. For callers that parse
+    many messages of one type (the stream reader); :func:`parse_message` is the API."""
+    return (_YB_PARSERS if yboutput else _PARSERS)[type_byte]
 
 
 def parse_message(

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pgcdc_events.errors import ProtocolError
+from pgcdc_events.protocol import wire as w
 from pgcdc_events.protocol.messages import (
     KIND_BINARY,
     KIND_NULL,
@@ -54,7 +55,7 @@ def _string(value: str) -> bytes:
 
 
 def _xid(xid: int | None) -> bytes:
-    return b"" if xid is None else _pack(">I", xid)
+    return b"" if xid is None else w.UINT32.pack(xid)
 
 
 def encode_tuple(tup: TupleData) -> bytes:
@@ -64,12 +65,12 @@ def encode_tuple(tup: TupleData) -> bytes:
             "as many kinds as values in TupleData",
             detail=f"{len(tup.kinds)} kinds, {len(tup.values)} values",
         )
-    parts = [_pack(">H", len(tup.values))]
+    parts = [w.UINT16.pack(len(tup.values))]
     for kind, value in zip(tup.kinds, tup.values, strict=False):
         if kind in (KIND_TEXT, KIND_BINARY):
             if value is None:
                 raise ProtocolError(f"a value for a column of kind {chr(kind)!r}")
-            parts.append(_pack(">Bi", kind, len(value)))
+            parts.append(w.COLUMN_KIND_LENGTH.pack(kind, len(value)))
             parts.append(value)
         elif kind in (KIND_NULL, KIND_UNCHANGED_TOAST):
             if value is not None:
@@ -81,15 +82,15 @@ def encode_tuple(tup: TupleData) -> bytes:
 
 
 def _begin(m: Begin) -> bytes:
-    return b"B" + _pack(">QqI", m.final_lsn, m.commit_time, m.xid)
+    return w.BEGIN + w.BEGIN_HEAD.pack(m.final_lsn, m.commit_time, m.xid)
 
 
 def _commit(m: Commit) -> bytes:
-    return b"C" + _pack(">BQQq", m.flags, m.commit_lsn, m.end_lsn, m.commit_time)
+    return w.COMMIT + w.COMMIT_HEAD.pack(m.flags, m.commit_lsn, m.end_lsn, m.commit_time)
 
 
 def _origin(m: Origin) -> bytes:
-    return b"O" + _pack(">Q", m.origin_lsn) + _string(m.name)
+    return w.ORIGIN + w.ORIGIN_HEAD.pack(m.origin_lsn) + _string(m.name)
 
 
 def _relation(m: Relation) -> bytes:
@@ -109,106 +110,111 @@ def _yb_relation(m: Relation) -> bytes:
 
 def _relation_bytes(m: Relation) -> bytes:
     parts = [
-        b"R",
+        w.RELATION,
         _xid(m.xid),
-        _pack(">I", m.relation_id),
+        w.UINT32.pack(m.relation_id),
         _string(m.namespace),
         _string(m.name),
         m.replica_identity.encode("ascii"),
-        _pack(">h", len(m.columns)),
+        w.INT16.pack(len(m.columns)),
     ]
     for col in m.columns:
         parts += [
             _pack(">B", col.flags),
             _string(col.name),
-            _pack(">Ii", col.type_oid, col.type_modifier),
+            w.COLUMN_TYPE.pack(col.type_oid, col.type_modifier),
         ]
     return b"".join(parts)
 
 
 def _type(m: Type) -> bytes:
-    return b"Y" + _xid(m.xid) + _pack(">I", m.type_oid) + _string(m.namespace) + _string(m.name)
+    return w.TYPE + _xid(m.xid) + w.UINT32.pack(m.type_oid) + _string(m.namespace) + _string(m.name)
 
 
 def _insert(m: Insert) -> bytes:
-    return b"I" + _xid(m.xid) + _pack(">I", m.relation_id) + b"N" + encode_tuple(m.new)
+    return w.INSERT + _xid(m.xid) + w.UINT32.pack(m.relation_id) + w.NEW_TUPLE + encode_tuple(m.new)
 
 
 def _update(m: Update) -> bytes:
-    head = b"U" + _xid(m.xid) + _pack(">I", m.relation_id)
+    head = w.UPDATE + _xid(m.xid) + w.UINT32.pack(m.relation_id)
     if m.old_kind is None:
         if m.old is not None:
             raise ProtocolError("old_kind 'K' or 'O' when an old tuple is given")
-        return head + b"N" + encode_tuple(m.new)
+        return head + w.NEW_TUPLE + encode_tuple(m.new)
     if m.old_kind not in ("K", "O") or m.old is None:
         raise ProtocolError(
             "old_kind 'K' or 'O' together with an old tuple", detail=repr(m.old_kind)
         )
-    return head + m.old_kind.encode() + encode_tuple(m.old) + b"N" + encode_tuple(m.new)
+    return head + m.old_kind.encode() + encode_tuple(m.old) + w.NEW_TUPLE + encode_tuple(m.new)
 
 
 def _delete(m: Delete) -> bytes:
     if m.old_kind not in ("K", "O"):
         raise ProtocolError("old_kind 'K' or 'O'", detail=repr(m.old_kind))
     return (
-        b"D" + _xid(m.xid) + _pack(">I", m.relation_id) + m.old_kind.encode() + encode_tuple(m.old)
+        w.DELETE + _xid(m.xid) + w.UINT32.pack(m.relation_id) + m.old_kind.encode()
+        + encode_tuple(m.old)
     )
 
 
 def _truncate(m: Truncate) -> bytes:
     n = len(m.relation_ids)
-    return b"T" + _xid(m.xid) + _pack(f">iB{n}I", n, m.options, *m.relation_ids)
+    return (w.TRUNCATE + _xid(m.xid) + w.TRUNCATE_HEAD.pack(n, m.options)
+            + _pack(f">{n}I", *m.relation_ids))
 
 
 def _message(m: LogicalMessage) -> bytes:
     return (
-        b"M"
+        w.MESSAGE
         + _xid(m.xid)
-        + _pack(">BQ", m.flags, m.lsn)
+        + w.MESSAGE_HEAD.pack(m.flags, m.lsn)
         + _string(m.prefix)
-        + _pack(">i", len(m.content))
+        + w.INT32.pack(len(m.content))
         + m.content
     )
 
 
 def _stream_start(m: StreamStart) -> bytes:
-    return b"S" + _pack(">IB", m.xid, 1 if m.first_segment else 0)
+    return w.STREAM_START + w.STREAM_START_HEAD.pack(m.xid, 1 if m.first_segment else 0)
 
 
 def _stream_stop(m: StreamStop) -> bytes:
-    return b"E"
+    return w.STREAM_STOP
 
 
 def _stream_commit(m: StreamCommit) -> bytes:
-    return b"c" + _pack(">IBQQq", m.xid, m.flags, m.commit_lsn, m.end_lsn, m.commit_time)
+    return w.STREAM_COMMIT + w.STREAM_COMMIT_HEAD.pack(
+        m.xid, m.flags, m.commit_lsn, m.end_lsn, m.commit_time)
 
 
 def _stream_abort(m: StreamAbort) -> bytes:
     if m.abort_lsn is None and m.abort_time is None:
-        return b"A" + _pack(">II", m.xid, m.subxid)
+        return w.STREAM_ABORT + w.STREAM_ABORT_HEAD.pack(m.xid, m.subxid)
     if m.abort_lsn is None or m.abort_time is None:
         raise ProtocolError("both abort_lsn and abort_time, or neither")
-    return b"A" + _pack(">IIQq", m.xid, m.subxid, m.abort_lsn, m.abort_time)
+    return w.STREAM_ABORT + w.STREAM_ABORT_INFO_HEAD.pack(
+        m.xid, m.subxid, m.abort_lsn, m.abort_time)
 
 
 def _begin_prepare(m: BeginPrepare) -> bytes:
-    return b"b" + _pack(">QQqI", m.prepare_lsn, m.end_lsn, m.prepare_time, m.xid) + _string(m.gid)
+    return (w.BEGIN_PREPARE
+            + w.BEGIN_PREPARE_HEAD.pack(m.prepare_lsn, m.end_lsn, m.prepare_time, m.xid)
+            + _string(m.gid))
 
 
 def _prepare_like(tag: bytes) -> Callable[[Any], bytes]:
     def encode(m: Any) -> bytes:
-        lsn = m.commit_lsn if tag == b"K" else m.prepare_lsn
-        ts = m.commit_time if tag == b"K" else m.prepare_time
-        return tag + _pack(">BQQqI", m.flags, lsn, m.end_lsn, ts, m.xid) + _string(m.gid)
+        lsn = m.commit_lsn if tag == w.COMMIT_PREPARED else m.prepare_lsn
+        ts = m.commit_time if tag == w.COMMIT_PREPARED else m.prepare_time
+        return tag + w.PREPARE_HEAD.pack(m.flags, lsn, m.end_lsn, ts, m.xid) + _string(m.gid)
 
     return encode
 
 
 def _rollback_prepared(m: RollbackPrepared) -> bytes:
     return (
-        b"r"
-        + _pack(
-            ">BQQqqI",
+        w.ROLLBACK_PREPARED
+        + w.ROLLBACK_PREPARED_HEAD.pack(
             m.flags,
             m.prepare_end_lsn,
             m.rollback_end_lsn,
@@ -236,9 +242,9 @@ _ENCODERS: dict[type, Callable[[Any], bytes]] = {
     StreamCommit: _stream_commit,
     StreamAbort: _stream_abort,
     BeginPrepare: _begin_prepare,
-    Prepare: _prepare_like(b"P"),
-    StreamPrepare: _prepare_like(b"p"),
-    CommitPrepared: _prepare_like(b"K"),
+    Prepare: _prepare_like(w.PREPARE),
+    StreamPrepare: _prepare_like(w.STREAM_PREPARE),
+    CommitPrepared: _prepare_like(w.COMMIT_PREPARED),
     RollbackPrepared: _rollback_prepared,
 }
 

@@ -15,6 +15,7 @@ from typing import ClassVar, Literal
 
 import attrs
 
+from pgcdc_events.protocol import wire
 from pgcdc_events.protocol.lsn import pg_timestamp_to_datetime
 
 __all__ = [
@@ -48,10 +49,10 @@ __all__ = [
 ]
 
 #: Column kinds in :attr:`TupleData.kinds` (the byte PostgreSQL writes before each column).
-KIND_NULL = ord("n")
-KIND_UNCHANGED_TOAST = ord("u")
-KIND_TEXT = ord("t")
-KIND_BINARY = ord("b")
+KIND_NULL = wire.KIND_NULL
+KIND_UNCHANGED_TOAST = wire.KIND_UNCHANGED_TOAST
+KIND_TEXT = wire.KIND_TEXT
+KIND_BINARY = wire.KIND_BINARY
 
 #: YugabyteDB's replica identity CHANGE in a Relation message (``yboutput`` only): an
 #: UPDATE carries the changed columns and the primary key; every other column is sent
@@ -101,7 +102,7 @@ class TupleData:
 class Begin:
     """Start of a transaction that is sent whole (``B``)."""
 
-    TYPE: ClassVar[bytes] = b"B"
+    TYPE: ClassVar[bytes] = wire.BEGIN
     final_lsn: int
     commit_time: int
     xid: int
@@ -116,7 +117,7 @@ class Begin:
 class Commit:
     """End of a transaction (``C``); ``end_lsn`` is where the next transaction may start."""
 
-    TYPE: ClassVar[bytes] = b"C"
+    TYPE: ClassVar[bytes] = wire.COMMIT
     flags: int
     commit_lsn: int
     end_lsn: int
@@ -132,7 +133,7 @@ class Commit:
 class Origin:
     """Replication origin of the current transaction (``O``)."""
 
-    TYPE: ClassVar[bytes] = b"O"
+    TYPE: ClassVar[bytes] = wire.ORIGIN
     origin_lsn: int
     name: str
 
@@ -162,7 +163,7 @@ class Relation:
     :data:`REPLICA_IDENTITY_CHANGE`).
     """
 
-    TYPE: ClassVar[bytes] = b"R"
+    TYPE: ClassVar[bytes] = wire.RELATION
     relation_id: int
     namespace: str
     name: str
@@ -179,7 +180,7 @@ class Type:
     type, so a domain arrives under its base type's name.
     """
 
-    TYPE: ClassVar[bytes] = b"Y"
+    TYPE: ClassVar[bytes] = wire.TYPE
     type_oid: int
     namespace: str
     name: str
@@ -190,7 +191,7 @@ class Type:
 class Insert:
     """A new row (``I``)."""
 
-    TYPE: ClassVar[bytes] = b"I"
+    TYPE: ClassVar[bytes] = wire.INSERT
     relation_id: int
     new: TupleData
     xid: int | None = None
@@ -205,7 +206,7 @@ class Update:
     (REPLICA IDENTITY FULL), and ``None`` when no old data was sent.
     """
 
-    TYPE: ClassVar[bytes] = b"U"
+    TYPE: ClassVar[bytes] = wire.UPDATE
     relation_id: int
     old_kind: Literal["K", "O"] | None
     old: TupleData | None
@@ -217,7 +218,7 @@ class Update:
 class Delete:
     """A deleted row (``D``): the old key (``'K'``) or the whole old row (``'O'``)."""
 
-    TYPE: ClassVar[bytes] = b"D"
+    TYPE: ClassVar[bytes] = wire.DELETE
     relation_id: int
     old_kind: Literal["K", "O"]
     old: TupleData
@@ -228,7 +229,7 @@ class Delete:
 class Truncate:
     """``TRUNCATE`` of one or more tables (``T``)."""
 
-    TYPE: ClassVar[bytes] = b"T"
+    TYPE: ClassVar[bytes] = wire.TRUNCATE
     CASCADE: ClassVar[int] = 1
     RESTART_IDENTITY: ClassVar[int] = 2
     options: int
@@ -250,7 +251,7 @@ class Truncate:
 class LogicalMessage:
     """A message written with ``pg_logical_emit_message`` (``M``)."""
 
-    TYPE: ClassVar[bytes] = b"M"
+    TYPE: ClassVar[bytes] = wire.MESSAGE
     flags: int
     lsn: int
     prefix: str
@@ -267,7 +268,7 @@ class LogicalMessage:
 class StreamStart:
     """Start of a block of changes of an in-progress transaction (``S``, protocol 2+)."""
 
-    TYPE: ClassVar[bytes] = b"S"
+    TYPE: ClassVar[bytes] = wire.STREAM_START
     xid: int
     first_segment: bool
 
@@ -276,14 +277,14 @@ class StreamStart:
 class StreamStop:
     """End of a block of streamed changes (``E``, protocol 2+)."""
 
-    TYPE: ClassVar[bytes] = b"E"
+    TYPE: ClassVar[bytes] = wire.STREAM_STOP
 
 
 @attrs.frozen
 class StreamCommit:
     """Commit of a streamed transaction (``c``, protocol 2+)."""
 
-    TYPE: ClassVar[bytes] = b"c"
+    TYPE: ClassVar[bytes] = wire.STREAM_COMMIT
     xid: int
     flags: int
     commit_lsn: int
@@ -304,7 +305,7 @@ class StreamAbort:
     ``streaming 'parallel'``; they are ``None`` otherwise (``A``).
     """
 
-    TYPE: ClassVar[bytes] = b"A"
+    TYPE: ClassVar[bytes] = wire.STREAM_ABORT
     xid: int
     subxid: int
     abort_lsn: int | None = None
@@ -320,7 +321,7 @@ class StreamAbort:
 class BeginPrepare:
     """Start of a two-phase transaction being prepared (``b``, protocol 3+)."""
 
-    TYPE: ClassVar[bytes] = b"b"
+    TYPE: ClassVar[bytes] = wire.BEGIN_PREPARE
     prepare_lsn: int
     end_lsn: int
     prepare_time: int
@@ -332,7 +333,7 @@ class BeginPrepare:
 class Prepare:
     """``PREPARE TRANSACTION`` of the transaction started by :class:`BeginPrepare` (``P``)."""
 
-    TYPE: ClassVar[bytes] = b"P"
+    TYPE: ClassVar[bytes] = wire.PREPARE
     flags: int
     prepare_lsn: int
     end_lsn: int
@@ -345,7 +346,7 @@ class Prepare:
 class CommitPrepared:
     """``COMMIT PREPARED`` (``K``, protocol 3+); may arrive long after the prepare."""
 
-    TYPE: ClassVar[bytes] = b"K"
+    TYPE: ClassVar[bytes] = wire.COMMIT_PREPARED
     flags: int
     commit_lsn: int
     end_lsn: int
@@ -358,7 +359,7 @@ class CommitPrepared:
 class RollbackPrepared:
     """``ROLLBACK PREPARED`` (``r``, protocol 3+)."""
 
-    TYPE: ClassVar[bytes] = b"r"
+    TYPE: ClassVar[bytes] = wire.ROLLBACK_PREPARED
     flags: int
     prepare_end_lsn: int
     rollback_end_lsn: int
@@ -372,7 +373,7 @@ class RollbackPrepared:
 class StreamPrepare:
     """Prepare of a streamed transaction (``p``, protocol 3+); same fields as :class:`Prepare`."""
 
-    TYPE: ClassVar[bytes] = b"p"
+    TYPE: ClassVar[bytes] = wire.STREAM_PREPARE
     flags: int
     prepare_lsn: int
     end_lsn: int

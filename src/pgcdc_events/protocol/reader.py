@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from pgcdc_events.errors import ProtocolError
-from pgcdc_events.protocol.decoder import parse_message
+from pgcdc_events.protocol import wire
+from pgcdc_events.protocol.decoder import message_parser, parse_message
 from pgcdc_events.protocol.messages import (
     Delete,
     Insert,
@@ -34,14 +35,25 @@ __all__ = ["PgOutputReader", "Streaming"]
 Streaming = Literal["off", "on", "parallel"]
 
 #: Message type bytes each protocol version may send.
+_V1 = (wire.BEGIN + wire.COMMIT + wire.ORIGIN + wire.RELATION + wire.TYPE + wire.INSERT
+       + wire.UPDATE + wire.DELETE + wire.TRUNCATE + wire.MESSAGE)
+_STREAMING = wire.STREAM_START + wire.STREAM_STOP + wire.STREAM_COMMIT + wire.STREAM_ABORT
+_TWO_PHASE = (wire.BEGIN_PREPARE + wire.PREPARE + wire.COMMIT_PREPARED
+              + wire.ROLLBACK_PREPARED + wire.STREAM_PREPARE)
 _TYPES_BY_VERSION = {
-    1: frozenset(b"BCORYIUDTM"),
-    2: frozenset(b"BCORYIUDTMSEcA"),
-    3: frozenset(b"BCORYIUDTMSEcAbPKrp"),
-    4: frozenset(b"BCORYIUDTMSEcAbPKrp"),
+    1: frozenset(_V1),
+    2: frozenset(_V1 + _STREAMING),
+    3: frozenset(_V1 + _STREAMING + _TWO_PHASE),
+    4: frozenset(_V1 + _STREAMING + _TWO_PHASE),
 }
-_STREAM_TYPES = frozenset(b"SEcA")
-_DML = frozenset(b"IUDT")
+_STREAM_TYPES = frozenset(_STREAMING)
+_DML = frozenset(wire.INSERT + wire.UPDATE + wire.DELETE + wire.TRUNCATE)
+_R, _Y, _M, _C, _P, _O, _S, _E = (wire.RELATION[0], wire.TYPE[0], wire.MESSAGE[0],
+                                  wire.COMMIT[0], wire.PREPARE[0], wire.ORIGIN[0],
+                                  wire.STREAM_START[0], wire.STREAM_STOP[0])
+_BEGINS = frozenset(wire.BEGIN + wire.BEGIN_PREPARE)
+_ROW_CHANGES = frozenset(wire.INSERT + wire.UPDATE + wire.DELETE)
+_U, _D = wire.UPDATE[0], wire.DELETE[0]
 
 
 class PgOutputReader:
@@ -82,8 +94,12 @@ class PgOutputReader:
             allowed = allowed - _STREAM_TYPES
         self._allowed = allowed
         self._abort_info = None if streaming is None else streaming == "parallel"
+        self._row_parsers: dict[int, Any] = {
+            t: message_parser(t, yboutput=yboutput) for t in _ROW_CHANGES}
         self._relations: dict[int, Relation] = {}
         self._types: dict[int, Type] = {}
+        self._relations_view = MappingProxyType(self._relations)
+        self._types_view = MappingProxyType(self._types)
         self._txn: str | None = None  # "B" inside Begin..Commit, "b" inside Begin Prepare..Prepare
         self._stream_xid: int | None = None
         self.messages_read = 0
@@ -92,12 +108,12 @@ class PgOutputReader:
     @property
     def relations(self) -> Mapping[int, Relation]:
         """The latest Relation message seen for each relation OID (read-only)."""
-        return MappingProxyType(self._relations)
+        return self._relations_view
 
     @property
     def types(self) -> Mapping[int, Type]:
         """The latest Type message seen for each type OID (read-only)."""
-        return MappingProxyType(self._types)
+        return self._types_view
 
     @property
     def in_stream(self) -> bool:
@@ -125,8 +141,24 @@ class PgOutputReader:
     # -- reading -------------------------------------------------------------
     def read(self, data: bytes | bytearray | memoryview) -> Message:
         """Parse and validate the next message of the stream."""
-        if not isinstance(data, bytes):
+        if type(data) is not bytes:
             data = bytes(data)
+        kind = data[0] if data else -1
+        if kind in _ROW_CHANGES and self._stream_xid is None and self._txn is not None:
+            # the bulk of a stream: an Insert, Update or Delete inside a transaction
+            change: Insert | Update | Delete = self._row_parsers[kind](data, False, None)
+            relation = self._relations.get(change.relation_id)
+            if relation is None:
+                raise self._error(kind, "a change to an announced relation",
+                                  f"no Relation message for OID {change.relation_id}")
+            width = len(relation.columns)
+            # a Delete's tuple is its old one; an Update may carry an old one too
+            new: TupleData = change.old if kind == _D else change.new  # type: ignore[union-attr,assignment]
+            old: TupleData | None = change.old if kind == _U else None  # type: ignore[union-attr]
+            if len(new.values) != width or (old is not None and len(old.values) != width):
+                self._check_width(kind, change)  # names the tuple and its width
+            self.messages_read += 1
+            return change
         if data and data[0] not in self._allowed:
             t = chr(data[0])
             if data[0] in _TYPES_BY_VERSION[4]:
@@ -163,13 +195,13 @@ class PgOutputReader:
                 assert isinstance(message, (Insert, Update, Delete))
                 self._check_width(t, message)
             return
-        if t == 82:  # R
+        if t == _R:
             assert isinstance(message, Relation)
             self._relations[message.relation_id] = message
-        elif t == 89:  # Y
+        elif t == _Y:
             assert isinstance(message, Type)
             self._types[message.type_oid] = message
-        elif t == 77:  # M
+        elif t == _M:
             assert isinstance(message, LogicalMessage)
             if message.transactional and self._txn is None and self._stream_xid is None:
                 raise self._error(
@@ -177,10 +209,10 @@ class PgOutputReader:
                     "a transactional message inside a transaction",
                     "no Begin or Stream Start is open",
                 )
-        elif t in {66, 98}:  # B, b
+        elif t in _BEGINS:
             self._outside_all(t)
             self._txn = chr(t)
-        elif t == 67:  # C
+        elif t == _C:
             if self._txn != "B":
                 raise self._error(
                     t,
@@ -188,19 +220,19 @@ class PgOutputReader:
                     "no transaction is open" if self._txn is None else "a Begin Prepare is open",
                 )
             self._txn = None
-        elif t == 80:  # P
+        elif t == _P:
             if self._txn != "b":
                 raise self._error(
                     t, "a Begin Prepare before this Prepare", "no prepared transaction is open"
                 )
             self._txn = None
-        elif t == 79:  # O
+        elif t == _O:
             if self._txn is None and self._stream_xid is None:
                 raise self._error(t, "an Origin inside a transaction or stream block")
-        elif t == 83:  # S
+        elif t == _S:
             self._outside_all(t)
             self._stream_xid = message.xid  # type: ignore[union-attr]
-        elif t == 69:  # E
+        elif t == _E:
             if self._stream_xid is None:
                 raise self._error(
                     t, "a Stream Start before this Stream Stop", "no stream block is open"
