@@ -133,9 +133,12 @@ def iter_capture(lines: Iterable[str | bytes]) -> Iterator[CaptureRow]:
 def dump_capture_row(row: CaptureRow) -> str:
     """One interchange line for ``row``, without the newline: exactly
     ``json.dumps(row.to_json(), separators=(", ", ": "))``, built directly (the canonical
-    form that :meth:`CaptureRow.from_line` reads on its fast path)."""
+    form that :meth:`CaptureRow.from_line` reads on its fast path; a snapshot row gets
+    its fourth key through ``json.dumps``)."""
     lsn = int(row.lsn)
     xid = row.xid
+    if row.snapshot:
+        return json.dumps(row.to_json(), separators=(", ", ": "))
     if xid is None:
         return (f'{{"lsn": "{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}", "xid": null, '
                 f'"data": "{row.data.hex()}"}}')
