@@ -105,15 +105,25 @@ class CopyTextRows:
         self.rows = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
-        """Take a chunk of COPY data (pg8000 calls this as the data arrives)."""
-        chunk = self._tail + bytes(data)
+        """Take a chunk of COPY data (pg8000 calls this as the data arrives: the server
+        sends one row a message)."""
+        chunk = bytes(data)
+        if self._tail:
+            chunk = self._tail + chunk
+        if chunk.endswith(b"\n") and chunk.count(b"\n") == 1:  # one whole row
+            self._tail = b""
+            self._row(chunk[:-1])
+            return len(data)
         lines = chunk.split(b"\n")
         self._tail = lines.pop()
         for line in lines:
-            self.on_row([None if f == b"\\N" else _ESCAPE.sub(_unescape, f) if b"\\" in f else f
-                         for f in line.split(b"\t")])
-            self.rows += 1
+            self._row(line)
         return len(data)
+
+    def _row(self, line: bytes) -> None:
+        self.on_row([None if f == b"\\N" else _ESCAPE.sub(_unescape, f) if b"\\" in f else f
+                     for f in line.split(b"\t")])
+        self.rows += 1
 
     def close(self) -> None:
         """The COPY ended: a partial row left over means the data was cut."""

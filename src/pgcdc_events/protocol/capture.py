@@ -50,9 +50,9 @@ def _rebuild_capture_error(expected: str, line: int, detail: str | None) -> Capt
 
 # The lines dump_capture_row writes (what capture, the recorder and the tools write). They
 # take a fast path; any other valid line goes through json.loads and from_json.
-_CANONICAL = re.compile(  # (a snapshot row's fourth key takes the general path)
+_CANONICAL = re.compile(
     r'\{"lsn": "([0-9A-F]{1,8})/([0-9A-F]{1,8})", "xid": (null|[1-9][0-9]{0,9}|0), '
-    r'"data": "([0-9a-f]*)"\}\r?\n?'
+    r'"data": "([0-9a-f]*)"(, "snapshot": true)?\}\r?\n?'
 ).fullmatch
 
 
@@ -102,10 +102,11 @@ class CaptureRow:
     def from_line(cls, line: str | bytes, *, line_number: int = 0) -> CaptureRow:
         """Parse one interchange line; errors name ``line_number``."""
         if isinstance(line, str) and (match := _CANONICAL(line)) is not None:
-            hi, lo, xid, data = match.groups()
+            hi, lo, xid, data, snapshot = match.groups()
             if not len(data) & 1:  # an odd digit count takes the general path and its error
                 return cls(Lsn((int(hi, 16) << 32) | int(lo, 16)),
-                           None if xid == "null" else int(xid), bytes.fromhex(data))
+                           None if xid == "null" else int(xid), bytes.fromhex(data),
+                           snapshot is not None)
         try:
             obj = json.loads(line)
         except ValueError as exc:
@@ -133,19 +134,17 @@ def iter_capture(lines: Iterable[str | bytes]) -> Iterator[CaptureRow]:
 def dump_capture_row(row: CaptureRow) -> str:
     """One interchange line for ``row``, without the newline: exactly
     ``json.dumps(row.to_json(), separators=(", ", ": "))``, built directly (the canonical
-    form that :meth:`CaptureRow.from_line` reads on its fast path; a snapshot row gets
-    its fourth key through ``json.dumps``)."""
+    form that :meth:`CaptureRow.from_line` reads on its fast path)."""
     lsn = int(row.lsn)
     xid = row.xid
-    if row.snapshot:
-        return json.dumps(row.to_json(), separators=(", ", ": "))
+    end = ', "snapshot": true}' if row.snapshot else "}"
     if xid is None:
         return (f'{{"lsn": "{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}", "xid": null, '
-                f'"data": "{row.data.hex()}"}}')
+                f'"data": "{row.data.hex()}"{end}')
     if type(xid) is not int:  # a bool or an int subclass: let json say what it is
         return json.dumps(row.to_json(), separators=(", ", ": "))
     return (f'{{"lsn": "{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}", "xid": {xid}, '
-            f'"data": "{row.data.hex()}"}}')
+            f'"data": "{row.data.hex()}"{end}')
 
 
 def write_capture(rows: Iterable[CaptureRow], fh: IO[str]) -> int:
