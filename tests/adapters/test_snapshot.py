@@ -358,3 +358,66 @@ def test_the_snapshots_schema_messages_are_the_streams(url: str, pg_conn: Any,
     assert {k for k in snapshot if k[0] == b"R"} - {k for k in stream if k[0] == b"R"} == {
         k for k in relations if k not in stream}  # t and u: no change streamed
     assert len([k for k in relations if k in stream]) == 5
+
+
+@pytest.mark.slow
+def test_snapshot_kill_campaign(url: str, pg_conn: Any, pg_cluster: TempCluster,
+                                tmp_path: Path) -> None:
+    """SIGKILL a following capture again and again, at random moments, while a workload
+    writes: many kills land in the snapshot (each restarts it on a new slot), the rest in
+    the stream. At the end the events applied to empty tables equal the tables, and no
+    row was read or created twice. PGCDC_SNAPSHOT_KILLS sets the number of kills."""
+    import random  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    import pg8000.native  # noqa: PLC0415 - only server tests need the driver
+
+    kills = int(os.environ.get("PGCDC_SNAPSHOT_KILLS", "30"))
+    rng = random.Random(13)
+    pg_conn.run("INSERT INTO t SELECT g, 'start' FROM generate_series(1, 60000) g")
+    pg_conn.run("INSERT INTO u SELECT 'k' || g, g FROM generate_series(1, 20000) g")
+    database = pg_conn.run("SELECT current_database()")[0][0]
+    stop = threading.Event()
+    written = [0]
+
+    def workload() -> None:
+        conn = pg8000.native.Connection(**{**pg_cluster.dsn(), "database": database})
+        n = 100000
+        while not stop.is_set():
+            n += 1
+            conn.run("BEGIN")
+            conn.run("INSERT INTO t VALUES (:n, 'w')", n=n)
+            conn.run("UPDATE t SET v = 'u' || :n WHERE id = :id", n=n, id=rng.randint(1, 60000))
+            conn.run("DELETE FROM u WHERE k = :k", k=f"k{rng.randint(1, 20000)}")
+            conn.run("COMMIT")
+            written[0] += 1
+            time.sleep(0.002)
+        conn.close()
+
+    thread = threading.Thread(target=workload, daemon=True)
+    thread.start()
+    out = tmp_path / "o"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    in_snapshot = 0
+    try:
+        for _ in range(kills):
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pgcdc_events", "capture", "--dsn", url, "--slot", "s",
+                 "--publication", "p", "--output", f"{out}/", "-q", "--create-slot",
+                 "--follow", "--poll-interval", "0.05"], env=env)
+            time.sleep(rng.uniform(0.3, 4.0))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            checkpoint = out / "capture.jsonl.checkpoint.json"
+            if checkpoint.exists() and _checkpoint(out)["snapshot"]["state"] == "running":
+                in_snapshot += 1
+    finally:
+        stop.set()
+        thread.join()
+    assert _capture(url, out) == 0
+    events = _events(out)
+    reads = sum(e["op"] == "r" for e in events)
+    assert _apply(events, "id") == _tables(pg_conn)
+    print(f"\nsnapshot kill campaign: {kills} kills ({in_snapshot} during the snapshot), "
+          f"{written[0]} workload transactions, {len(events)} events ({reads} reads)")
+    assert 0 < in_snapshot < kills
