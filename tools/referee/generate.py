@@ -27,8 +27,8 @@ Column names are ``c<n>_<family>`` so a difference names its family.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 #: Inputs the generator never draws because the connector itself fails on them (the
 #: golden corpora types_crash_* record each failure): numeric NaN and ±Infinity (with
@@ -276,7 +276,7 @@ class _Gen:
                 col.default, col.default_kind = rng.choice(pool), "enum"
             if rng.random() < 0.2:
                 col = Column(f"c{index}_enum_arr", sql + "[]", "enum[]",
-                             tuple(f"ARRAY[{v}]::{sql}[]" for v in pool) + (f"'{{}}'::{sql}[]",))
+                             (*(f"ARRAY[{v}]::{sql}[]" for v in pool), f"'{{}}'::{sql}[]"))
         elif roll < 0.16:
             sql, base, dom_default = rng.choice(DOMAINS)
             fam = BY_NAME[base]
@@ -296,9 +296,9 @@ class _Gen:
             is_array = fam.array and rng.random() < 0.2
             if is_array:
                 elements = fam.array_values or fam.values
-                pool = tuple(f"ARRAY[{v}]::{fam.sql}[]" for v in elements) + (
-                    f"ARRAY[{elements[0]}, NULL, {elements[-1]}]::{fam.sql}[]",
-                    f"'{{}}'::{fam.sql}[]")
+                pool = (*(f"ARRAY[{v}]::{fam.sql}[]" for v in elements),
+                        f"ARRAY[{elements[0]}, NULL, {elements[-1]}]::{fam.sql}[]",
+                        f"'{{}}'::{fam.sql}[]")
                 col = Column(f"c{index}_{fam.name}_arr", fam.sql + "[]", fam.name + "[]", pool)
                 if rng.random() < 0.3:
                     col.default, col.default_kind = (("'{}'", "empty_array") if rng.random() < 0.6
@@ -393,9 +393,8 @@ class _Gen:
                 row[c.name] = self.key_value(c, n)
             elif c.name == t.toast:
                 row[c.name] = f"repeat({_q(f'toast{n} ')}, {rng.randint(400, 1500)})"
-            elif not all_columns and c.default is not None and rng.random() < 0.4:
-                continue
-            elif not all_columns and c.default_kind == "domain" and rng.random() < 0.4:
+            elif not all_columns and (c.default is not None or c.default_kind == "domain") and (
+                    rng.random() < 0.4):
                 continue
             elif not c.not_null and rng.random() < 0.15:
                 row[c.name] = "NULL"

@@ -51,8 +51,7 @@ def normalize(record: dict[str, Any], clock_message: bool = False) -> dict[str, 
         run["payload"] = "<run>"
     elif run is not None:
         headers["__debezium.context.runId"] = "<run>"
-    value = out.get("value")
-    payload = value.get("payload", value) if isinstance(value, dict) and "schema" in value else value
+    payload = _payload(out)
     if isinstance(payload, dict):
         for name in ("ts_ms", "ts_us", "ts_ns"):
             if name in payload and "op" in payload:

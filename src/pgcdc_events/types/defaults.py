@@ -165,8 +165,10 @@ _ZERO_TEXT: Final[dict[str, str]] = {
     "timestamp": "1970-01-01 00:00:00", "timestamptz": "1970-01-01 00:00:00+00",
     "time": "00:00:00", "timetz": "00:00:00+00", "oid": "0", "float4": "0", "float8": "0",
     "numeric": "0", "money": "0.00", "bool": "f", "point": "(0,0)",
-    "interval": "00:00:00", "uuid": "00000000-0000-0000-0000-000000000000", "bytea": "\\x",
+    "interval": "00:00:00", "bytea": "\\x",
 }
+# (no uuid: the connector's zero of a uuid column is the string zero "", recording
+# events_referee; the nil UUID it declares is only the placeholder of a generated default)
 #: The zero of a PostGIS column: an empty GEOMETRYCOLLECTION as WKB, no SRID.
 _EMPTY_COLLECTION_WKB: Final = bytes.fromhex("010700000000000000")
 _ZERO_BY_SCHEMA: Final[dict[str, Any]] = {
