@@ -36,6 +36,9 @@ from dataclasses import dataclass, field
 CONNECTOR_FAILURES = (
     "numeric 'NaN', 'Infinity', '-Infinity' (types_crash_numeric_*)",
     "timetz with an offset that has seconds, e.g. '12:00:00+05:30:15' (types_crash_timetz_seconds*)",
+    "time.precision.mode=nanoseconds: a key change on a REPLICA IDENTITY USING INDEX table "
+    "without a primary key whose NOT NULL timestamp column is outside the index (DataException: "
+    "null used for required field)",
 )
 
 DEFAULT_KINDS = ("literal", "cast", "function", "current_date", "now", "current_timestamp",
@@ -96,8 +99,11 @@ FAMILIES: tuple[Family, ...] = (
     _f("numeric_p", "numeric(12,3)", ("0.000", "-1.5", "123456789.123", "0.001"), bare=True,
        key=True),
     _f("numeric_p0", "numeric(5,0)", ("0", "-99999", "12345"), bare=True),
-    _f("float4", "real", ("0", "-1.5", "3.4e38", "1.17549435e-38", "0.1", "'NaN'", "'Infinity'",
-                          "'-Infinity'"), bare=True, defaults={"function": "pi()::real"}),
+    # (no 1.17549435e-38 nor subnormals: Java 17's Float.toString prints them with more
+    # digits than the shortest, a documented difference the keys cannot tell apart;
+    # recorded in events_referee and types)
+    _f("float4", "real", ("0", "-1.5", "3.4e38", "0.1", "'NaN'", "'Infinity'", "'-Infinity'"),
+       bare=True, defaults={"function": "pi()::real"}),
     _f("float8", "double precision", ("0", "-1.5", "1e308", "2.2250738585072014e-308", "0.1",
                                       "'NaN'", "'-Infinity'"), bare=True,
        defaults={"function": "random()"}),
@@ -142,7 +148,10 @@ FAMILIES: tuple[Family, ...] = (
        defaults={"function": "LOCALTIME"}, array_values=("'00:00:00'", "'12:34:56.789'")),
     _f("time3", "time(3)", ("'00:00:00'", "'12:34:56.789'", "'23:59:59.5'"),
        defaults={"function": "CURRENT_TIME"}),
-    _f("timetz", "timetz", ("'12:00:00+02'", "'23:59:59.5-05:30'", "'00:00:00+00'")),
+    # arrays without fractions: the connector drops them in timetz arrays (documented,
+    # recorded in events_referee)
+    _f("timetz", "timetz", ("'12:00:00+02'", "'23:59:59.5-05:30'", "'00:00:00+00'"),
+       array_values=("'12:00:00+02'", "'23:59:59-05:30'", "'00:00:00+00'")),
     _f("timestamp", "timestamp", ("'2000-01-01 00:00:00'", "'1970-01-01 00:00:00.123456'",
                                   "'1900-01-01 12:00:00'", "'2100-12-31 23:59:59.999'"),
        defaults={"now": "now()", "localtimestamp": "LOCALTIMESTAMP",
@@ -274,6 +283,10 @@ class _Gen:
             col = Column(f"c{index}_enum", sql, "enum", pool)
             if rng.random() < 0.4:
                 col.default, col.default_kind = rng.choice(pool), "enum"
+                if "''" in col.default:
+                    # the connector keeps the doubled quote of this default (documented):
+                    # the name says so, so that the documented rows can name the column
+                    col.name += "_dq"
             if rng.random() < 0.2:
                 col = Column(f"c{index}_enum_arr", sql + "[]", "enum[]",
                              (*(f"ARRAY[{v}]::{sql}[]" for v in pool), f"'{{}}'::{sql}[]"))
@@ -345,6 +358,13 @@ class _Gen:
             columns.append(Column(f"c{len(columns)}_rid", "integer", "int4", ()))
             table.index_cols = []
             table.rid = columns[-1].name
+        if identity == "index" and not pk:
+            # The connector fails (DataException: null for a required field) on the delete
+            # half of a key change when a NOT NULL timestamp outside the index is missing
+            # from the old key under time.precision.mode=nanoseconds: never draw that.
+            for c in columns:
+                if c.family in ("timestamp", "timestamp0") and c.not_null:
+                    c.not_null = False
         if identity == "index":
             # a unique index on NOT NULL columns: a key column or a fresh one
             idx = Column(f"c{len(columns)}_ukey", "integer", "int4", BY_NAME["int4"].values,

@@ -10,9 +10,11 @@ capture is decoded with our EventDecoder and JsonRecordWriter (the path of
 ``pgcdc-events decode``) with the same connector properties and a catalog
 snapshot taken after the workload; and whole records are compared with
 ``pgcdc_events.testing.conformance.compare_records`` (topic, key, value schema and
-payload, headers, order). Differences matching a ``referee/...`` row of
-docs/differences-from-debezium.md are documented; every other one is reported by
-mode, table and column.
+payload, headers, order). A difference's key is the one the golden tests use,
+``referee/<mode>/<topic>[<op>]<path>``, followed by `` (<column>)``, the column it
+is about (resolved from the connector's schema when the path is a schema index);
+differences matching a ``referee/...`` row of docs/differences-from-debezium.md
+are documented; every other one is reported by mode, table and column.
 """
 
 from __future__ import annotations
@@ -164,7 +166,8 @@ _PATH = re.compile(r"^(?P<mode>[^/]+)/(?P<topic>.+?)\[(?P<label>[^\]]*)\](?P<pat
 def _locate(record: dict[str, Any] | None, path: str) -> str:
     """The column a difference path is about: a payload field name, or the ``field`` of
     the innermost schema on the path (resolved in the connector's record)."""
-    m = re.search(r"\.payload\.(?:before|after)\.([^.\[]+)", path)
+    m = re.search(r"\.payload\.(?:before|after)\.([^.\[]+)", path) or re.search(
+        r"^\.key\.payload\.([^.\[]+)", path)
     if m:
         return m.group(1)
     node: Any = record
@@ -313,11 +316,14 @@ class Referee:
         theirs = [rec for _, rec in engine.records()]
         ours = decode(props, catalog, capture)
         heartbeat = props.get("topic.heartbeat.prefix", "__debezium-heartbeat")
-        diffs = compare_records(ours, theirs, f"{CORPUS}/{mode}", capture,
+        found = compare_records(ours, theirs, f"{CORPUS}/{mode}", capture,
                                 heartbeat_prefix=heartbeat)
+        # the key names its column: "<corpus>/<mode>/<topic>[<op>]<path> (<column>)"
+        where = describe(mode, found, theirs)
+        diffs = {f"{key} ({where[key][1]})": text for key, text in found.items()}
         result = ModeResult(mode, len(theirs), len(ours), len(capture),
                             time.monotonic() - started, engine.failure, engine.problems, diffs)
-        result.where = describe(mode, diffs, theirs)
+        result.where = {f"{key} ({where[key][1]})": w for key, w in where.items()}
         if not self.keep:
             shutil.rmtree(engine.work, ignore_errors=True)
         return result

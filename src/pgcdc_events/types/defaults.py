@@ -82,14 +82,52 @@ def _generated(expression: str) -> bool:
     return bool(_FUNCTION.match(expression)) or expression.lower() in _CURRENT
 
 
+def _type_name_parts(text: str) -> list[str] | None:
+    """``schema.name`` as written after a cast, double-quoted parts unquoted
+    (``"Mixed Enum"`` -> ``["Mixed Enum"]``); ``None`` when malformed."""
+    parts: list[str] = []
+    i = 0
+    while i <= len(text):
+        if i < len(text) and text[i] == '"':
+            end = i + 1
+            part = []
+            while True:
+                close = text.find('"', end)
+                if close < 0:
+                    return None
+                part.append(text[end:close])
+                if text[close + 1:close + 2] == '"':
+                    part.append('"')
+                    end = close + 2
+                    continue
+                break
+            parts.append("".join(part))
+            i = close + 1
+        else:
+            end = text.find(".", i)
+            end = len(text) if end < 0 else end
+            if '"' in text[i:end] or end == i:
+                return None
+            parts.append(text[i:end])
+            i = end
+        if i == len(text):
+            return parts
+        if text[i] != ".":
+            return None
+        i += 1
+    return None
+
+
 def _enum_literal(expression: str, pg_type: PgType) -> str | None:
     at = expression.rfind("::")
     if at < 0:
         return None
-    cast = expression[at + 2:]
-    if '"' in cast:
+    parts = _type_name_parts(expression[at + 2:])
+    # a type name holding a dot ("bug.status") gets no default from the connector (its
+    # type registry does not resolve it); other quoted names ("Mixed Enum") do
+    if not parts or len(parts) > 2 or any("." in part for part in parts):
         return None
-    namespace, _, name = cast.rpartition(".")
+    name, namespace = parts[-1], parts[0] if len(parts) == 2 else ""
     if name != pg_type.name or (namespace and namespace != pg_type.namespace):
         return None
     literal = expression[:at]
@@ -203,6 +241,9 @@ def null_fallback(mapping: _Mapped, pg_type: PgType, optional: bool, default: An
         return "{}"  # an empty hstore in json mode
     if root in ("geometry", "geography") and schema.type == "struct":
         return Struct(schema, (_EMPTY_COLLECTION_WKB, None))
+    if root == "timestamptz" and schema.type == "string":
+        # the connector's zero instant, without the column's fraction digits
+        return "1970-01-01T00:00:00Z"
     literal = _ZERO_TEXT.get(root)
     if literal is not None:
         try:
