@@ -23,6 +23,7 @@ import contextlib
 import json
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -367,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every difference to this JSON file")
     parser.add_argument("--keep-work", action="store_true")
     args = parser.parse_args(argv)
+    # a SIGTERM (kill <pid>) unwinds like an exception: the cluster and JVMs are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     modes = {m: MODE_SETS[m] for m in args.mode} if args.mode else MODE_SETS
     rows = documented()
     results: list[CaseResult] = []
