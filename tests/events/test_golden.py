@@ -67,3 +67,29 @@ def test_record_counts() -> None:
     counts = Counter({r.key: compare(r)[0] for r in RECORDINGS})
     print("Debezium records compared per recording:", dict(counts))
     assert sum(counts.values()) > 0
+
+
+NANOS_CRASHES = [r for r in recordings("events_crash_nanos_*") if r.meta.get("connector_failed")]
+
+
+@pytest.mark.parametrize("recording", NANOS_CRASHES, ids=[r.key for r in NANOS_CRASHES])
+def test_connector_fails_on_a_missing_not_null_timestamp_in_nanoseconds(
+        recording: Recording) -> None:
+    """The connector stops on a NOT NULL timestamp missing from an old key under
+    time.precision.mode=nanoseconds (found by the referee); we emit the records it emitted
+    before stopping, then the change with the epoch as that column's zero, as the same
+    recording's control mode (default) shows the connector does in microseconds."""
+    assert "null used for required field: \\\"ts\\\"" in json.dumps(recording.meta["error"])
+    config = EventConfig.from_properties(recording.properties)
+    decoder = EventDecoder(config, catalog=recording.catalog, clock=lambda: _CLOCK_NS)
+    writer = JsonRecordWriter.for_config(config)
+    ours = [json.loads(writer.record_line(r)) for r in decoder.feed_rows(recording.capture)]
+    theirs = recording.records
+    assert not compare_records(ours[:len(theirs)], theirs, recording.key)
+    control = next(r for r in recordings(recording.corpus) if r.mode == "default")
+    zero_before = [rec["value"]["payload"]["before"] for rec in control.records
+                   if rec["value"] and rec["value"]["payload"].get("op") == "d"]
+    assert zero_before and zero_before[0]["ts"] == 0  # the connector's zero, microseconds
+    deletes = [rec["value"]["payload"]["before"] for rec in ours
+               if rec["value"] and rec["value"]["payload"].get("op") == "d"]
+    assert deletes and deletes[0]["ts"] == 0 and deletes[0]["id"] == 1

@@ -36,9 +36,8 @@ from dataclasses import dataclass, field
 CONNECTOR_FAILURES = (
     "numeric 'NaN', 'Infinity', '-Infinity' (types_crash_numeric_*)",
     "timetz with an offset that has seconds, e.g. '12:00:00+05:30:15' (types_crash_timetz_seconds*)",
-    "time.precision.mode=nanoseconds: a key change on a REPLICA IDENTITY USING INDEX table "
-    "without a primary key whose NOT NULL timestamp column is outside the index (DataException: "
-    "null used for required field)",
+    "time.precision.mode=nanoseconds: a NOT NULL timestamp column missing from an old key (a "
+    "delete or key change; DataException: null used for required field; events_crash_nanos_*)",
 )
 
 DEFAULT_KINDS = ("literal", "cast", "function", "current_date", "now", "current_timestamp",
@@ -358,13 +357,13 @@ class _Gen:
             columns.append(Column(f"c{len(columns)}_rid", "integer", "int4", ()))
             table.index_cols = []
             table.rid = columns[-1].name
-        if identity == "index" and not pk:
-            # The connector fails (DataException: null for a required field) on the delete
-            # half of a key change when a NOT NULL timestamp outside the index is missing
-            # from the old key under time.precision.mode=nanoseconds: never draw that.
-            for c in columns:
-                if c.family in ("timestamp", "timestamp0") and c.not_null:
-                    c.not_null = False
+        # The connector fails (DataException: null used for required field) when a NOT
+        # NULL timestamp is missing from an old key (a delete, the delete half of a key
+        # change) under time.precision.mode=nanoseconds (events_crash_nanos_*): never draw
+        # a NOT NULL timestamp outside the key.
+        for c in columns[n_keys:]:
+            if c.family in ("timestamp", "timestamp0") and c.not_null:
+                c.not_null = False
         if identity == "index":
             # a unique index on NOT NULL columns: a key column or a fresh one
             idx = Column(f"c{len(columns)}_ukey", "integer", "int4", BY_NAME["int4"].values,
