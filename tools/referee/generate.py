@@ -232,6 +232,7 @@ class Table:
     partitioned: bool = False
     toast: str | None = None
     rid: str | None = None
+    dropped: bool = False
 
     @property
     def qualified(self) -> str:
@@ -351,6 +352,11 @@ class _Gen:
         columns += [self.column(i) for i in range(n_keys, n_keys + rng.randint(2, 9))]
         pk = [c.name for c in columns[:n_keys]]
         identity = rng.choice(["default", "default", "full", "nothing", "index"])
+        ddl = rng.random()
+        if pk and ddl < 0.04:
+            name += "_rn"  # renamed mid-stream (documented rows name it by this suffix)
+        elif ddl > 0.97:
+            name += "_dc"  # dropped and recreated mid-stream
         table = Table(schema, name, columns, pk, identity)
         if not pk:
             # a row id (not a key) for the WHERE clauses of updates and deletes
@@ -451,8 +457,8 @@ class _Gen:
     def workload(self, tables: list[Table]) -> list[str]:
         rng = self.rng
         stmts: list[str] = []
-        live: dict[str, list[dict[str, str]]] = {t.qualified: [] for t in tables}
-        counter = {t.qualified: 0 for t in tables}
+        live: dict[int, list[dict[str, str]]] = {id(t): [] for t in tables}
+        counter = {id(t): 0 for t in tables}
         ops: list[tuple[str, Table]] = []
         for t in tables:
             ops += [("insert", t)] * rng.randint(2, 4)
@@ -466,6 +472,10 @@ class _Gen:
                 ops.append(("truncate", t))
             if rng.random() < 0.08:
                 ops.append(("add_column", t))
+            if t.name.endswith("_rn"):
+                ops.append(("rename", t))
+            if t.name.endswith("_dc"):
+                ops.append(("recreate", t))
         for _ in range(max(2, len(tables) // 8)):
             ops.append(("message", tables[0]))
         # inserts first per table keeps updates meaningful; the rest shuffled
@@ -486,10 +496,12 @@ class _Gen:
 
         for op, t in first + rest:
             q = _ident(t.schema, t.name)
-            rows = live[t.qualified]
+            rows = live[id(t)]
+            if t.dropped:
+                continue
             if op == "insert":
-                counter[t.qualified] += 1
-                row = self.row(t, counter[t.qualified])
+                counter[id(t)] += 1
+                row = self.row(t, counter[id(t)])
                 rows.append(row)
                 pending.append(self.insert(t, row))
                 self.count("feature", "insert")
@@ -507,9 +519,9 @@ class _Gen:
             elif op == "rekey" and rows:
                 row = rng.choice(rows)
                 keys = t.pk or t.index_cols
-                counter[t.qualified] += 1
+                counter[id(t)] += 1
                 kcol = next(c for c in t.columns if c.name == keys[0])
-                new = self.key_value(kcol, counter[t.qualified] + 1000)
+                new = self.key_value(kcol, counter[id(t)] + 1000)
                 pending.append(f'UPDATE {q} SET "{keys[0]}" = {new} WHERE {self.where(t, row)};')
                 row[keys[0]] = new
                 self.count("feature", "key_change")
@@ -521,6 +533,17 @@ class _Gen:
                 pending.append(f"TRUNCATE {q};")
                 rows.clear()
                 self.count("feature", "truncate")
+            elif op == "rename":
+                flush()
+                stmts.append(f'ALTER TABLE {q} RENAME TO "{t.name}2";')
+                t.name += "2"
+                self.count("feature", "rename_table")
+            elif op == "recreate":
+                flush()
+                stmts.append(f"DROP TABLE {q};\nCREATE TABLE {q} (id integer PRIMARY KEY, v text);"
+                             f"\nINSERT INTO {q} VALUES (1, 'recreated');")
+                t.dropped = True
+                self.count("feature", "drop_create")
             elif op == "add_column":
                 flush()
                 name = f"c{len(t.columns)}_added"
