@@ -93,3 +93,18 @@ def test_connector_fails_on_a_missing_not_null_timestamp_in_nanoseconds(
     deletes = [rec["value"]["payload"]["before"] for rec in ours
                if rec["value"] and rec["value"]["payload"].get("op") == "d"]
     assert deletes and deletes[0]["ts"] == 0 and deletes[0]["id"] == 1
+
+
+def test_connector_fails_on_a_not_null_bit_array() -> None:
+    """A NOT NULL bit(n)[] stops the connector (found by the referee); we emit the change
+    without the column, as for a nullable bit(n)[] (events_referee)."""
+    (recording,) = recordings("events_crash_bitarray_notnull")
+    assert recording.meta["connector_failed"]
+    assert "null used for required field: \\\"b8a\\\"" in json.dumps(recording.meta["error"])
+    config = EventConfig.from_properties(recording.properties)
+    decoder = EventDecoder(config, catalog=recording.catalog, clock=lambda: _CLOCK_NS)
+    writer = JsonRecordWriter.for_config(config)
+    ours = [json.loads(writer.record_line(r)) for r in decoder.feed_rows(recording.capture)]
+    assert not compare_records(ours[:len(recording.records)], recording.records, recording.key)
+    (change,) = [r for r in ours if r["topic"] == "pgcdc.public.t_bitarr_nn"]
+    assert change["value"]["payload"]["after"] == {"id": 1}

@@ -38,6 +38,8 @@ CONNECTOR_FAILURES = (
     "timetz with an offset that has seconds, e.g. '12:00:00+05:30:15' (types_crash_timetz_seconds*)",
     "time.precision.mode=nanoseconds: a NOT NULL timestamp column missing from an old key (a "
     "delete or key change; DataException: null used for required field; events_crash_nanos_*)",
+    "a NOT NULL bit(n)[] column (declared as one bit string, every value null; "
+    "events_crash_bitarray_notnull)",
 )
 
 DEFAULT_KINDS = ("literal", "cast", "function", "current_date", "now", "current_timestamp",
@@ -306,12 +308,19 @@ class _Gen:
                     col.default_kind = "domain"
         else:
             fam = rng.choice(FAMILIES)
-            is_array = fam.array and rng.random() < 0.2
+            # arrays of every family: those the connector has no converter for are left
+            # out by both sides (``Family.array`` only says whether it maps them)
+            is_array = rng.random() < 0.2
             if is_array:
                 elements = fam.array_values or fam.values
                 pool = (*(f"ARRAY[{v}]::{fam.sql}[]" for v in elements),
-                        f"ARRAY[{elements[0]}, NULL, {elements[-1]}]::{fam.sql}[]",
+                        f"ARRAY[{elements[0]}, {elements[-1]}]::{fam.sql}[]",
                         f"'{{}}'::{fam.sql}[]")
+                if fam.name not in ("ltree", "tsvector"):
+                    # (an ltree[] or tsvector[] with a NULL element is null to the
+                    # connector, documented in types and events_referee; in a NOT NULL
+                    # column it stops the connector)
+                    pool = (*pool, f"ARRAY[{elements[0]}, NULL, {elements[-1]}]::{fam.sql}[]")
                 col = Column(f"c{index}_{fam.name}_arr", fam.sql + "[]", fam.name + "[]", pool)
                 if rng.random() < 0.3:
                     col.default, col.default_kind = (("'{}'", "empty_array") if rng.random() < 0.6
@@ -337,7 +346,8 @@ class _Gen:
         if col.default_kind:
             self.count("default", col.default_kind)
         self.count("family", col.family)
-        col.not_null = rng.random() < 0.25
+        # (a NOT NULL bit(n)[] stops the connector: CONNECTOR_FAILURES)
+        col.not_null = rng.random() < 0.25 and col.family not in ("bit1[]", "bit8[]")
         return col
 
     # ------------------------------------------------------------------ tables

@@ -168,7 +168,7 @@ _PATH = re.compile(r"^(?P<mode>[^/]+)/(?P<topic>.+?)\[(?P<label>[^\]]*)\](?P<pat
 def _locate(record: dict[str, Any] | None, path: str) -> str:
     """The column a difference path is about: a payload field name, or the ``field`` of
     the innermost schema on the path (resolved in the connector's record)."""
-    m = re.search(r"^\.value(?:\.payload)?\.(?:before|after)\.([^.\[]+)", path) or re.search(
+    m = re.search(r"\[=([^\]]+)\]", path) or re.search(r"^\.value(?:\.payload)?\.(?:before|after)\.([^.\[]+)", path) or re.search(
         r"^\.key(?:\.payload)?\.([^.\[]+)", path)
     if m:
         return m.group(1)

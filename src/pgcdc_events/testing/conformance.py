@@ -109,8 +109,23 @@ def diff_values(path: str, ours: Any, theirs: Any, out: dict[str, str]) -> None:
     elif isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
         for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
             diff_values(f"{path}[{i}]", a, b, out)
+    elif _fields(ours) is not None and _fields(theirs) is not None:
+        # struct fields of which one side has more: align them by name, "[=name]"
+        mine, real = _fields(ours), _fields(theirs)
+        assert mine is not None and real is not None
+        for name in dict.fromkeys([*real, *mine]):
+            diff_values(f"{path}[={name}]", mine.get(name, "<absent>"),
+                        real.get(name, "<absent>"), out)
     elif ours != theirs or type(ours) is not type(theirs):
         out[path] = f"ours {json.dumps(ours)[:160]} theirs {json.dumps(theirs)[:160]}"
+
+
+def _fields(value: Any) -> dict[str, Any] | None:
+    """A Connect struct's field list by field name (``None`` for any other value)."""
+    if not isinstance(value, list) or not all(
+            isinstance(f, dict) and isinstance(f.get("field"), str) for f in value):
+        return None
+    return {f["field"]: f for f in value}
 
 
 def compare_records(ours: Sequence[dict[str, Any]], theirs: Sequence[dict[str, Any]], key: str,

@@ -3,7 +3,8 @@
 -- missing from a before-image (REPLICA IDENTITY DEFAULT deletes, and the delete half of
 -- a key change under REPLICA IDENTITY USING INDEX on a table with a primary key); enum
 -- defaults whose type name is quoted, with and without a dot; float4 values that
--- Java 17 prints with more digits than the shortest; timetz arrays with fractions.
+-- Java 17 prints with more digits than the shortest; timetz arrays with fractions;
+-- arrays of bit strings; arrays of tsvector.
 --
 -- @modes: default connect-string-b64url-hexph-unknown isostring-map-istring-hex-money0-typesrc
 -- @modes: nanos-string-map-istring-base64
@@ -47,6 +48,20 @@ CREATE TABLE rf_timetz (
     tza  timetz[]
 );
 
+CREATE TABLE rf_bitarr (
+    id   int PRIMARY KEY,
+    b8a  bit(8)[],
+    b1a  bit(1)[],
+    vba  varbit[],
+    b8d  bit(8)[] DEFAULT '{}'
+);
+
+CREATE TABLE rf_tsvarr (
+    id   int PRIMARY KEY,
+    tva  tsvector[],
+    tvn  tsvector[] NOT NULL DEFAULT '{}'
+);
+
 -- @changes
 INSERT INTO rf_zero VALUES (1, '76019d1a-ad2e-4b22-96e9-1a6d6543c818', '2000-01-01 00:00:00.5+00',
     '2000-01-01 00:00:00.25+00', '2000-01-01 00:00:01+00', '12:00:00.5+02', 'b c', 'closed', 'x', NULL);
@@ -64,3 +79,13 @@ INSERT INTO rf_float VALUES (2, 3.4028235e38, '{}');
 
 INSERT INTO rf_timetz VALUES (1, ARRAY['23:59:59.5-05:30', '12:00:00.123456+02']::timetz[]);
 INSERT INTO rf_timetz VALUES (2, ARRAY['12:00:00+02']::timetz[]);
+
+INSERT INTO rf_bitarr VALUES (1, ARRAY[B'10100101', B'00000000']::bit(8)[], ARRAY[B'1']::bit(1)[],
+    ARRAY[B'101', B'']::varbit[], '{}');
+INSERT INTO rf_bitarr (id) VALUES (2);
+UPDATE rf_bitarr SET b8a = '{}' WHERE id = 2;
+
+INSERT INTO rf_tsvarr VALUES (1, ARRAY['a fat cat', 'x:1A y:2B']::tsvector[], ARRAY['q']::tsvector[]);
+INSERT INTO rf_tsvarr VALUES (2, ARRAY['a', NULL]::tsvector[], '{}');
+INSERT INTO rf_tsvarr (id) VALUES (3);
+DELETE FROM rf_tsvarr WHERE id = 1;
