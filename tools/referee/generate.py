@@ -474,7 +474,10 @@ class _Gen:
             ops += [("insert", t)] * rng.randint(2, 4)
             if t.can_change:
                 ops += [("update", t)] * rng.randint(1, 3) + [("delete", t)] * rng.randint(0, 1)
-                if t.pk or t.index_cols:
+                if (t.pk or t.index_cols) and not t.name.endswith(("_rn", "_dc")):
+                    # (a key change of a table the connector cannot find by name is one
+                    # update to it, two events to us: every later total_order of its
+                    # transaction would differ; the class is documented by its key)
                     ops.append(("rekey", t))
                 if t.toast:
                     ops.append(("toast_update", t))
