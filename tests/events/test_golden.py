@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from functools import cache
+from typing import Any
 
 import pytest
 
@@ -32,13 +33,18 @@ RECORDINGS = [r for r in recordings("events*") if not r.meta.get("connector_fail
 _CLOCK_NS = 1_700_000_000_000_000_000
 
 
-@cache
-def compare(recording: Recording) -> tuple[int, dict[str, str]]:
-    """How many records were compared, and every difference keyed by its golden case."""
+def _decode(recording: Recording) -> list[dict[str, Any]]:
+    """Our records for the recording's capture, as JsonConverter JSON objects."""
     config = EventConfig.from_properties(recording.properties)
     decoder = EventDecoder(config, catalog=recording.catalog, clock=lambda: _CLOCK_NS)
     writer = JsonRecordWriter.for_config(config)
-    ours = [json.loads(writer.record_line(r)) for r in decoder.feed_rows(recording.capture)]
+    return [json.loads(writer.record_line(r)) for r in decoder.feed_rows(recording.capture)]
+
+
+@cache
+def compare(recording: Recording) -> tuple[int, dict[str, str]]:
+    """How many records were compared, and every difference keyed by its golden case."""
+    ours = _decode(recording)
     theirs = recording.records
     diffs = compare_records(ours, theirs, recording.key, recording.capture)
     return len(theirs), diffs
@@ -80,10 +86,7 @@ def test_connector_fails_on_a_missing_not_null_timestamp_in_nanoseconds(
     before stopping, then the change with the epoch as that column's zero, as the same
     recording's control mode (default) shows the connector does in microseconds."""
     assert "null used for required field: \\\"ts\\\"" in json.dumps(recording.meta["error"])
-    config = EventConfig.from_properties(recording.properties)
-    decoder = EventDecoder(config, catalog=recording.catalog, clock=lambda: _CLOCK_NS)
-    writer = JsonRecordWriter.for_config(config)
-    ours = [json.loads(writer.record_line(r)) for r in decoder.feed_rows(recording.capture)]
+    ours = _decode(recording)
     theirs = recording.records
     assert not compare_records(ours[:len(theirs)], theirs, recording.key)
     control = next(r for r in recordings(recording.corpus) if r.mode == "default")
@@ -101,10 +104,7 @@ def test_connector_fails_on_a_not_null_bit_array() -> None:
     (recording,) = recordings("events_crash_bitarray_notnull")
     assert recording.meta["connector_failed"]
     assert "null used for required field: \\\"b8a\\\"" in json.dumps(recording.meta["error"])
-    config = EventConfig.from_properties(recording.properties)
-    decoder = EventDecoder(config, catalog=recording.catalog, clock=lambda: _CLOCK_NS)
-    writer = JsonRecordWriter.for_config(config)
-    ours = [json.loads(writer.record_line(r)) for r in decoder.feed_rows(recording.capture)]
+    ours = _decode(recording)
     assert not compare_records(ours[:len(recording.records)], recording.records, recording.key)
     (change,) = [r for r in ours if r["topic"] == "pgcdc.public.t_bitarr_nn"]
     assert change["value"]["payload"]["after"] == {"id": 1}
