@@ -148,7 +148,9 @@ def _shortest(value: float, single: bool) -> Decimal:
         # the nearest decimal of this length, and its neighbours of the same length: next
         # to a power of two the nearest may read back as the float below while the next
         # one up reads back right (2**-24 is 5.960464477539063e-08, not ...062e-08)
-        step = Decimal((0, (1,), rounded.as_tuple().exponent))
+        exponent = rounded.as_tuple().exponent
+        assert isinstance(exponent, int)  # a finite value
+        step = Decimal((0, (1,), exponent))
         fits = []
         for candidate in (rounded, rounded - step, rounded + step):
             try:
