@@ -355,6 +355,11 @@ def summary(results: Sequence[CaseResult], rows: Sequence[DocumentedDifference])
     for kind in ("identity", "default", "feature"):
         lines.append(f"{kind}: " + ", ".join(f"{k} {v}" for k, v in sorted(stats[kind].items())))
     lines.append(f"type families: {len(stats['family'])}")
+    keys = [k for r in results for m in r.modes for k in m.diffs]
+    unused = [d for d in rows if not any(d.matches(k) for k in keys)]
+    if unused:
+        lines.append("documented rows that matched nothing: "
+                     + ", ".join(f"line {d.line}" for d in unused))
     lines += [f"connector failure: {f}" for f in failures]
     return "\n".join(lines)
 
