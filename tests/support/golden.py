@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -29,6 +28,7 @@ from pgcdc_events.protocol import (
     Update,
     iter_capture,
 )
+from pgcdc_events.testing.conformance import DocumentedDifference, parse_documented
 from pgcdc_events.types.catalog import CatalogSnapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,24 +117,6 @@ def changes(recording: Recording) -> tuple[list[Change], list[Type]]:
     return out, types
 
 
-@dataclass(frozen=True)
-class DocumentedDifference:
-    """One row of docs/differences-from-debezium.md's table."""
-
-    case: str  # e.g. "types/*/t_scalar.c_name" or "types/default/t_time.c_date[id=4]"
-    line: int
-
-    def matches(self, key: str) -> bool:
-        return fnmatch.fnmatchcase(key, self.case)
-
-
 def documented_differences(corpus_glob: str = "*") -> list[DocumentedDifference]:
     """The golden cases listed in the differences document (first column, in backticks)."""
-    out = []
-    for number, line in enumerate(DIFFERENCES.read_text().splitlines(), 1):
-        match = re.match(r"\|\s*`([^`]+)`\s*\|", line)
-        segment = match.group(1).split("/", 1)[0] if match else ""
-        if match and (fnmatch.fnmatchcase(segment, corpus_glob)
-                      or fnmatch.fnmatchcase(corpus_glob, segment)):
-            out.append(DocumentedDifference(match.group(1), number))
-    return out
+    return parse_documented(DIFFERENCES.read_text(), corpus_glob)

@@ -94,14 +94,18 @@ def decode(config: dict[str, str], messages: Iterable[tuple[Message, int]],
 # -- real PostgreSQL bytes as yboutput --------------------------------------------------------
 
 def as_yboutput(rows: list[CaptureRow], changed: Sequence[set[str]] = (), *,
-                default_is_change: bool = True) -> list[tuple[bytes, int]]:
+                default_is_change: bool = True, catalog: CatalogSnapshot | None = None
+                ) -> list[tuple[bytes, int]]:
     """PostgreSQL's pgoutput rows as YugabyteDB's yboutput sends them: a DEFAULT table is
     CHANGE there (the service's default), so its Relation's identity byte becomes ``c`` and
     the n-th UPDATE of a CHANGE table keeps the primary key and the columns in
     ``changed[n]`` (the statement's SET list), every other column kind ``u`` (yb_decode.c
     YBDecodeUpdate / proto.c logicalrep_write_tuple). FULL and NOTHING tables are as sent,
     and DEFAULT ones too with ``default_is_change=False`` (a YugabyteDB table altered to
-    REPLICA IDENTITY DEFAULT)."""
+    REPLICA IDENTITY DEFAULT). An UPDATE that changes the primary key becomes the old row's
+    DELETE and the new row's INSERT, as YugabyteDB sends it (under FULL, where every column
+    is flagged, the primary key is read from ``catalog``; without one a FULL table's UPDATE
+    is left as sent)."""
     out: list[tuple[bytes, int]] = []
     relations: dict[int, Relation] = {}
     updates = iter(changed)
@@ -115,6 +119,14 @@ def as_yboutput(rows: list[CaptureRow], changed: Sequence[set[str]] = (), *,
             relation = relations[message.relation_id] = attrs.evolve(
                 message, replica_identity=identity)
             data = encode_message(relation, yboutput=True)
+        elif (isinstance(message, Update) and message.old is not None
+              and _key_changed(relations[message.relation_id], message, catalog)):
+            # A key change: YugabyteDB sends the old row's DELETE and the new row's INSERT
+            # (a new key is a new row; YugabyteDBBeforeImageTest.modifyPrimaryKey: "it will
+            # simply give us two records, DELETE + INSERT").
+            out.append((encode_message(Delete(message.relation_id, message.old_kind or "K",
+                                              message.old), yboutput=True), row.lsn))
+            data = encode_message(Insert(message.relation_id, message.new), yboutput=True)
         elif (isinstance(message, Update) and changed
               and relations[message.relation_id].replica_identity == "c"):
             relation = relations[message.relation_id]
@@ -128,6 +140,22 @@ def as_yboutput(rows: list[CaptureRow], changed: Sequence[set[str]] = (), *,
                                   yboutput=True)
         out.append((data, row.lsn))
     return out
+
+
+def _key_changed(relation: Relation, update: Update, cat: CatalogSnapshot | None) -> bool:
+    """Whether an UPDATE's old tuple ('K' key or 'O' old row) has another primary key than
+    its new one."""
+    old = update.old
+    assert old is not None
+    if relation.replica_identity == "f":
+        table = cat.table(relation.namespace, relation.name) if cat is not None else None
+        if table is None:
+            return False
+        key = set(table.primary_key)
+    else:
+        key = {c.name for c in relation.columns if c.is_key}
+    return any(c.name in key and o != n for c, o, n in zip(
+        relation.columns, old.values, update.new.values, strict=True))
 
 
 def decode_yb(stream: list[tuple[bytes, int]], catalog: Any = None, **props: str

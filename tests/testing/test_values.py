@@ -167,3 +167,19 @@ def test_long_values_exceed_the_toast_threshold() -> None:
 
     check()
     assert quote_ident('a"b') == '"a""b"'
+
+
+def test_float_text_of_powers_of_two_is_the_servers(pg_conn: Any) -> None:
+    """Next to a power of two the nearest shortest decimal may read back as the float
+    below; float8out then prints the next one up (2**-24 is 5.960464477539063e-08, which
+    the round-trip property test found as a point coordinate). Every power of two, and
+    its float4 where it has one, as the server prints it."""
+    exponents = list(range(-1074, 1024))
+    rows = pg_conn.run("SELECT e, (2.0::float8 ^ e)::text, CASE WHEN e BETWEEN -149 AND 127 "
+                       "THEN (2.0::float8 ^ e)::float4::text END "
+                       "FROM unnest(CAST(:e AS int[])) AS e", e=exponents)
+    assert len(rows) == len(exponents)
+    for e, text8, text4 in rows:
+        assert pt.float_text(2.0 ** e) == text8, e
+        if text4 is not None:
+            assert pt.float_text(2.0 ** e, single=True) == text4, e

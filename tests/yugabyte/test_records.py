@@ -19,7 +19,7 @@ from pgcdc_events.errors import ConfigurationError, ProtocolError
 from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.yugabyte import YugabyteEventDecoder
-from pgcdc_events.protocol import Begin, Delete, Insert, Update, encode_message
+from pgcdc_events.protocol import Begin, Delete, Insert, Truncate, Update, encode_message
 from support.yboutput import (
     INT4,
     VARCHAR,
@@ -206,15 +206,15 @@ def test_tables_without_a_primary_key_are_refused_by_name() -> None:
 def test_the_yboutput_configuration() -> None:
     """plugin.name=yboutput selects this decoder; yb.consistent.snapshot (a YugabyteDB
     connector property, PostgresConnectorConfig.YB_CONSISTENT_SNAPSHOT) is accepted there
-    only; TRUNCATE is refused (LogicalDecoder.YBOUTPUT.supportsTruncate() is false)."""
+    only; skipped.operations may leave t out (YugabyteDBConnectorIT
+    .shouldEmitNoEventsForSkippedCreateOperations runs with skipped.operations=u)."""
     cfg = EventConfig.from_properties({"topic.prefix": "p", "plugin.name": "yboutput",
                                        "yb.consistent.snapshot": "true"})
     assert cfg.plugin_name == "yboutput" and "yb.consistent.snapshot" in cfg.not_applicable
     with pytest.raises(ConfigurationError, match="unknown connector property"):
         EventConfig.from_properties({"topic.prefix": "p", "yb.consistent.snapshot": "true"})
-    with pytest.raises(ConfigurationError, match="TRUNCATE"):
-        EventConfig.from_properties({"topic.prefix": "p", "plugin.name": "yboutput",
-                                     "skipped.operations": "none"})
+    assert EventConfig.from_properties({"topic.prefix": "p", "plugin.name": "yboutput",
+                                        "skipped.operations": "u"}).skipped_operations == {"u"}
     with pytest.raises(ConfigurationError, match=r"plugin\.name=yboutput, not pgoutput"):
         YugabyteEventDecoder(EventConfig("p"))
     # and a plain EventDecoder refuses a yboutput configuration rather than ignore it
@@ -372,3 +372,18 @@ def test_a_unique_index_is_no_primary_key() -> None:
     assert unique.tables[0].event_key == ("pk",) and not unique.tables[0].primary_key
     with pytest.raises(ConfigurationError, match=r'table "nopk"\."t1" has no primary key'):
         decode({}, [(relation(16440, "nopk", "t1", "d", columns), 1)], unique)
+
+
+@pytest.mark.parametrize("skipped", ["t", "u"])
+def test_a_truncate_under_yboutput(skipped: str) -> None:
+    """YugabyteDB sends no TRUNCATE (LogicalDecoder.YBOUTPUT.supportsTruncate() is false;
+    YBRecordsStreamProducerIT.shouldProcessTruncateMessages is @Ignore'd: "Truncate events
+    are unsupported"). One that reaches the decoder is skipped when t is in
+    skipped.operations, and refused, naming its table and LSN, when it is not."""
+    stream = [(relation(S2, "s2", "a", "c", S2_A), 1),
+              *transaction(700, 10, Truncate(0, (S2,)))]
+    if skipped == "t":
+        assert decode({"skipped.operations": "t"}, stream) == []
+        return
+    with pytest.raises(ConfigurationError, match=r'TRUNCATE of "s2"\."a" at LSN 0/B'):
+        decode({"skipped.operations": "u"}, stream)

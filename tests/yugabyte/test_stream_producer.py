@@ -12,16 +12,25 @@ test_table(text) VALUES ('insert'). Records are YBVerifyRecord-checked (key cell
 
 from __future__ import annotations
 
+import datetime
+import random
+import string
+import struct
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
+from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.events.records import ChangeRecord
-from pgcdc_events.protocol import Delete, Insert
+from pgcdc_events.protocol import CaptureRow, Delete, Insert
 from pgcdc_events.types.catalog import fetch_catalog
 from support.capture import Capturer
 from support.yboutput import INT4, as_yboutput, decode, decode_yb, relation, text, transaction
+from yugabyte.test_all_types import CREATE as ALL_TYPES_CREATE
+from yugabyte.test_all_types import EXPECTED as ALL_TYPES_EXPECTED
+from yugabyte.test_all_types import INSERT as ALL_TYPES_INSERT
+from yugabyte.test_all_types import UPDATES as ALL_TYPES_UPDATES
 
 pytestmark = pytest.mark.usefixtures("pg_cluster")
 
@@ -514,9 +523,10 @@ def test_should_stream_enums_when_include_unknown_data_types_disabled(pg_conn: A
 
 
 def test_should_stream_time_array_types_as_known_types(pg_conn: Any) -> None:
-    """shouldStreamTimeArrayTypesAsKnownTypes: the UPDATE of all four arrays gives MicroTime,
-    ZonedTime, MicroTimestamp and ZonedTimestamp lists (the INSERT's expected values are in
-    schemaAndValuesForTimeArrayTypes, not read); the DELETE is a valid delete of pk 1."""
+    """shouldStreamTimeArrayTypesAsKnownTypes: the INSERT gives
+    AbstractRecordsProducerTest.schemaAndValuesForTimeArrayTypes() (yugabyte/debezium, same
+    path), the UPDATE of all four arrays the MicroTime, ZonedTime, MicroTimestamp and
+    ZonedTimestamp lists of its expectedUpdate; the DELETE is a valid delete of pk 1."""
     pg_conn.run("CREATE TABLE time_array_table (pk SERIAL, timea time[] NOT NULL, "
                 "timetza timetz[] NOT NULL, timestampa timestamp[] NOT NULL, "
                 "timestamptza timestamptz[] NOT NULL, primary key(pk))")
@@ -536,6 +546,13 @@ def test_should_stream_time_array_types_as_known_types(pg_conn: Any) -> None:
         "include.unknown.datatypes": "false", "database.dbname": "yugabyte",
         "table.include.list": "public.time_array_table"})
     _check(insert, "c", "pk", 1)
+    _source(insert, "yugabyte", "public", "time_array_table")
+    _values(insert, "after", {
+        "timea": [62 * 1_000_000, (1 * 3600 + 2 * 60 + 3) * 1_000_000],
+        "timetza": ["11:51:02Z", "12:51:03Z"],
+        # OffsetDateTime.of(2020, 4, 1, 0, 1, 2 / 1, 2, 3, UTC) in microseconds
+        "timestampa": [1585699262 * 1_000_000, 1585702923 * 1_000_000],
+        "timestamptza": ["2020-04-01T11:51:02.000000Z", "2020-04-01T12:51:03.000000Z"]})
     _source(update, "yugabyte", "public", "time_array_table")
     _values(update, "after", {
         "timea": [62 * 1_000_000, (2 * 3600 + 3 * 60 + 4) * 1_000_000],
@@ -544,3 +561,410 @@ def test_should_stream_time_array_types_as_known_types(pg_conn: Any) -> None:
         "timestamptza": ["2020-04-01T04:01:02.000000Z", "2020-04-25T07:04:05.000000Z"]})
     _check(delete, "d", "pk", 1)
     _source(delete, "yugabyte", "public", "time_array_table")
+
+
+# -- the rest of YBRecordsStreamProducerIT ----------------------------------------------------
+
+def _decode_pg(rows: list[CaptureRow], catalog: Any = None, **props: str) -> list[ChangeRecord]:
+    """The YugabyteDB connector with ``plugin.name=pgoutput``: plain records, this library's
+    EventDecoder (the tests' tables are altered to REPLICA IDENTITY DEFAULT, which PostgreSQL
+    15 sends as YugabyteDB does under pgoutput: every column of the new row)."""
+    decoder = EventDecoder(EventConfig.from_properties({"topic.prefix": "test_server", **props}),
+                           catalog=catalog)
+    records: list[ChangeRecord] = []
+    for row in rows:
+        records += decoder.feed(row.data, row.lsn)
+    return records
+
+
+def _plain_update(record: ChangeRecord, key: str, value: int) -> None:
+    """VerifyRecord.isValidUpdate(record, key, value): the key, op "u", an ``after``."""
+    assert record.key is not None and record.key[key] == value
+    assert record.value is not None and record.value["op"] == "u"
+    assert record.value["after"] is not None
+
+
+def _float32(value: float) -> float:
+    """A Java ``float`` literal (3.14f) as the double it widens to."""
+    return float(struct.unpack("f", struct.pack("f", value))[0])
+
+
+def _same_value(actual: Any, want: Any) -> bool:
+    if isinstance(want, float) and isinstance(actual, Decimal):
+        return actual == Decimal(str(want))
+    if isinstance(want, float) and isinstance(actual, float):
+        return actual == want or actual == _float32(want)
+    return bool(actual == want)
+
+
+def test_verify_all_working_types_in_a_table_with_pg_output(pg_conn: Any) -> None:
+    """verifyAllWorkingTypesInATableWithPgOutput (plugin.name=pgoutput, REPLICA IDENTITY
+    DEFAULT): the INSERT of every type, ``after/<column>`` as in the yboutput variant's
+    assertions (getResolvedColumnName: no ``/value`` under pgoutput)."""
+    pg_conn.run(ALL_TYPES_CREATE)
+    capturer = Capturer(pg_conn, tables=["all_types"])
+    pg_conn.run(ALL_TYPES_INSERT)
+    pg_conn.run("SET TimeZone = 'Asia/Kolkata'")
+    (record,) = _decode_pg(capturer.changes(), **{"table.include.list": "public.all_types"})
+    after = record.value["after"]  # type: ignore[index]
+    assert {n: after[n] for n, w in ALL_TYPES_EXPECTED.items()
+            if not _same_value(after[n], w)} == {}
+
+
+def test_verify_updates_for_columns_of_all_types_for_pg_output(pg_conn: Any) -> None:
+    """verifyUpdatesForColumnsOfAllTypesForPgOutput: the INSERT, then one UPDATE per column;
+    each record VerifyRecord.isValidUpdate(record, "id", 1) and ``after/<column>`` the
+    expected value (every other column is sent too under pgoutput, not asserted)."""
+    pg_conn.run(ALL_TYPES_CREATE)
+    capturer = Capturer(pg_conn, tables=["all_types"])
+    pg_conn.run(ALL_TYPES_INSERT)
+    for column, sql, _ in ALL_TYPES_UPDATES:
+        pg_conn.run(f"UPDATE all_types SET {column} = {sql} WHERE id = 1")
+    pg_conn.run("SET TimeZone = 'Asia/Kolkata'")
+    insert, *updates = _decode_pg(capturer.changes())
+    assert insert.value["op"] == "c"  # type: ignore[index]
+    assert len(updates) == 31
+    for record, (column, _, expected) in zip(updates, ALL_TYPES_UPDATES, strict=True):
+        _plain_update(record, "id", 1)
+        assert _same_value(record.value["after"][column], expected), column  # type: ignore[index]
+
+
+def test_verify_operations_for_table_with_mixed_columns_pg_output(pg_conn: Any) -> None:
+    """verifyOperationsForTableWithMixedColumnsPgOutput (decimal.handling.mode=double): the
+    insert's every column; the update's every column ("If decoder is not yboutput then all
+    the other columns will be present as well"), status and version updated."""
+    pg_conn.run(MIXED)
+    for statement in MIXED_INDEXES:
+        pg_conn.run(statement)
+    capturer = Capturer(pg_conn, tables=["test_mixed"])
+    pg_conn.run(MIXED_INSERT)
+    pg_conn.run(MIXED_UPDATE)
+    insert, update = _decode_pg(capturer.changes(), **{"decimal.handling.mode": "double"})
+    after = insert.value["after"]  # type: ignore[index]
+    assert {name: after[name] for name in MIXED_INSERTED} == MIXED_INSERTED
+    after = update.value["after"]  # type: ignore[index]
+    updated = {**MIXED_INSERTED, "status": "NOT AVAILABLE", "version": 2}
+    assert {name: after[name] for name in updated} == updated
+
+
+def _alnum(n: int, seed: int) -> str:
+    """RandomStringUtils.randomAlphanumeric(n), seeded so that a failure reproduces."""
+    rng = random.Random(seed)
+    return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(n))
+
+
+def _after_fields(record: ChangeRecord) -> list[str]:
+    """The columns of the record's table schema (the task's ``tbl.retrieveColumnNames()``)."""
+    return [f.name for f in record.value["after"].schema.fields or ()]  # type: ignore[index]
+
+
+def test_should_refresh_schema_on_unchanged_toasted_data_when_schema_changed(
+        pg_conn: Any) -> None:
+    """shouldRefreshSchemaOnUnchangedToastedDataWhenSchemaChanged
+    (schema.refresh.mode=columns_diff_exclude_unchanged_toast): ADD COLUMN not_toast, INSERT
+    (10, a 10000-character text) -- after not_toast 10, text the value; DROP COLUMN text,
+    UPDATE not_toast = 5 -- the table's columns are then pk, not_toast."""
+    capturer = _setup(pg_conn)
+    toasted = _alnum(10000, 911)
+    catalog_before = fetch_catalog(pg_conn)
+    capturer.changes()  # the connector starts here
+    _statements(pg_conn, "ALTER TABLE test_table ADD COLUMN not_toast integer;"
+                         f"INSERT INTO test_table (not_toast, text) values (10, '{toasted}')")
+    _statements(pg_conn, "ALTER TABLE test_table DROP COLUMN text;"
+                         "update test_table set not_toast = 5 where not_toast = 10")
+    insert, update = decode_yb(as_yboutput(capturer.changes(), [{"not_toast"}]),
+                               catalog_before, **{
+                                   "schema.refresh.mode": "columns_diff_exclude_unchanged_toast"})
+    _values(insert, "after", {"not_toast": 10, "text": toasted})
+    _check(update, "u", "pk", 2)
+    assert _after_fields(update) == ["pk", "not_toast"]
+
+
+def test_should_handle_toasted_hstore_in_hstore_map_mode(pg_conn: Any) -> None:
+    """shouldHandleToastedHstoreInHstoreMapMode (hstore.handling.mode=map, CHANGE): INSERT
+    (10, 'a=>' + 100000 characters) -- after col {a: the value}; UPDATE text = 'text' --
+    the columns id, text, col, after text "text" ("YB Note: Value for 'col' will not be
+    present since replica identity is CHANGE"); UPDATE col = col || 'a=>"123456"' -- after
+    col {a: "123456"}."""
+    pg_conn.run("CREATE EXTENSION IF NOT EXISTS hstore SCHEMA public")
+    pg_conn.run("CREATE TABLE test_toast_table (id SERIAL PRIMARY KEY, text TEXT, col hstore)")
+    catalog = fetch_catalog(pg_conn)
+    capturer = Capturer(pg_conn, tables=["test_toast_table"])
+    toasted = _alnum(100000, 6379)
+    pg_conn.run(f"INSERT INTO test_toast_table (id, col) values (10, 'a=>{toasted}')")
+    pg_conn.run("UPDATE test_toast_table SET text = 'text'")
+    pg_conn.run("UPDATE test_toast_table SET col = col || 'a=>\"123456\"'::hstore")
+    insert, first, second = decode_yb(as_yboutput(capturer.changes(), [{"text"}, {"col"}]),
+                                      catalog, **{"hstore.handling.mode": "map"})
+    _values(insert, "after", {"col": {"a": toasted}})
+    assert _after_fields(first) == ["id", "text", "col"]
+    _values(first, "after", {"text": "text"})
+    _values(second, "after", {"col": {"a": "123456"}})
+
+
+def test_should_handle_hstore_with_pg_output(pg_conn: Any) -> None:
+    """shouldHandleHstoreWithPgOutput (plugin.name=pgoutput, hstore.handling.mode=map,
+    REPLICA IDENTITY DEFAULT): insert (1, 'text_val', a=>hstoreValue), UPDATE text, UPDATE
+    col -- VerifyRecord-valid insert and updates of id 1, after id/text/col each time."""
+    pg_conn.run("CREATE EXTENSION IF NOT EXISTS hstore SCHEMA public")
+    pg_conn.run("CREATE TABLE test_hstore (id SERIAL PRIMARY KEY, text TEXT, col hstore)")
+    catalog = fetch_catalog(pg_conn)
+    capturer = Capturer(pg_conn, tables=["test_hstore"])
+    pg_conn.run("INSERT INTO test_hstore values (1, 'text_val', 'a=>\"hstoreValue\"')")
+    pg_conn.run("UPDATE test_hstore SET text = 'text'")
+    pg_conn.run("UPDATE test_hstore SET col = col || 'a=>\"123456\"'::hstore")
+    records = _decode_pg(capturer.changes(), catalog, **{"hstore.handling.mode": "map"})
+    assert len(records) == 3
+    insert, first, second = records
+    assert insert.key["id"] == 1 and insert.value["op"] == "c"  # type: ignore[index]
+    _plain_update(first, "id", 1)
+    _plain_update(second, "id", 1)
+    for record, text_value, col in ((insert, "text_val", {"a": "hstoreValue"}),
+                                    (first, "text", {"a": "hstoreValue"}),
+                                    (second, "text", {"a": "123456"})):
+        after = record.value["after"]  # type: ignore[index]
+        assert (after["id"], after["text"], after["col"]) == (1, text_value, col)
+
+
+def test_should_have_no_xmin_when_not_enabled(pg_conn: Any) -> None:
+    """shouldHaveNoXminWhenNotEnabled (xmin.fetch.interval.ms=0): REPLICA IDENTITY DEFAULT;
+    INSERT 'no_xmin' -- one record, the insert of pk 2, source yugabyte.public.test_table,
+    source.xmin null."""
+    capturer = _setup(pg_conn)
+    capturer.changes()  # the connector starts here
+    pg_conn.run("ALTER TABLE test_table REPLICA IDENTITY DEFAULT")
+    pg_conn.run("INSERT INTO test_table (text) VALUES ('no_xmin')")
+    (record,) = decode_yb(as_yboutput(capturer.changes(), default_is_change=False), **{
+        "xmin.fetch.interval.ms": "0", "database.dbname": "yugabyte"})
+    _check(record, "c", "pk", 2)
+    _source(record, "yugabyte", "public", "test_table")
+    assert record.value["source"]["xmin"] is None  # type: ignore[index]
+
+
+def test_should_process_larger_tx(pg_conn: Any) -> None:
+    """shouldProcessLargerTx: 1000 INSERTs in one transaction (pk 2..1001), then 1000 in a
+    transaction each (pk 1002..2001) -- every record a valid insert of test_table, in order.
+    The test's timing comparison (many transactions within 3x the single one) is a speed
+    assertion, not ported."""
+    capturer = _setup(pg_conn)
+    capturer.changes()  # the connector starts here (after the snapshot of pk 1)
+    pg_conn.run("BEGIN")
+    for x in range(2, 1002):
+        pg_conn.run(f"INSERT INTO test_table (text) VALUES ('insert{x}')")
+    pg_conn.run("COMMIT")
+    for x in range(2, 1002):
+        pg_conn.run(f"INSERT INTO test_table (text) VALUES ('insert{x}')")
+    records = decode_yb(as_yboutput(capturer.changes()))
+    assert len(records) == 2000
+    for n, record in enumerate(records):
+        assert record.topic == "test_server.public.test_table"
+        _check(record, "c", "pk", n + 2)
+
+
+def test_should_stream_changes_for_domain_alias_alter_table(pg_conn: Any) -> None:
+    """shouldStreamChangesForDomainAliasAlterTable (decimal.handling.mode=double,
+    include.unknown.datatypes=true, column.propagate.source.type=public.alias_table.salary3):
+    domains money2 (money) and money3 (numeric(8,3)) added as NOT NULL columns after the
+    start; INSERT ('hello', 7.25, 8.25, 123.456) -- pk 1, source yugabyte.public.alias_table,
+    data "hello", salary 7.25, salary2 8.25, salary3 123.456."""
+    pg_conn.run("CREATE TABLE alias_table (pk SERIAL, data VARCHAR(50), salary money, "
+                "PRIMARY KEY(pk))")
+    capturer = Capturer(pg_conn, tables=["alias_table"])
+    pg_conn.run("CREATE DOMAIN money2 AS money DEFAULT 0.0")
+    pg_conn.run("CREATE DOMAIN money3 AS numeric(8,3) DEFAULT 0.0")
+    pg_conn.run("ALTER TABLE alias_table ADD COLUMN salary2 money2 NOT NULL")
+    pg_conn.run("ALTER TABLE alias_table ADD COLUMN salary3 money3 NOT NULL")
+    catalog = fetch_catalog(pg_conn)
+    pg_conn.run("INSERT INTO alias_table (data, salary, salary2, salary3) values "
+                "('hello', 7.25, 8.25, 123.456)")
+    (record,) = decode_yb(as_yboutput(capturer.changes()), catalog, **{
+        "decimal.handling.mode": "double", "include.unknown.datatypes": "true",
+        "table.include.list": "public.alias_table", "database.dbname": "yugabyte",
+        "column.propagate.source.type": "public.alias_table.salary3"})
+    _check(record, "c", "pk", 1)
+    _source(record, "yugabyte", "public", "alias_table")
+    _values(record, "after", {"pk": 1, "data": "hello", "salary": 7.25, "salary2": 8.25,
+                              "salary3": 123.456})
+
+
+def test_should_stream_domain_alias_with_proper_modifiers(pg_conn: Any) -> None:
+    """shouldStreamDomainAliasWithProperModifiers: CREATE DOMAIN varbit2 AS varbit(3), a NOT
+    NULL column of it added after the start; INSERT (B'101') -- pk 1, value bytes {5}."""
+    pg_conn.run("CREATE TABLE alias_table (pk SERIAL, PRIMARY KEY(pk))")
+    capturer = Capturer(pg_conn, tables=["alias_table"])
+    pg_conn.run("CREATE DOMAIN varbit2 AS varbit(3)")
+    pg_conn.run("ALTER TABLE public.alias_table ADD COLUMN value varbit2 NOT NULL")
+    catalog = fetch_catalog(pg_conn)
+    pg_conn.run("INSERT INTO public.alias_table (value) VALUES (B'101')")
+    (record,) = decode_yb(as_yboutput(capturer.changes()), catalog, **{
+        "decimal.handling.mode": "double", "include.unknown.datatypes": "true",
+        "table.include.list": "public.alias_table", "database.dbname": "yugabyte"})
+    _check(record, "c", "pk", 1)
+    _source(record, "yugabyte", "public", "alias_table")
+    _values(record, "after", {"pk": 1, "value": bytes([5])})
+
+
+def test_should_stream_values_for_domain_type_of_domain_type(pg_conn: Any) -> None:
+    """shouldStreamValuesForDomainTypeOfDomainType (decimal.handling.mode=double): numericex,
+    a domain over the domain numeric82 (numeric(8,2)); INSERT (123.45) -- pk 1, value
+    123.45."""
+    pg_conn.run("CREATE DOMAIN numeric82 as numeric(8,2)")
+    pg_conn.run("CREATE DOMAIN numericex as numeric82")
+    pg_conn.run("CREATE TABLE alias_table (pk SERIAL, value numericex, PRIMARY KEY (pk))")
+    catalog = fetch_catalog(pg_conn)
+    capturer = Capturer(pg_conn, tables=["alias_table"])
+    pg_conn.run("INSERT INTO alias_table (value) values (123.45)")
+    (record,) = decode_yb(as_yboutput(capturer.changes()), catalog, **{
+        "decimal.handling.mode": "double", "include.unknown.datatypes": "true",
+        "table.include.list": "public.alias_table", "database.dbname": "yugabyte",
+        "column.propagate.source.type": "public.alias_table.value"})
+    _check(record, "c", "pk", 1)
+    _source(record, "yugabyte", "public", "alias_table")
+    _values(record, "after", {"pk": 1, "value": 123.45})
+
+
+_DOMAINS = (
+    "bit2 AS BIT(3)", "smallint2 AS smallint", "integer2 as integer", "bigint2 as bigint",
+    "real2 as real", "bool2 AS BOOL DEFAULT false", "float82 as float8",
+    "numeric2 as numeric(6,2)", "string2 AS varchar(25) DEFAULT NULL", "date2 AS date",
+    "time2 as time", "timetz2 as timetz", "timestamp2 as timestamp",
+    "timestamptz2 AS timestamptz", "timewotz2 as time without time zone",
+    "interval2 as interval", "char2 as char", "text2 as text", "json2 as json",
+    "uuid2 as uuid", "varbit2 as varbit(3)", "inet2 as inet", "cidr2 as cidr",
+    "macaddr2 as macaddr")
+#: (name, base type, alias type, SQL value) in the test's ALTER TABLE and INSERT order.
+_ALIAS_COLUMNS = (
+    ("bit", "bit(3)", "bit2", "B'101'"), ("smallint", "smallint", "smallint2", "1"),
+    ("integer", "integer", "integer2", "1"), ("bigint", "bigint", "bigint2", "1000"),
+    ("real", "real", "real2", "3.14"), ("float8", "float8", "float82", "3.14"),
+    ("numeric", "numeric(6,2)", "numeric2", "1234.12"), ("bool", "bool", "bool2", "true"),
+    ("string", "varchar(25)", "string2", "'hello'"), ("date", "date", "date2", "'2019-10-02'"),
+    ("time", "time", "time2", "'01:02:03'"),
+    ("timetz", "timetz", "timetz2", "'01:02:03.123789Z'"),
+    ("timestamp", "timestamp", "timestamp2", "'2019-10-02T01:02:03.123456'"),
+    ("timestamptz", "timestamptz", "timestamptz2",
+     "'2019-10-02T13:51:30.123456+02:00'::TIMESTAMPTZ"),
+    ("timewottz", "time without time zone", "timewotz2", "'01:02:03'"),
+    ("interval", "interval", "interval2",
+     "'1 year 2 months 3 days 4 hours 5 minutes 6 seconds'"),
+    ("char", "char", "char2", "'a'"), ("text", "text", "text2", "'Hello World'"),
+    ("json", "json", "json2", "'{\"key\": \"value\"}'"),
+    ("uuid", "UUID", "uuid2", "'40e6215d-b5c6-4896-987c-f30f3678f608'"),
+    ("varbit", "varbit(3)", "varbit2", "B'101'"), ("inet", "inet", "inet2", "'192.168.0.1'"),
+    ("cidr", "cidr", "cidr2", "'192.168/24'"),
+    ("macaddr", "macaddr", "macaddr2", "'08:00:2b:01:02:03'"))
+_UTC = datetime.timezone.utc
+#: AbstractRecordsProducerTest.schemasAndValuesForDomainAliasTypes(true), yugabyte/debezium's
+#: (no geometric or xml columns), each value for both <name>_base and <name>_alias.
+_ALIAS_EXPECTED: dict[str, Any] = {
+    "bit": bytes([5]), "smallint": 1, "integer": 1, "bigint": 1000,
+    "float8": 3.14, "numeric": 1234.12, "bool": True, "string": "hello",
+    # Date.toEpochDay(LocalDate.parse("2019-10-02"))
+    "date": (datetime.date(2019, 10, 2) - datetime.date(1970, 1, 1)).days,
+    # LocalTime.parse("01:02:03").toNanoOfDay() / 1_000
+    "time": (1 * 3600 + 2 * 60 + 3) * 1_000_000,
+    "timetz": "01:02:03.123789Z",
+    # asEpochMicros("2019-10-02T01:02:03.123456")
+    "timestamp": int(datetime.datetime(2019, 10, 2, 1, 2, 3, tzinfo=_UTC).timestamp())
+    * 1_000_000 + 123456,
+    "timestamptz": "2019-10-02T11:51:30.123456Z",
+    "timewottz": (1 * 3600 + 2 * 60 + 3) * 1_000_000,
+    # MicroDuration.durationMicros(1, 2, 3, 4, 5, 6, DAYS_PER_MONTH_AVG = 365.25 / 12):
+    # ((((1 * 12 + 2) * 30.4375 + 3) * 24 + 4) * 60 + 5) * 60 + 6 seconds
+    "interval": int(((((1 * 12 + 2) * 30.4375 + 3) * 24 + 4) * 60 + 5) * 60 + 6) * 1_000_000,
+    "char": "a", "text": "Hello World", "json": '{"key": "value"}',
+    "uuid": "40e6215d-b5c6-4896-987c-f30f3678f608", "varbit": bytes([5]),
+    "inet": "192.168.0.1", "cidr": "192.168.0.0/24", "macaddr": "08:00:2b:01:02:03",
+}
+
+
+def test_should_stream_values_for_alias_like_base_types(pg_conn: Any) -> None:
+    """shouldStreamValuesForAliasLikeBaseTypes (decimal.handling.mode=double,
+    include.unknown.datatypes=true): 24 domains over base types, a NOT NULL column of each
+    base type and of each alias added after the start, one INSERT -- pk 1, source
+    yugabyte.public.alias_table, schemasAndValuesForDomainAliasTypes(true): each alias
+    column's value is its base column's."""
+    pg_conn.run("CREATE TABLE alias_table (pk SERIAL, PRIMARY KEY (pk))")
+    capturer = Capturer(pg_conn, tables=["alias_table"])
+    for domain in _DOMAINS:
+        pg_conn.run(f"CREATE DOMAIN {domain}")
+    pg_conn.run("ALTER TABLE alias_table " + ", ".join(
+        f"ADD COLUMN {name}_base {base} NOT NULL, ADD COLUMN {name}_alias {alias} NOT NULL"
+        for name, base, alias, _ in _ALIAS_COLUMNS))
+    catalog = fetch_catalog(pg_conn)
+    pg_conn.run("INSERT INTO alias_table (" + ", ".join(
+        f"{name}_base, {name}_alias" for name, *_ in _ALIAS_COLUMNS) + ") VALUES (" + ", ".join(
+        f"{value}, {value}" for *_, value in _ALIAS_COLUMNS) + ")")
+    (record,) = decode_yb(as_yboutput(capturer.changes()), catalog, **{
+        "decimal.handling.mode": "double", "include.unknown.datatypes": "true",
+        "table.include.list": "public.alias_table", "database.dbname": "yugabyte"})
+    _check(record, "c", "pk", 1)
+    _source(record, "yugabyte", "public", "alias_table")
+    expected = {"pk": 1} | {f"{name}_{kind}": value for name, value in _ALIAS_EXPECTED.items()
+                            for kind in ("base", "alias")}
+    _values(record, "after", expected)
+    # real: the Java Float 3.14f; a float32 value here is the double of its text, the
+    # same float32 once narrowed (FLOAT32 in the schema)
+    after = record.value["after"]  # type: ignore[index]
+    assert [_float32(after[f"real_{kind}"]["value"]) for kind in ("base", "alias")] == [
+        _float32(3.14)] * 2
+
+
+# -- YBHandleRelationMessageIT -----------------------------------------------------------------
+
+def _pk_test(conn: Any, identity: str) -> tuple[Capturer, Any]:
+    """pk_test (pk SERIAL PRIMARY KEY, val INTEGER) with the replica identity: CHANGE is
+    PostgreSQL's DEFAULT made ``c`` by as_yboutput. The catalog stands for the connector's
+    primary-key query under FULL (queryPrimaryKeysFromDatabase)."""
+    conn.run("CREATE TABLE pk_test (pk SERIAL PRIMARY KEY, val INTEGER)")
+    conn.run(f"ALTER TABLE pk_test REPLICA IDENTITY {'DEFAULT' if identity == 'CHANGE' else identity}")
+    return Capturer(conn, tables=["pk_test"]), fetch_catalog(conn)
+
+
+@pytest.mark.parametrize("identity", ["DEFAULT", "FULL", "CHANGE"])
+def test_should_resolve_pk_with_replica_identity(pg_conn: Any, identity: str) -> None:
+    """YBHandleRelationMessageIT.shouldResolvePkWithReplicaIdentity{Default,Full,Change}
+    (yugabyte/debezium, debezium-connector-postgres/src/test/java/io/debezium/connector/
+    postgresql/YBHandleRelationMessageIT.java): three INSERTs -- three records of
+    public.pk_test, each with a key whose schema has fields, the valid insert of pk 1, 2, 3."""
+    capturer, catalog = _pk_test(pg_conn, identity)
+    _statements(pg_conn, "INSERT INTO pk_test (val) VALUES (10);"
+                         "INSERT INTO pk_test (val) VALUES (20);"
+                         "INSERT INTO pk_test (val) VALUES (30)")
+    records = decode_yb(as_yboutput(capturer.changes(), default_is_change=identity == "CHANGE"),
+                        catalog if identity == "FULL" else None)
+    assert [r.topic for r in records] == ["test_server.public.pk_test"] * 3
+    for n, record in enumerate(records, 1):
+        assert record.key is not None and record.key_schema is not None
+        assert record.key_schema.fields
+        _check(record, "c", "pk", n)
+
+
+@pytest.mark.parametrize("identity", ["DEFAULT", "FULL", "CHANGE"])
+def test_should_resolve_pk_after_table_drop(pg_conn: Any, identity: str) -> None:
+    """YBHandleRelationMessageIT.shouldResolvePkAfterTableDropWithReplicaIdentity{Default,
+    Full,Change}: a baseline INSERT (a valid insert with a key); the connector stopped; five
+    INSERTs; the table dropped from the publication, then dropped; the connector restarted
+    -- the five pending records each have a key whose schema has fields and are valid
+    inserts. The restart is a fresh decoder. Under DEFAULT and CHANGE it keys on the
+    Relation's flags, no catalog needed. Under FULL the connector asks the live database
+    (PgOutputMessageDecoder.handleRelationMessage, queryPrimaryKeysFromDatabase), which has
+    lost the table, and falls back to the key of the schema it knows (isColumnInPrimaryKey);
+    this library reads a catalog snapshot instead, taken when the capture starts (before the
+    drop): with it the key is the same. Without one a FULL table is refused (no key)."""
+    capturer, catalog = _pk_test(pg_conn, identity)
+    pg_conn.run("INSERT INTO pk_test (val) VALUES (100)")
+    changes = as_yboutput(capturer.changes(), default_is_change=identity == "CHANGE")
+    (baseline,) = decode_yb(changes, catalog if identity == "FULL" else None)
+    assert baseline.key is not None and baseline.key_schema.fields  # type: ignore[union-attr]
+    _check(baseline, "c", "pk", 1)
+    _statements(pg_conn, ";".join(f"INSERT INTO pk_test (val) VALUES ({200 + i})"
+                                  for i in range(5)))
+    pg_conn.run("ALTER PUBLICATION pub DROP TABLE pk_test")
+    pg_conn.run("DROP TABLE pk_test")
+    pending = decode_yb(as_yboutput(capturer.changes(), default_is_change=identity == "CHANGE"),
+                        catalog if identity == "FULL" else None)
+    assert len(pending) == 5
+    for n, record in enumerate(pending, 2):
+        assert record.key is not None and record.key_schema.fields  # type: ignore[union-attr]
+        _check(record, "c", "pk", n)

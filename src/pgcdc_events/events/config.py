@@ -362,10 +362,6 @@ class EventConfig:
                 values[prop.field] = value
             elif value:  # xmin.fetch.interval.ms: fetching xmin needs a database connection
                 not_applicable.append(prop.name)
-        if values["plugin_name"] == "yboutput" and "t" not in values["skipped_operations"]:
-            raise ConfigurationError(
-                "skipped.operations must include 't' with plugin.name=yboutput: the YugabyteDB "
-                "connector's yboutput decoder does not support TRUNCATE")
         values["types"] = TypeConfig.from_properties(props)
         values["json"] = JsonConverterConfig.from_properties(props)
         values["json_key"] = JsonConverterConfig.from_properties(props, "key")

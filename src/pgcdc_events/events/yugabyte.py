@@ -35,9 +35,12 @@ What changes, each rule with its source in yugabyte/debezium
   ``transaction``).
 * **Tables without a primary key are refused** (the connector's documentation: "CDC is
   not supported for tables without primary keys"), with an error naming the table.
-* **TRUNCATE is not supported** by the yboutput decoder
-  (``PostgresConnectorConfig.LogicalDecoder.YBOUTPUT.supportsTruncate() == false``):
-  :class:`~pgcdc_events.events.config.EventConfig` requires ``t`` in ``skipped.operations``.
+* **TRUNCATE is not supported** under yboutput
+  (``PostgresConnectorConfig.LogicalDecoder.YBOUTPUT.supportsTruncate() == false``;
+  YugabyteDB does not send it): ``skipped.operations`` may leave ``t`` out, as the
+  connector's own tests do (``YugabyteDBConnectorIT.shouldEmitNoEventsForSkippedCreateOperations``
+  runs with ``skipped.operations=u``), but a Truncate message that reaches the decoder
+  unskipped is refused with an error naming its LSN and tables.
 
 The replica identities are the Relation message's byte (``ReplicaIdentityInfo.parseFromDB``):
 ``c`` CHANGE, ``d`` DEFAULT, ``f`` FULL, ``n`` NOTHING and ``i`` INDEX. The older names
@@ -59,6 +62,7 @@ from pgcdc_events.events.decoder import EventDecoder
 from pgcdc_events.events.records import ChangeRecord, Header
 from pgcdc_events.events.source import SOURCE_SCHEMA
 from pgcdc_events.events.tables import TRANSACTION_BLOCK_SCHEMA, TableSchema
+from pgcdc_events.protocol.lsn import Lsn
 from pgcdc_events.protocol.messages import (
     KIND_BINARY,
     KIND_TEXT,
@@ -213,6 +217,19 @@ class YugabyteEventDecoder(EventDecoder):
             raise _no_primary_key(message)
         self._yb[table] = yugabyte_table(table, identity)
         return out
+
+    def _truncate(self, pending: Any, lsn: int) -> list[ChangeRecord]:
+        """A Truncate under yboutput: filtered as for pgoutput when ``t`` is skipped (or its
+        tables are not captured); otherwise refused, YugabyteDB's connector having no
+        truncate record for yboutput."""
+        tables = [t for t in pending.tables if t is not None]
+        if tables and "t" not in self.config.skipped_operations:
+            raise ConfigurationError(
+                f"TRUNCATE of {', '.join(_quoted(t.schema_name, t.table_name) for t in tables)} "
+                f"at LSN {Lsn(lsn)}: plugin.name=yboutput has no truncate records "
+                "(LogicalDecoder.YBOUTPUT.supportsTruncate() is false); add t to "
+                "skipped.operations to skip it")
+        return super()._truncate(pending, lsn)
 
     def snapshot(self, *args: Any, **kwargs: Any) -> Any:
         """Not implemented under yboutput (the connector wraps snapshot rows too:

@@ -142,16 +142,27 @@ def _shortest(value: float, single: bool) -> Decimal:
     """Ryu's shortest digits as PostgreSQL uses them: the closest decimal with the fewest
     digits that reads back as ``value``, never one exactly half-way to a neighbour."""
     midpoints = _neighbours(value, single)
+    exact = Fraction(value)
     for precision in range(1, 18):
-        candidate = f"{value:.{precision - 1}e}"
-        try:
-            back = float(candidate)
-            if single:
-                back = struct.unpack(">f", struct.pack(">f", back))[0]
-        except OverflowError:  # rounded past the largest float4
-            continue
-        if back == value and Fraction(candidate) not in midpoints:
-            return Decimal(candidate)
+        rounded = Decimal(f"{value:.{precision - 1}e}")
+        # the nearest decimal of this length, and its neighbours of the same length: next
+        # to a power of two the nearest may read back as the float below while the next
+        # one up reads back right (2**-24 is 5.960464477539063e-08, not ...062e-08)
+        exponent = rounded.as_tuple().exponent
+        assert isinstance(exponent, int)  # a finite value
+        step = Decimal((0, (1,), exponent))
+        fits = []
+        for candidate in (rounded, rounded - step, rounded + step):
+            try:
+                back = float(candidate)
+                if single:
+                    back = struct.unpack(">f", struct.pack(">f", back))[0]
+            except OverflowError:  # rounded past the largest float4
+                continue
+            if back == value and Fraction(candidate) not in midpoints:
+                fits.append(candidate)
+        if fits:
+            return min(fits, key=lambda c: abs(Fraction(c) - exact))
     return Decimal(repr(value))
 
 

@@ -44,7 +44,7 @@ DEBEZIUM_ELEMENTS: Final = frozenset({
     "inet", "cidr", "macaddr", "macaddr8",
     "int4range", "int8range", "numrange", "tsrange", "tstzrange", "daterange",
     "date", "time", "timetz", "timestamp", "timestamptz",
-    "hstore", "geometry", "geography",
+    "hstore", "geometry", "geography", "tsvector",
 })
 
 #: PostgreSQL's limit on array dimensions (``MAXDIM``).

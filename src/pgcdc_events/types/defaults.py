@@ -82,14 +82,52 @@ def _generated(expression: str) -> bool:
     return bool(_FUNCTION.match(expression)) or expression.lower() in _CURRENT
 
 
+def _type_name_parts(text: str) -> list[str] | None:
+    """``schema.name`` as written after a cast, double-quoted parts unquoted
+    (``"Mixed Enum"`` -> ``["Mixed Enum"]``); ``None`` when malformed."""
+    parts: list[str] = []
+    i = 0
+    while i <= len(text):
+        if i < len(text) and text[i] == '"':
+            end = i + 1
+            part = []
+            while True:
+                close = text.find('"', end)
+                if close < 0:
+                    return None
+                part.append(text[end:close])
+                if text[close + 1:close + 2] == '"':
+                    part.append('"')
+                    end = close + 2
+                    continue
+                break
+            parts.append("".join(part))
+            i = close + 1
+        else:
+            end = text.find(".", i)
+            end = len(text) if end < 0 else end
+            if '"' in text[i:end] or end == i:
+                return None
+            parts.append(text[i:end])
+            i = end
+        if i == len(text):
+            return parts
+        if text[i] != ".":
+            return None
+        i += 1
+    return None
+
+
 def _enum_literal(expression: str, pg_type: PgType) -> str | None:
     at = expression.rfind("::")
     if at < 0:
         return None
-    cast = expression[at + 2:]
-    if '"' in cast:
+    parts = _type_name_parts(expression[at + 2:])
+    # a type name holding a dot ("bug.status") gets no default from the connector (its
+    # type registry does not resolve it); other quoted names ("Mixed Enum") do
+    if not parts or len(parts) > 2 or any("." in part for part in parts):
         return None
-    namespace, _, name = cast.rpartition(".")
+    name, namespace = parts[-1], parts[0] if len(parts) == 2 else ""
     if name != pg_type.name or (namespace and namespace != pg_type.namespace):
         return None
     literal = expression[:at]
@@ -165,8 +203,10 @@ _ZERO_TEXT: Final[dict[str, str]] = {
     "timestamp": "1970-01-01 00:00:00", "timestamptz": "1970-01-01 00:00:00+00",
     "time": "00:00:00", "timetz": "00:00:00+00", "oid": "0", "float4": "0", "float8": "0",
     "numeric": "0", "money": "0.00", "bool": "f", "point": "(0,0)",
-    "interval": "00:00:00", "uuid": "00000000-0000-0000-0000-000000000000", "bytea": "\\x",
+    "interval": "00:00:00", "bytea": "\\x",
 }
+# (no uuid: the connector's zero of a uuid column is the string zero "", recording
+# events_referee; the nil UUID it declares is only the placeholder of a generated default)
 #: The zero of a PostGIS column: an empty GEOMETRYCOLLECTION as WKB, no SRID.
 _EMPTY_COLLECTION_WKB: Final = bytes.fromhex("010700000000000000")
 _ZERO_BY_SCHEMA: Final[dict[str, Any]] = {
@@ -201,6 +241,9 @@ def null_fallback(mapping: _Mapped, pg_type: PgType, optional: bool, default: An
         return "{}"  # an empty hstore in json mode
     if root in ("geometry", "geography") and schema.type == "struct":
         return Struct(schema, (_EMPTY_COLLECTION_WKB, None))
+    if root == "timestamptz" and schema.type == "string":
+        # the connector's zero instant, without the column's fraction digits
+        return "1970-01-01T00:00:00Z"
     literal = _ZERO_TEXT.get(root)
     if literal is not None:
         try:
