@@ -102,6 +102,12 @@ _TYPE_NOTES: Final[dict[str, str]] = {
                                    "Debezium drops (`money[]`, `interval[]`...)",
 }
 
+#: What ``table.ignore.builtin`` leaves out (Debezium's PostgresConnectorConfig,
+#: ``SystemTablesPredicate``): system schemas, and tables that extensions put in the
+#: user's schemas (PostGIS).
+_BUILTIN_SCHEMAS: Final = frozenset({"pg_catalog", "information_schema"})
+_BUILTIN_TABLES: Final = frozenset({"spatial_ref_sys"})
+
 #: Every property this library applies, in one table: the parser, the documentation
 #: (tools/gen_docs.py) and the "did you mean" hints all read it.
 PROPERTIES: Final[tuple[Property, ...]] = (
@@ -122,6 +128,10 @@ PROPERTIES: Final[tuple[Property, ...]] = (
     Property("schema.exclude.list", "schema_exclude", "", _patterns),
     Property("table.include.list", "table_include", "", _patterns),
     Property("table.exclude.list", "table_exclude", "", _patterns),
+    Property("table.ignore.builtin", "table_ignore_builtin", "true", _bool,
+             "leaves out the tables the connector calls built-in: schemas `pg_catalog`, "
+             "`information_schema` and `pg_temp*`, and PostGIS's `spatial_ref_sys` in any "
+             "schema"),
     Property("column.include.list", "column_include", "", _patterns),
     Property("column.exclude.list", "column_exclude", "", _patterns),
     Property("message.prefix.include.list", "message_prefix_include", "", _patterns),
@@ -278,6 +288,7 @@ class EventConfig:
     schema_exclude: tuple[re.Pattern[str], ...] | None = None
     table_include: tuple[re.Pattern[str], ...] | None = None
     table_exclude: tuple[re.Pattern[str], ...] | None = None
+    table_ignore_builtin: bool = True
     column_include: tuple[re.Pattern[str], ...] | None = None
     column_exclude: tuple[re.Pattern[str], ...] | None = None
     message_prefix_include: tuple[re.Pattern[str], ...] | None = None
@@ -381,7 +392,12 @@ class EventConfig:
 
     # -- selection -----------------------------------------------------------------------
     def includes_table(self, schema: str, table: str) -> bool:
-        """Whether changes to ``schema.table`` are captured (schema and table filters)."""
+        """Whether changes to ``schema.table`` are captured (schema and table filters, and
+        ``table.ignore.builtin`` as the connector's ``SystemTablesPredicate`` reads it)."""
+        if self.table_ignore_builtin and (
+                schema.lower() in _BUILTIN_SCHEMAS or schema.startswith("pg_temp")
+                or table.lower() in _BUILTIN_TABLES):
+            return False
         if self.schema_include is not None and not _any(self.schema_include, schema):
             return False
         if self.schema_exclude is not None and _any(self.schema_exclude, schema):
