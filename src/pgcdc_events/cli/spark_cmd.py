@@ -10,6 +10,7 @@ record; ``--format parquet`` (the default) writes the events, or with
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import sys
@@ -108,8 +109,11 @@ def _run(args: argparse.Namespace) -> int:
     check_capture(args.capture, order_by=args.order_by)  # before the JVM starts
     started = time.monotonic()
     under_submit = "spark.master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    # Spark's own log is off: progress is ours (unless -q), errors are one line of ours.
+    logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
     spark = session(args.master or (None if under_submit else "local[*]"),
-                    "pgcdc-events spark decode", quiet=args.quiet)
+                    "pgcdc-events spark decode", quiet=True, log_level="off",
+                    conf={"spark.ui.showConsoleProgress": str(not args.quiet).lower()})
     capture = read_capture(spark, args.capture, order_by=args.order_by)
     json = args.format == "json" and not args.flatten
     decoded = decode_capture(capture, config, catalog=catalog, order_by=args.order_by,

@@ -84,19 +84,21 @@ def nullable_type(dt: DataType) -> DataType:
 
 
 _QUIET_LOG4J = """\
-rootLogger.level = error
+rootLogger.level = {level}
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = {level}
 """
 
 
 def session(master: str | None = "local[*]", app: str = "pgcdc-events", *,
             conf: dict[str, str] | None = None, quiet: bool = False,
-            python: str | None = None) -> SparkSession:
+            python: str | None = None, log_level: str = "error") -> SparkSession:
     """A SparkSession whose Python workers find pgcdc-events.
 
     The workers run ``python`` (default: this interpreter, ``sys.executable``), set as
@@ -122,19 +124,30 @@ def session(master: str | None = "local[*]", app: str = "pgcdc-events", *,
 
         fd, path = tempfile.mkstemp(prefix="pgcdc-events-log4j2-", suffix=".properties")
         with os.fdopen(fd, "w") as fh:
-            fh.write(_QUIET_LOG4J)
+            fh.write(_QUIET_LOG4J.replace("{level}", log_level))
         builder = (builder.config("spark.driver.extraJavaOptions",
                                   f"-Dlog4j2.configurationFile=file:{path}")
                    .config("spark.ui.showConsoleProgress", "false"))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
+    saved = None
+    if quiet:
+        # The JVM prints a few lines before any logging (its incubator-module warning):
+        # it inherits a standard error that goes nowhere. This process keeps its own.
+        saved = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
     try:
         spark = builder.getOrCreate()
     finally:
+        if saved is not None:
+            os.dup2(saved, 2)
+            os.close(saved)
         if quiet:
             os.unlink(path)  # read when the JVM started
     if quiet:
-        spark.sparkContext.setLogLevel("ERROR")
+        spark.sparkContext.setLogLevel(log_level.upper())
     return spark
 
 
