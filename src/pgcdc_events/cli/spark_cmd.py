@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import sys
 import time
 import uuid
@@ -64,11 +63,6 @@ def register(commands: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _directory(table: str) -> str:
-    """An output directory name for ``schema.table`` (path separators replaced)."""
-    return re.sub(r"[\\/\x00]", "_", table)
-
-
 def run(args: argparse.Namespace) -> int:
     """Decode the capture with Spark and write each table; Spark errors become one line."""
     try:
@@ -102,6 +96,7 @@ def _run(args: argparse.Namespace) -> int:
     from pgcdc_events.spark import decode_capture, read_capture, session  # noqa: PLC0415
     from pgcdc_events.spark.capture import check_capture  # noqa: PLC0415
     from pgcdc_events.spark.flatten import flatten  # noqa: PLC0415
+    from pgcdc_events.spark.write import table_directory, write_tables  # noqa: PLC0415
     from pgcdc_events.types.catalog import CatalogSnapshot  # noqa: PLC0415
 
     config = load_config(args.config, args.overrides)
@@ -126,29 +121,26 @@ def _run(args: argparse.Namespace) -> int:
         for name in names:
             decoded.layout(name)  # raises for an unknown table
         wanted = tuple(t for t in wanted if t in names)
-    decoded.records.count()  # the one decoding pass, persisted; each table reads it
+    if args.flatten:
+        decoded.records.count()  # the one decoding pass, persisted; each table reads it
 
-    def write(table: str) -> None:
-        target = os.path.join(args.output, _directory(table))
-        if json:
-            decoded.json_lines(table).write.mode("overwrite").text(target)
-        else:
-            frame = decoded.table(table)
-            if args.flatten:
-                frame = flatten(frame, delete_handling_mode=args.delete_handling_mode,
-                                add_fields=args.add_fields)
+        def write(table: str) -> None:
+            target = os.path.join(args.output, table_directory(table))
+            frame = flatten(decoded.table(table), delete_handling_mode=args.delete_handling_mode,
+                            add_fields=args.add_fields)
             writer = frame.write.mode("overwrite")
-            if args.format == "json":
-                writer.json(target)
-            else:
-                writer.parquet(target)
-        if not args.quiet:
-            print(f"pgcdc-events spark decode: wrote {table} to {target}", file=sys.stderr)
+            (writer.json if args.format == "json" else writer.parquet)(target)
 
-    # The tables' writes are small jobs over the persisted records: run them side by side.
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(wanted)))) as pool:
-        for future in [pool.submit(write, table) for table in wanted]:
-            future.result()
+        # ExtractNewRecordState is a Spark projection per table: small jobs, side by side.
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(wanted)))) as pool:
+            for future in [pool.submit(write, table) for table in wanted]:
+                future.result()
+    else:  # every table from the one pass, in one job
+        write_tables(decoded, args.output, tables=wanted, fmt="json" if json else "parquet")
+    if not args.quiet:
+        for table in wanted:
+            print(f"pgcdc-events spark decode: wrote {table} to "
+                  f"{os.path.join(args.output, table_directory(table))}", file=sys.stderr)
     decoded.unpersist()
     if not args.quiet:
         print(f"pgcdc-events spark decode: {count(len(wanted), 'table')} in "
