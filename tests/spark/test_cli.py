@@ -15,6 +15,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pgcdc_events.cli import main
+from pgcdc_events.events import EventConfig
+from pgcdc_events.spark import decode_capture, read_capture
+from pgcdc_events.spark._session import nullable_type
+from pgcdc_events.types.catalog import CatalogSnapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURE = str(ROOT / "examples" / "demo-capture.jsonl")
@@ -60,6 +64,18 @@ def test_parquet_events_and_flattened_rows(tmp_path: Path, spark: SparkSession) 
     orders = spark.read.parquet(str(events / "public.orders"))
     assert orders.columns[:4] == ["key", "before", "after", "source"]
     assert sorted(r["op"] for r in orders.select("op").collect()) == ["c", "c", "d", "u"]
+    # each table's dataset holds its events DataFrame's rows (but the processing time)
+    config = EventConfig.from_properties({"topic.prefix": "pgcdc"})
+    decoded = decode_capture(read_capture(spark, CAPTURE), config,
+                             catalog=CatalogSnapshot.load(CATALOG))
+    for table in decoded.tables:
+        written = spark.read.parquet(str(events / table)).drop("ts_ms", "ts_us", "ts_ns")
+        direct = decoded.table(table).drop("ts_ms", "ts_us", "ts_ns")
+        # Spark reads every Parquet column as nullable
+        assert nullable_type(written.schema) == nullable_type(direct.schema), table
+        assert sorted(written.collect(), key=lambda r: r["_position"]) == sorted(
+            direct.collect(), key=lambda r: r["_position"]), table
+    decoded.unpersist()
     flat = tmp_path / "flat"
     assert main(["spark", "decode", "--capture", CAPTURE, "--catalog", CATALOG,
                  "--output", str(flat), "--flatten", "--tables", "public.orders", "-q"]) == 0

@@ -28,6 +28,7 @@ from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events.decoder import EventDecoder
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.protocol.decoder import parse_message
+from pgcdc_events.protocol.encoder import encode_message
 from pgcdc_events.protocol.messages import (
     Begin,
     BeginPrepare,
@@ -184,11 +185,13 @@ class ChunkDecoder:
     def start(self, chunk: int) -> EventDecoder:
         """The decoder, in the state one decoder fed the capture has at ``chunk``'s start."""
         plan = self.plan
+        if chunk == 0:
+            self.decoder = None  # the stream's start: nothing committed before it
         decoder = self.schema_at(plan.cuts[chunk - 1].position + 1 if chunk > 0 else -(2**63))
         if chunk > 0:
             cut = plan.cuts[chunk - 1]
-            decoder.handle(cut.begin, cut.begin_lsn)
-            decoder.handle(cut.commit, cut.commit_lsn)
+            decoder.feed(encode_message(cut.begin), cut.begin_lsn)
+            decoder.feed(encode_message(cut.commit), cut.commit_lsn)
         return decoder
 
     def schema_at(self, position: int) -> EventDecoder:
@@ -204,7 +207,9 @@ class ChunkDecoder:
                           if self._held.get(key) != item[0]),
                          key=lambda item: (not isinstance(item[2], Type), item[0]))
         for _, lsn, message in changed:
-            decoder.handle(message, lsn)
+            # as bytes, so that the decoder's reader knows the relations too; a schema
+            # message sent inside a stream block is fed in its outside form
+            decoder.feed(encode_message(attrs.evolve(message, xid=None)), lsn)
         self._held = {key: item[0] for key, item in state.items()}
         return decoder
 

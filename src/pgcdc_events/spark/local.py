@@ -24,6 +24,7 @@ from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.tables import TableSchema
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.spark.decode import (
+    _RECORDS_ARROW,
     EventsFunction,
     RecordsFunction,
     _Decode,
@@ -55,8 +56,17 @@ def records_to_arrow(rows: Sequence[CaptureRow], config: EventConfig,
         "data": pa.array([n[2] for n in numbered[i:i + batch_size]], pa.binary()),
     }) for i in range(0, len(numbered), batch_size)]
     make = _Decode(config, catalog, clock, run_id or str(uuid.uuid4()))
+    # The chunks in reverse order, through one function call, as a Spark task may get
+    # them (any order): each one's prelude must stand on its own. Then the decoder's order.
+    order = pc.sort_indices(pa.table({"c": pa.array(chunks, pa.int64()),
+                                      "p": pa.array([n[0] for n in numbered], pa.int64())}),
+                            sort_keys=[("c", "descending"), ("p", "ascending")])
+    shuffled = pa.Table.from_batches(batches).take(order).to_batches(max_chunksize=batch_size)
     records = pa.Table.from_batches(list(RecordsFunction(plan, make, payload=True,
-                                                         lines=lines)(iter(batches))))
+                                                         lines=lines)(iter(shuffled))),
+                                    schema=_RECORDS_ARROW)
+    records = records.take(pc.sort_indices(records, sort_keys=[("position", "ascending"),
+                                                               ("index", "ascending")]))
     return records, capture_tables(plan.schema, config, catalog)
 
 
