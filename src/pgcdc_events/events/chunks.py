@@ -90,9 +90,10 @@ class ChunkPlan:
         """The chunk holding ``position``."""
         return bisect.bisect_left(self.boundaries, position)
 
-    def schema_state(self, before: int) -> dict[tuple[str, int], tuple[int, int, Message]]:
+    def schema_state(self, before: int
+                     ) -> dict[tuple[str, int], tuple[int, int, Relation | Type]]:
         """The Type and Relation messages in force before ``position``, by (kind, OID)."""
-        state: dict[tuple[str, int], tuple[int, int, Message]] = {}
+        state: dict[tuple[str, int], tuple[int, int, Relation | Type]] = {}
         for position, lsn, message in self.schema:
             if position >= before:
                 break
