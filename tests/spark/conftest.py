@@ -73,9 +73,10 @@ def spark_matches_decoder(spark: SparkSession) -> Callable[..., DecodedCapture]:
         problem = first_difference(got, want)
         assert not problem, problem
         tables = decoded.to_arrow()
+        decoded.unpersist()
         topics = {decoded.topic(name): name for name in tables}
+        ops = [json.loads(line) for line in want]
         for name, table in tables.items():
-            ops = [json.loads(line) for line in want]
             expected = [(r["value"] or {}).get("payload", r["value"] or {}).get("op")
                         if r["value"] else None
                         for r in ops if r["topic"] == decoded.topic(name)

@@ -28,7 +28,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
 from pgcdc_events.events import EventConfig, JsonRecordWriter
-from pgcdc_events.spark import decode_capture, json_record_type
+from pgcdc_events.spark import decode_capture, json_record_type, json_type
 from pgcdc_events.spark.capture import capture_dataframe
 from pgcdc_events.spark.schema import SparkSchemaOptions
 from support.golden import Recording, documented_differences, recordings
@@ -86,8 +86,9 @@ def expected(value: Any, schema: dict[str, Any], flavour: str) -> Any:
     if name == _VSD:
         if flavour == "literal":
             return value
+        # through Decimal: str() of a huge int is capped (sys.get_int_max_str_digits)
         return {"scale": value["scale"],
-                "unscaled": str(int.from_bytes(value["value"], "big", signed=True))}
+                "unscaled": str(Decimal(int.from_bytes(value["value"], "big", signed=True)))}
     if flavour == "semantic" and name in _MICROS:
         unit = _MICROS[name]
         return value * unit if unit > 0 else value // -unit
@@ -110,6 +111,8 @@ def _default(schema: dict[str, Any]) -> Any:
     default = schema.get("default")
     if schema["type"] == "bytes" and isinstance(default, str):
         return base64.b64decode(default)
+    if schema["type"] in ("float", "double") and isinstance(default, str):
+        return "NaN" if default == "NaN" else float(default)  # as canonical() has them
     return default
 
 
@@ -169,6 +172,13 @@ def differences(spark: SparkSession, recording: Recording, flavour: str) -> tupl
         if len(our_rows) != len(their_rows):
             diffs[f"{recording.key}/{topic}[count]"] = (f"ours {len(our_rows)}, "
                                                         f"theirs {len(their_rows)}")
+        # a column whose JSON type changed across the table's versions is read with the
+        # latest type only: not compared (the ALTER TABLE cases are compared whole, as
+        # records, with the event layer's by tests/spark/conftest.py)
+        changed = {f.name for v in versions[:-1] for f in v.value_schema.fields or ()
+                   if f.name not in {g.name for g in latest.value_schema.fields or ()}
+                   or json_type(f.schema, config.json) != json_type(
+                       latest.value_schema.field(f.name).schema, config.json)}
         fallback_value = _schema(writer.schema_text(latest.envelope_schema))
         fallback_key = (_schema(writer.schema_text(latest.key_schema))
                         if latest.key_schema is not None else None)
@@ -198,11 +208,13 @@ def differences(spark: SparkSession, recording: Recording, flavour: str) -> tupl
                 row_id = row.get(first) if first is not None else "?"
                 for f in row_schema["fields"]:
                     name = f["field"]
+                    if name in changed:
+                        continue
                     want = expected(row.get(name), f, flavour)
                     mine = got.get(name)
                     if mine is None and want is not None and "default" in f and \
                             config.json.replace_null_with_default and \
-                            want == expected(_default(f), f, flavour):
+                            _same(want, expected(_default(f), f, flavour)):
                         continue  # JsonConverter wrote the default for a NULL
                     if not _same(mine, want):
                         # keyed as both golden tests key their cases
@@ -224,10 +236,15 @@ def differences(spark: SparkSession, recording: Recording, flavour: str) -> tupl
                 diffs[f"{where}.value.payload.transaction"] = (
                     f"ours {ours['transaction']} theirs {payload.get('transaction')}")
             if fallback_key is not None and "k" in real:
-                key_schema = _schema(real["k"]["schema"]) if real["k"]["schema"] else fallback_key
-                want_key = expected(real["k"]["payload"], key_schema, flavour)
+                if real["k"] is None:  # no key (a truncate)
+                    want_key = None
+                else:
+                    key_schema = (_schema(real["k"]["schema"]) if real["k"]["schema"]
+                                  else fallback_key)
+                    want_key = expected(real["k"]["payload"], key_schema, flavour)
                 if not _same(ours.get("key"), want_key):
-                    diffs[f"{where}.key.payload"] = f"ours {ours.get('key')} theirs {want_key}"
+                    path = f"{where}.key" if real["k"] is None else f"{where}.key.payload"
+                    diffs[path] = f"ours {ours.get('key')} theirs {want_key}"
     return compared, diffs
 
 
