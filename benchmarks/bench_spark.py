@@ -1,6 +1,8 @@
-"""Spark decoding throughput on local[2], next to the pure-Python decoder and the Arrow floor.
+"""Spark decoding on local[2]: throughput next to the pure-Python decoder and the Arrow floor,
+and the cost of many tables.
 
-Run: ``.venv/bin/python benchmarks/bench_spark.py [--changes 1000000] [--flavour semantic]``.
+Run: ``.venv/bin/python benchmarks/bench_spark.py [--changes 1000000] [--flavour semantic]
+[--tables 1,40,500 --table-inserts 20000]``.
 The first run captures the workload (Insert messages of the six-column table of
 ``_common.py``: bigint, text, timestamptz, numeric(12,2), boolean, varchar) from a
 throwaway PostgreSQL into ``benchmarks/.data/`` and converts it to Parquet with an
@@ -11,8 +13,13 @@ ordering column; later runs reuse both. One run of each, in one process:
   (Parquet scan, JVM -> Python -> JVM Arrow exchange) on local[2];
 - the Spark decoder: ``decode_capture`` (its control-message job) plus one table's
   events written to Spark's ``noop`` sink (every value computed, nothing stored);
-- the same per-batch decoder in this process on Arrow batches (one core), to show
-  where the time goes: transfer floor + decode / 2 cores is what local[2] can reach.
+- the same task functions in this process on Arrow batches (one core: the chunked
+  ``EventDecoder`` pass, then the table's projection), to show where the time goes:
+  transfer floor + decode / 2 cores is what local[2] can reach;
+- table scaling: the same number of inserts (``--table-inserts``) into 1 table and into
+  each count of ``--tables`` six-column tables, each capture written by
+  ``pgcdc-events spark decode`` (Parquet, every table), in this one Spark session; the
+  ratio of each to the 1-table run.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from _common import DATA, make_capture
+from _common import DATA, SIX_COLUMN_TABLE, make_capture
 
 from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.protocol import iter_capture
@@ -43,12 +50,76 @@ def _noop(batches: Iterator[Any]) -> Iterator[Any]:
         yield batch.select(["position"])
 
 
+def make_tables_capture(path: Any, inserts: int, tables: int) -> None:
+    """``inserts`` rows spread evenly over ``tables`` six-column tables (one INSERT per table
+    per transaction of 1,000 rows), captured from a throwaway server."""
+    import pg8000.native
+
+    from pgcdc_events.protocol import CaptureRow, Lsn, write_capture
+    from pgcdc_events.testing.cluster import TempCluster
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    names = [f"bench_{i}" for i in range(tables)]
+    with TempCluster() as cluster:
+        con = pg8000.native.Connection(**cluster.dsn())
+        for name in names:
+            con.run(SIX_COLUMN_TABLE.replace("TABLE bench", f"TABLE {name}"))
+        con.run("CREATE PUBLICATION bench_pub FOR ALL TABLES")
+        con.run("SELECT pg_create_logical_replication_slot('bench', 'pgoutput')")
+        per = max(1, inserts // tables)
+        for start in range(0, per, 1000):
+            for name in names:
+                con.run(f"INSERT INTO {name} SELECT g, 'name ' || g, now(), g * 1.25, g % 2 = 0,"
+                        " 'x' FROM generate_series(CAST(:a AS bigint), CAST(:b AS bigint)) g",
+                        a=start + 1, b=min(start + 1000, per))
+        fetched = con.run(
+            "SELECT lsn::text, xid::text, data FROM pg_logical_slot_get_binary_changes('bench',"
+            " NULL, NULL, 'proto_version', '1', 'publication_names', 'bench_pub')")
+        with open(path, "w", encoding="utf-8") as out:
+            write_capture((CaptureRow(Lsn.parse(lsn), int(xid), bytes(data))
+                           for lsn, xid, data in fetched), out)
+        con.close()
+
+
+def table_scaling(counts: list[int], inserts: int, master: str) -> None:
+    """Seconds of ``pgcdc-events spark decode`` for the same inserts over 1..N tables."""
+    import tempfile
+
+    from pgcdc_events.cli import main as cli
+
+    results = []
+    for tables in counts:
+        path = DATA / f"spark-tables-{inserts}-{tables}.jsonl"
+        if not path.exists():
+            make_tables_capture(path, inserts, tables)
+        args = ["spark", "decode", "--capture", str(path), "--master", master, "-q"]
+        with tempfile.TemporaryDirectory() as out:
+            cli([*args, "--output", out])  # warm-up
+        with tempfile.TemporaryDirectory() as out:
+            command = [*args, "--output", out]
+            seconds, _ = _timed(f"spark decode, {tables} tables",
+                                lambda command=command: cli(command))
+            written = len(os.listdir(out))
+        results.append((tables, seconds, written))
+    print()
+    base = results[0][1]
+    for tables, seconds, written in results:
+        print(f"spark decode, {inserts} inserts in {tables:4} tables ({written} written): "
+              f"{seconds:7.2f} s  {seconds / base:5.2f}x the {counts[0]}-table run")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--changes", type=int, default=1_000_000, help="Insert messages")
     parser.add_argument("--flavour", choices=("literal", "semantic"), default="semantic")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--tables", default="",
+                        help="table counts for the scaling run, e.g. 1,40,500 (none: skipped)")
+    parser.add_argument("--table-inserts", type=int, default=20_000,
+                        help="inserts of each scaling capture")
+    parser.add_argument("--skip-throughput", action="store_true",
+                        help="only the table scaling run")
     args = parser.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -56,9 +127,20 @@ def main() -> None:
 
     from pgcdc_events.spark import SparkSchemaOptions, decode_capture, write_capture_parquet
     from pgcdc_events.spark._session import local_session, map_in_arrow
-    from pgcdc_events.spark.batch import TableDecoder
-    from pgcdc_events.spark.local import _batch, stream_context
+    from pgcdc_events.spark.local import decode_to_arrow
 
+    # Small input splits, so that every core gets row groups of the one Parquet file.
+    spark = local_session(args.master, "bench_spark", conf={
+        "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "4g",
+        "spark.sql.files.maxPartitionBytes": str(4 << 20),
+        "spark.ui.showConsoleProgress": "false"})
+    spark.sparkContext.setLogLevel("ERROR")
+    if args.tables:
+        table_scaling([int(n) for n in args.tables.split(",")], args.table_inserts,
+                      args.master)
+    if args.skip_throughput:
+        spark.stop()
+        return
     jsonl = DATA / f"spark-{args.changes}.jsonl"
     parquet = DATA / f"spark-{args.changes}.parquet"
     if not jsonl.exists():
@@ -70,12 +152,6 @@ def main() -> None:
     changes = sum(1 for r in rows if r.data[:1] == b"I")
     config = EventConfig.from_properties({"topic.prefix": "bench"})
 
-    # Small input splits, so that every core gets row groups of the one Parquet file.
-    spark = local_session(args.master, "bench_spark", conf={
-        "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "4g",
-        "spark.sql.files.maxPartitionBytes": str(4 << 20),
-        "spark.ui.showConsoleProgress": "false"})
-    spark.sparkContext.setLogLevel("ERROR")
     options = SparkSchemaOptions(args.flavour)
     df = spark.read.parquet(str(parquet))
     print(f"capture: {jsonl.name}, {len(rows)} messages, {changes} inserts; "
@@ -106,13 +182,8 @@ def main() -> None:
     noop_s, _ = _timed("no-op mapInArrow", floor)
     _, (open_s, table_s) = _timed("Spark decode", spark_decode)
     spark_s = open_s + table_s
-    context = stream_context(rows, config)
-    table = context.registry.tables[0]
-    decoder = TableDecoder(context.registry, table, options)
-    batches = [_batch(context.changes[i:i + 10_000])
-               for i in range(0, len(context.changes), 10_000)]
-    local_s, _ = _timed("per-batch decoder in process", lambda: [
-        decoder.decode(b) for b in batches])
+    local_s, _ = _timed("task functions in process", lambda: decode_to_arrow(
+        rows, config, options=options, chunk_messages=len(rows) // 8 + 1))
     spark.stop()
 
     def line(name: str, seconds: float, count: int) -> None:
@@ -124,7 +195,7 @@ def main() -> None:
     line(f"Spark decode ({args.master}, {args.flavour})", spark_s, changes)
     line("  of which decode_capture (control job)", open_s, changes)
     line("  of which the table's events", table_s, changes)
-    line("per-batch decoder in this process (1 core)", local_s, changes)
+    line("the task functions in this process (1 core)", local_s, changes)
     reachable = noop_s + local_s / 2
     print()
     print(f"Spark decode / pure-Python decoder:  {python_s / spark_s:5.2f}x faster")

@@ -18,8 +18,7 @@ import pg8000.native
 
 from pgcdc_events.events import EventConfig
 from pgcdc_events.protocol import CaptureRow, Lsn
-from pgcdc_events.spark import capture_dataframe, decode_capture
-from pgcdc_events.spark._session import local_session
+from pgcdc_events.spark import capture_dataframe, decode_capture, session
 from pgcdc_events.spark.state import latest_state
 from pgcdc_events.testing.cluster import TempCluster
 from pgcdc_events.types.catalog import fetch_catalog
@@ -123,7 +122,7 @@ def capture(conn: Any, slot: str) -> list[CaptureRow]:
 
 
 def main() -> int:
-    spark = local_session("local[2]")
+    spark = session("local[2]", quiet=True)
     spark.sparkContext.setLogLevel("ERROR")
     with TempCluster() as cluster:
         conn = pg8000.native.Connection(**cluster.dsn())

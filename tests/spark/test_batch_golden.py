@@ -1,8 +1,8 @@
-"""The per-batch decoder the Spark workers run, on every golden capture, without Spark.
+"""The functions the Spark tasks run, on every golden capture, without Spark.
 
-Contexts are computed sequentially by the Spark layer's rules
-(:func:`pgcdc_events.spark.local.stream_context`); the records must equal the
-event layer's, field for field, in both flavours and with batches cut small.
+The capture is cut into chunks of a few messages each (every chunk decoded by a decoder
+primed with its prelude); the records must equal one ``EventDecoder``'s, whole, and every
+table's rows must convert in both flavours with batches cut small.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import glob
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pgcdc_events.cli import main
+from pgcdc_events.events import EventConfig
+from pgcdc_events.spark import decode_capture, read_capture
+from pgcdc_events.spark._session import nullable_type
+from pgcdc_events.types.catalog import CatalogSnapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURE = str(ROOT / "examples" / "demo-capture.jsonl")
@@ -57,6 +64,18 @@ def test_parquet_events_and_flattened_rows(tmp_path: Path, spark: SparkSession) 
     orders = spark.read.parquet(str(events / "public.orders"))
     assert orders.columns[:4] == ["key", "before", "after", "source"]
     assert sorted(r["op"] for r in orders.select("op").collect()) == ["c", "c", "d", "u"]
+    # each table's dataset holds its events DataFrame's rows (but the processing time)
+    config = EventConfig.from_properties({"topic.prefix": "pgcdc"})
+    decoded = decode_capture(read_capture(spark, CAPTURE), config,
+                             catalog=CatalogSnapshot.load(CATALOG))
+    for table in decoded.tables:
+        written = spark.read.parquet(str(events / table)).drop("ts_ms", "ts_us", "ts_ns")
+        direct = decoded.table(table).drop("ts_ms", "ts_us", "ts_ns")
+        # Spark reads every Parquet column as nullable
+        assert nullable_type(written.schema) == nullable_type(direct.schema), table
+        assert sorted(written.collect(), key=lambda r: r["_position"]) == sorted(
+            direct.collect(), key=lambda r: r["_position"]), table
+    decoded.unpersist()
     flat = tmp_path / "flat"
     assert main(["spark", "decode", "--capture", CAPTURE, "--catalog", CATALOG,
                  "--output", str(flat), "--flatten", "--tables", "public.orders", "-q"]) == 0
@@ -70,3 +89,68 @@ def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["spark", "decode", "--capture", str(tmp_path / "missing.jsonl"),
                  "--output", str(tmp_path / "out"), "-q"]) == 1
     assert "no capture at" in capsys.readouterr().err
+
+
+NOT_CAPTURES = {
+    "csv": ("id,name\n1,a\n2,b\n", "line 1: valid JSON"),
+    "empty": ("", "holds no messages"),
+    "blank": ("\n\n  \n", "holds no messages"),
+    "garbage": ('{"lsn": "0/1", "xid": 1, "data": "42"}\nnot json at all\n', "line 2"),
+    "no data": ('{"lsn": "0/1", "xid": 1}\n', "line 1"),
+    "binary": ("\x00\xff\xfe garbage", "not a capture"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_CAPTURES))
+def test_input_that_is_not_a_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     case: str) -> None:
+    """Refused before the JVM starts: exit status 1, one line naming the file."""
+    text, reason = NOT_CAPTURES[case]
+    path = tmp_path / "input.jsonl"
+    path.write_bytes(text.encode("latin-1"))
+    assert main(["spark", "decode", "--capture", str(path), "--output",
+                 str(tmp_path / "out"), "-q"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0] and reason in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_read_capture_refuses_what_is_not_a_capture(tmp_path: Path, spark: SparkSession) -> None:
+    from pgcdc_events.spark import SparkDecodeError, read_capture  # noqa: PLC0415
+
+    csv = tmp_path / "table.csv"
+    csv.write_text("id,name\n1,a\n")
+    with pytest.raises(SparkDecodeError, match="not a capture"):
+        read_capture(spark, str(csv))
+    parquet = tmp_path / "other.parquet"
+    spark.createDataFrame([(1, "a")], "id long, name string").write.parquet(str(parquet))
+    with pytest.raises(SparkDecodeError, match="no column 'lsn', 'data', 'position'"):
+        read_capture(spark, str(parquet))
+
+
+def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pgcdc_events.cli", *args],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+
+
+def test_quiet_prints_nothing_and_errors_are_one_line(tmp_path: Path) -> None:
+    """In a process of its own (a JVM of its own): -q silences Spark's log lines and
+    progress bars; a message the decoder refuses is one line, not a Java stack trace."""
+    ok = _run_cli("spark", "decode", "--capture", CAPTURE, "--catalog", CATALOG,
+                  "--output", str(tmp_path / "out"), "-q", "--master", "local[1]")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stderr == "" and ok.stdout == ""
+    lines = Path(CAPTURE).read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if '"data": "49' in line)  # an Insert
+    bad = json.loads(lines[at])
+    bad["data"] = bad["data"][:14]  # cut inside its tuple
+    lines[at] = json.dumps(bad)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join(lines) + "\n")
+    failed = _run_cli("spark", "decode", "--capture", str(broken), "--catalog", CATALOG,
+                      "--output", str(tmp_path / "out2"), "-q", "--master", "local[1]")
+    assert failed.returncode == 1
+    err = failed.stderr.strip().splitlines()
+    assert len(err) == 1, failed.stderr[:3000]
+    assert f"position {at}" in err[0] and "ProtocolError" in err[0], err[0]

@@ -119,7 +119,7 @@ def test_spark_equals_the_event_layer(live_capture: Any,
     decoded = spark_matches_decoder(rows, EventConfig.from_properties(CONFIG), catalog,
                                     flavour="semantic")
     assert "public.t_big" in decoded.tables
-    assert len(decoded.registry.table_versions("public.t_defaults")) == 4
+    assert len(decoded.versions["public.t_defaults"]) == 4
 
 
 def test_in_process_pipeline_equals_the_event_layer(

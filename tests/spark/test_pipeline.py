@@ -9,7 +9,7 @@ per-message Python UDF against the Arrow path.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
-from pgcdc_events.events import EventConfig, EventDecoder
+from pgcdc_events.events import EventConfig
 from pgcdc_events.spark import capture_dataframe, decode_capture
 from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.flatten import flatten
@@ -26,6 +26,7 @@ from pgcdc_events.spark.state import latest_state
 from pgcdc_events.spark.udf import message_udf
 from pgcdc_events.types.catalog import fetch_catalog
 from support.capture import Capturer
+from support.spark_records import RUN_ID, decoder_lines, first_difference
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_pipeline.py"
 CLOCK_NS = 1_700_000_000_000_000_000
@@ -60,8 +61,9 @@ def pipeline(pg_cluster: Any, spark: SparkSession) -> Iterator[dict[str, Any]]:
         capturer.drop()
         config = EventConfig.from_properties(example.CONFIG)
         decoded = decode_capture(capture_dataframe(spark, rows), config, catalog=catalog,
-                                 flavour="semantic", tombstones=True, clock=lambda: CLOCK_NS)
-        records = EventDecoder(config, catalog=catalog, clock=lambda: CLOCK_NS).feed_rows(rows)
+                                 flavour="semantic", tombstones=True, clock=lambda: CLOCK_NS,
+                                 run_id=RUN_ID, lines=True)
+        records = decoder_lines(rows, config, catalog)
         yield {"conn": conn, "decoded": decoded, "records": records, "rows": rows}
         decoded.unpersist()
     finally:
@@ -76,11 +78,12 @@ def test_latest_state_equals_select_star(pipeline: dict[str, Any], spark: SparkS
     assert checked == {"public.accounts": 38, "public.orders": 103, "public.ledger": 2}
 
 
-def test_events_equal_the_event_layer(pipeline: dict[str, Any],
-                                      events_equal: Callable[..., None]) -> None:
+def test_events_equal_the_event_layer(pipeline: dict[str, Any]) -> None:
     decoded = pipeline["decoded"]
+    got = [r["line"] for r in decoded.records.orderBy("position", "index").collect()]
+    problem = first_difference(got, pipeline["records"])
+    assert not problem, problem
     tables = decoded.to_arrow()
-    events_equal(decoded.registry, decoded.options, tables, pipeline["records"])
     orders = tables["public.orders"]
     blocks = [b for b in orders.column("transaction").to_pylist() if b is not None]
     assert blocks and all(b["total_order"] >= b["data_collection_order"] >= 1 for b in blocks)
@@ -120,9 +123,16 @@ def test_latest_state_needs_a_key(pipeline: dict[str, Any]) -> None:
 def test_python_udf_equals_the_arrow_path(pipeline: dict[str, Any], spark: SparkSession) -> None:
     decoded = pipeline["decoded"]
     table = "public.orders"
-    decode = message_udf(spark, decoded.registry, table)
-    index = decoded.registry.table_index(table)
-    messages = decoded.changes().filter(F.col("table_index") == index)
+    decode = message_udf(decoded, table)
+    in_stream, flags = False, []
+    for row in pipeline["rows"]:
+        kind = row.data[:1]
+        in_stream = (in_stream or kind == b"S") and kind != b"E"
+        flags.append(in_stream)
+    messages = spark.createDataFrame(
+        [(i, bytes(r.data), flag) for i, (r, flag) in enumerate(zip(pipeline["rows"], flags,
+                                                                   strict=True))],
+        "position long, data binary, in_stream boolean")
     exploded = messages.select("position", F.posexplode(
         decode("data", "position", "in_stream")).alias("i", "r"))
     slow = sorted((r["position"], r["r"]["index"], r["r"]["op"], r["r"]["kind"],

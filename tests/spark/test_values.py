@@ -1,4 +1,4 @@
-"""Connect values as Arrow arrays of Spark's types, and the vectorized fast paths (no Spark)."""
+"""Connect values as Arrow arrays of Spark's types (no Spark)."""
 
 from __future__ import annotations
 
@@ -8,19 +8,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from pgcdc_events.events import EventConfig
-from pgcdc_events.events.tables import build_table_schema
-from pgcdc_events.protocol import Relation, RelationColumn
 from pgcdc_events.spark import SparkSchemaOptions, ValueConverter
-from pgcdc_events.spark.batch import fast_path
 from pgcdc_events.spark.values import (
     TS_POS_INF_US,
-    float32_shortest,
     parse_zoned_timestamp,
 )
-from pgcdc_events.types.mapper import TypeMapper
 from pgcdc_events.types.numeric import VARIABLE_SCALE_DECIMAL, variable_scale_struct
-from pgcdc_events.types.oids import OID_BY_NAME
 from pgcdc_events.types.schema import Schema
 
 LITERAL = SparkSchemaOptions("literal")
@@ -95,73 +88,3 @@ def test_decimal_fallback_is_the_exact_text() -> None:
     converter = ValueConverter(wide, SEMANTIC)
     assert converter.array([Decimal("-1234.50"), None]).to_pylist() == ["-1234.50", None]
     assert converter.python(Decimal("10.00")) == "10.00"
-
-
-def test_float32_shortest() -> None:
-    as_spark = pa.array([3.4028235e38, 1.4e-45, 0.1], pa.float32()).to_pylist()
-    # PostgreSQL prints the smallest float4 as 1e-45 (shortest round trip), so does this.
-    assert [float32_shortest(v) for v in as_spark] == [3.4028235e38, 1e-45, 0.1]
-
-
-#: Text values PostgreSQL prints, per type: the fast path must give the type mapper's values
-#: or refuse the batch (then the mapper's converters run).
-TEXTS = {
-    "int2": (["-32768", "0", "32767"], []),
-    "int4": (["-2147483648", "7"], []),
-    "int8": (["-9223372036854775808", "9223372036854775807"], []),
-    "oid": (["4294967295", "0"], []),
-    "float4": (["3.4028235e+38", "-0", "1.4e-45", "NaN", "Infinity", "-Infinity", "0.1"], []),
-    "float8": (["1.7976931348623157e+308", "4.9e-324", "NaN", "-Infinity", "0.1"], []),
-    "bool": (["t", "f"], ["x"]),
-    "text": (["héllo ✓ 日本", ""], []),
-    "uuid": (["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"], []),
-    "date": (["2024-02-29", "0001-01-01", "1969-12-31"], ["infinity", "0044-03-15 BC",
-                                                         "12345-01-01"]),
-    "timestamp": (["2024-02-29 13:14:15.123456", "1969-12-31 23:59:59.999999",
-                   "0044-03-15 12:00:00"], ["infinity", "0044-03-15 12:00:00 BC"]),
-    "timestamptz": (["2024-01-01 10:00:00.123456+00", "2024-02-29 13:14:15+02",
-                     "2024-02-29 13:14:15.123-03:30", "0044-03-15 12:00:00+00"],
-                    ["infinity", "2024-02-29 13:14:15+00:53:28"]),
-}
-
-
-@pytest.mark.parametrize("flavour", ["literal", "semantic"])
-@pytest.mark.parametrize("type_name", sorted(TEXTS))
-def test_fast_paths_equal_the_type_mappers(type_name: str, flavour: str) -> None:
-    options = SparkSchemaOptions(flavour)  # type: ignore[arg-type]
-    relation = Relation(1, "public", "t", "d", (
-        RelationColumn(1, "id", OID_BY_NAME["int4"], -1),
-        RelationColumn(0, "c", OID_BY_NAME[type_name], -1)))
-    table = build_table_schema(relation, TypeMapper(), EventConfig(topic_prefix="p"))
-    plan = table.columns[1]
-    converter = ValueConverter(plan.mapping.schema, options)
-    fast = fast_path(plan, converter)
-    assert fast is not None, f"{type_name} has no fast path"
-    assert fast_path(plan, converter, transformed=True) is None
-    good, refused = TEXTS[type_name]
-    raw = pa.array([v.encode() for v in good] + [None], pa.binary())
-    expected = converter.array([plan.from_text(v.encode()) for v in good] + [None])
-    got = fast(raw)
-    assert got.type == expected.type
-    assert _ints(got) == _ints(expected) or (
-        pa.types.is_floating(got.type) and str(got.to_pylist()) == str(expected.to_pylist()))
-    for text in refused:
-        with pytest.raises((pa.ArrowInvalid, pa.ArrowNotImplementedError)):
-            fast(pa.array([text.encode()], pa.binary()))
-
-
-def test_numeric_fast_path() -> None:
-    relation = Relation(1, "public", "t", "d", (
-        RelationColumn(1, "n", OID_BY_NAME["numeric"], (12 << 16 | 2) + 4),))
-    table = build_table_schema(relation, TypeMapper(), EventConfig(topic_prefix="p"))
-    plan = table.columns[0]
-    converter = ValueConverter(plan.mapping.schema, LITERAL)
-    fast = fast_path(plan, converter)
-    assert fast is not None
-    texts = ["12345678.90", "-0.01", "0.00"]
-    assert fast(pa.array([t.encode() for t in texts])).to_pylist() == [
-        plan.from_text(t.encode()) for t in texts]
-    with pytest.raises(pa.ArrowInvalid):
-        fast(pa.array([b"NaN"]))
-    # NOT NULL: a SQL NULL (a delete's old key, say) becomes the column's zero value.
-    assert fast(pa.array([None], pa.binary())).to_pylist() == [plan.null_value]

@@ -10,8 +10,8 @@ record; ``--format parquet`` (the default) writes the events, or with
 from __future__ import annotations
 
 import argparse
+import logging
 import os
-import re
 import sys
 import time
 import uuid
@@ -58,26 +58,9 @@ def register(commands: Any) -> None:
     parser.add_argument("--run-id", help="the __debezium.context.runId header (json)")
     parser.add_argument("--master", help="Spark master when not under spark-submit "
                         "(default: local[*])")
-    parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="no progress on stderr, no Spark INFO/WARN lines or progress bars")
     parser.set_defaults(run=run)
-
-
-def _session(master: str | None) -> Any:
-    from pyspark.sql import SparkSession  # noqa: PLC0415
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
-    builder = SparkSession.builder.appName("pgcdc-events spark decode")
-    if master or "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
-        builder = builder.master(master or "local[*]")
-    return builder.getOrCreate()
-
-
-def _directory(table: str) -> str:
-    """An output directory name for ``schema.table`` (path separators replaced)."""
-    return re.sub(r"[\\/\x00]", "_", table)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,45 +91,56 @@ def _spark_message(exc: BaseException) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pgcdc_events.spark import decode_capture, read_capture  # noqa: PLC0415
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    from pgcdc_events.spark import decode_capture, read_capture, session  # noqa: PLC0415
+    from pgcdc_events.spark.capture import check_capture  # noqa: PLC0415
     from pgcdc_events.spark.flatten import flatten  # noqa: PLC0415
-    from pgcdc_events.spark.jsonout import json_records  # noqa: PLC0415
+    from pgcdc_events.spark.write import table_directory, write_tables  # noqa: PLC0415
     from pgcdc_events.types.catalog import CatalogSnapshot  # noqa: PLC0415
 
     config = load_config(args.config, args.overrides)
     catalog = CatalogSnapshot.load(args.catalog) if args.catalog else None
+    check_capture(args.capture, order_by=args.order_by)  # before the JVM starts
     started = time.monotonic()
-    spark = _session(args.master)
+    under_submit = "spark.master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    # Spark's own log is off: progress is ours (unless -q), errors are one line of ours.
+    logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
+    spark = session(args.master or (None if under_submit else "local[*]"),
+                    "pgcdc-events spark decode", quiet=True, log_level="off",
+                    conf={"spark.ui.showConsoleProgress": str(not args.quiet).lower()})
     capture = read_capture(spark, args.capture, order_by=args.order_by)
     json = args.format == "json" and not args.flatten
-    if args.format == "json" and os.path.isfile(args.capture):
-        capture = capture.persist()  # JSON text is parsed once, not once per table
     decoded = decode_capture(capture, config, catalog=catalog, order_by=args.order_by,
                              flavour="literal" if json else args.flavour,
-                             tombstones=json or args.tombstones)
+                             tombstones=json or args.tombstones, lines=json, payload=not json,
+                             run_id=args.run_id or str(uuid.uuid4()))
     wanted = decoded.tables
     if args.tables:
         names = [t.strip() for t in args.tables.split(",") if t.strip()]
         for name in names:
-            decoded.registry.table_index(name)  # raises for an unknown table
+            decoded.layout(name)  # raises for an unknown table
         wanted = tuple(t for t in wanted if t in names)
-    run_id = args.run_id or str(uuid.uuid4())
-    for table in wanted:
-        target = os.path.join(args.output, _directory(table))
-        if json:
-            json_records(decoded, table, run_id=run_id).write.mode("overwrite").text(target)
-        else:
-            frame = decoded.table(table)
-            if args.flatten:
-                frame = flatten(frame, delete_handling_mode=args.delete_handling_mode,
-                                add_fields=args.add_fields)
+    if args.flatten:
+        decoded.records.count()  # the one decoding pass, persisted; each table reads it
+
+        def write(table: str) -> None:
+            target = os.path.join(args.output, table_directory(table))
+            frame = flatten(decoded.table(table), delete_handling_mode=args.delete_handling_mode,
+                            add_fields=args.add_fields)
             writer = frame.write.mode("overwrite")
-            if args.format == "json":
-                writer.json(target)
-            else:
-                writer.parquet(target)
-        if not args.quiet:
-            print(f"pgcdc-events spark decode: wrote {table} to {target}", file=sys.stderr)
+            (writer.json if args.format == "json" else writer.parquet)(target)
+
+        # ExtractNewRecordState is a Spark projection per table: small jobs, side by side.
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(wanted)))) as pool:
+            for future in [pool.submit(write, table) for table in wanted]:
+                future.result()
+    else:  # every table from the one pass, in one job
+        write_tables(decoded, args.output, tables=wanted, fmt="json" if json else "parquet")
+    if not args.quiet:
+        for table in wanted:
+            print(f"pgcdc-events spark decode: wrote {table} to "
+                  f"{os.path.join(args.output, table_directory(table))}", file=sys.stderr)
     decoded.unpersist()
     if not args.quiet:
         print(f"pgcdc-events spark decode: {count(len(wanted), 'table')} in "

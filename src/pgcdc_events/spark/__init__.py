@@ -7,11 +7,13 @@ pure-Python :class:`~pgcdc_events.events.EventDecoder` produces;
 :func:`spark_type` and friends map Kafka Connect schemas to Spark types in the
 *literal* or *semantic* flavour; :func:`flatten` is Debezium's
 ExtractNewRecordState; :func:`latest_state` reduces events to a table's
-current rows. See docs/spark.md.
+current rows; :func:`session` starts a SparkSession whose workers find this library.
+See docs/spark.md.
 """
 
 from __future__ import annotations
 
+from pgcdc_events.spark._session import session
 from pgcdc_events.spark.capture import (
     CAPTURE_TYPE,
     capture_dataframe,
@@ -21,7 +23,7 @@ from pgcdc_events.spark.capture import (
 from pgcdc_events.spark.decode import DecodedCapture, decode_capture
 from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.flatten import flatten
-from pgcdc_events.spark.registry import RelationRegistry, catalog_table_schemas
+from pgcdc_events.spark.layout import TableLayout, catalog_table_schemas
 from pgcdc_events.spark.schema import (
     SparkSchemaOptions,
     envelope_type,
@@ -38,9 +40,9 @@ from pgcdc_events.spark.values import ValueConverter
 __all__ = [
     "CAPTURE_TYPE",
     "DecodedCapture",
-    "RelationRegistry",
     "SparkDecodeError",
     "SparkSchemaOptions",
+    "TableLayout",
     "ValueConverter",
     "capture_dataframe",
     "catalog_table_schemas",
@@ -53,6 +55,7 @@ __all__ = [
     "latest_state",
     "message_udf",
     "read_capture",
+    "session",
     "spark_type",
     "struct_type",
     "write_capture_parquet",

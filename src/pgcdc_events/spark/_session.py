@@ -19,7 +19,7 @@ from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 from pyspark.sql.types import DataType, StructType
 
 __all__ = [
-    "arrow_schema", "arrow_type", "local_session", "map_in_arrow", "nullable_type",
+    "arrow_schema", "arrow_type", "local_session", "map_in_arrow", "nullable_type", "session",
     "to_arrow_table",
 ]
 
@@ -83,14 +83,77 @@ def nullable_type(dt: DataType) -> DataType:
     return dt
 
 
-def local_session(master: str = "local[2]", app: str = "pgcdc-events",
-                  conf: dict[str, str] | None = None) -> SparkSession:
-    """A SparkSession for local work: UTC session time zone, workers on this interpreter."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (SparkSession.builder.master(master).appName(app)
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "8"))
+_QUIET_LOG4J = """\
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = {level}
+"""
+
+
+def session(master: str | None = "local[*]", app: str = "pgcdc-events", *,
+            conf: dict[str, str] | None = None, quiet: bool = False,
+            python: str | None = None, log_level: str = "error") -> SparkSession:
+    """A SparkSession whose Python workers find pgcdc-events.
+
+    The workers run ``python`` (default: this interpreter, ``sys.executable``), set as
+    ``spark.pyspark.python`` (and ``PYSPARK_PYTHON`` unless already set): on a cluster,
+    name an interpreter that has pgcdc-events installed on every worker. ``master``
+    ``None`` keeps the one ``spark-submit`` gives. The session time zone is UTC (what the
+    decoded ``TimestampType`` values mean). ``quiet`` sets the JVM's log level to ERROR
+    before it starts (no INFO/WARN lines) and turns the stage progress bars off.
+    ``conf`` is applied last. An active session is returned as it is.
+    """
+    python = python or sys.executable
+    os.environ.setdefault("PYSPARK_PYTHON", python)
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = (SparkSession.builder.appName(app)
+               .config("spark.pyspark.python", python)
+               .config("spark.sql.session.timeZone", "UTC"))
+    if master is not None:
+        builder = builder.master(master)
+    if quiet:
+        import tempfile  # noqa: PLC0415
+
+        fd, path = tempfile.mkstemp(prefix="pgcdc-events-log4j2-", suffix=".properties")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(_QUIET_LOG4J.replace("{level}", log_level))
+        builder = (builder.config("spark.driver.extraJavaOptions",
+                                  f"-Dlog4j2.configurationFile=file:{path}")
+                   .config("spark.ui.showConsoleProgress", "false"))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    saved = None
+    if quiet:
+        # The JVM prints a few lines before any logging (its incubator-module warning):
+        # it inherits a standard error that goes nowhere. This process keeps its own.
+        saved = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        if saved is not None:
+            os.dup2(saved, 2)
+            os.close(saved)
+        if quiet:
+            os.unlink(path)  # read when the JVM started
+    if quiet:
+        spark.sparkContext.setLogLevel(log_level.upper())
+    return spark
+
+
+def local_session(master: str = "local[2]", app: str = "pgcdc-events",
+                  conf: dict[str, str] | None = None) -> SparkSession:
+    """A SparkSession for local work (:func:`session` with the UI off, eight shuffle
+    partitions)."""
+    return session(master, app, conf={"spark.ui.enabled": "false",
+                                      "spark.sql.shuffle.partitions": "8", **(conf or {})})

@@ -18,11 +18,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
+from pgcdc_events.errors import PgCdcError
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.spark.errors import SparkDecodeError
 
-__all__ = ["CAPTURE_TYPE", "capture_dataframe", "capture_table", "read_capture",
-           "write_capture_parquet"]
+__all__ = ["CAPTURE_TYPE", "capture_dataframe", "capture_table", "check_capture",
+           "read_capture", "write_capture_parquet"]
+
+#: How many lines of a JSON Lines capture :func:`check_capture` parses before Spark starts.
+CHECKED_LINES: Final = 10_000
 
 #: The capture columns with the ordering column, as the layer writes them.
 CAPTURE_TYPE: Final = StructType([
@@ -79,17 +83,61 @@ def write_capture_parquet(rows: Iterable[CaptureRow], path: str, *,
     return count
 
 
+def check_capture(path: str, *, order_by: str = "position") -> str:
+    """Refuse what is not a capture, without Spark: a missing path, an empty file, a file
+    whose first lines (:data:`CHECKED_LINES`) are not capture JSON Lines (a CSV, garbage),
+    a Parquet dataset without the capture columns or rows. Returns ``"jsonl"`` or
+    ``"parquet"``; raises :class:`SparkDecodeError` naming the path (and line)."""
+    if not os.path.exists(path):
+        raise SparkDecodeError(f"no capture at {path}")
+    if os.path.isfile(path) and not _is_parquet(path):
+        rows = 0
+        try:
+            with open(path, encoding="utf-8") as fh:
+                for number, line in enumerate(fh, 1):
+                    if not line.strip():
+                        continue
+                    CaptureRow.from_line(line, line_number=number)
+                    rows += 1
+                    if rows >= CHECKED_LINES:
+                        break
+        except UnicodeDecodeError:
+            raise SparkDecodeError(f"{path} is not a capture: not UTF-8 text (a capture is "
+                                   "JSON Lines of {lsn, xid, data} or a Parquet dataset)"
+                                   ) from None
+        except PgCdcError as exc:
+            raise SparkDecodeError(f"{path} is not a capture: {exc}") from None
+        if not rows:
+            raise SparkDecodeError(f"{path} is not a capture: it holds no messages")
+        return "jsonl"
+    try:
+        dataset = pq.ParquetDataset(path)
+        names = set(dataset.schema.names)
+        count = sum(f.metadata.num_rows for f in dataset.fragments)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise SparkDecodeError(f"{path} is not a capture: not a JSON Lines file nor a Parquet "
+                               f"dataset ({exc})") from None
+    missing = [c for c in ("lsn", "data", order_by) if c not in names]
+    if missing:
+        raise SparkDecodeError(f"the Parquet capture {path} has no column "
+                               f"{', '.join(map(repr, missing))} (columns: "
+                               f"{', '.join(sorted(names))}); --order-by names the ordering "
+                               "column")
+    if not count:
+        raise SparkDecodeError(f"{path} is not a capture: it holds no messages")
+    return "parquet"
+
+
 def read_capture(spark: SparkSession, path: str, *, order_by: str = "position") -> DataFrame:
     """A capture DataFrame from a capture JSON Lines file or a Parquet dataset.
 
     A JSON Lines capture must be one file (its line order is the stream order: the
     ordering column ``position`` comes from ``monotonically_increasing_id``, which
     follows the file's splits). A Parquet dataset keeps its columns and must have
-    ``order_by``.
+    ``order_by``. What is not a capture is refused first (:func:`check_capture`); a bad
+    line past the first checked ones fails the job that reads it.
     """
-    if not os.path.exists(path):
-        raise SparkDecodeError(f"no capture at {path}")
-    if os.path.isfile(path) and not _is_parquet(path):
+    if check_capture(path, order_by=order_by) == "jsonl":
         lines = spark.read.text(path).filter(F.trim(F.col("value")) != "")
         parsed = F.from_json(F.col("value"), _JSON_FIELDS)
         rows = lines.select(F.monotonically_increasing_id().alias("position"),
@@ -102,11 +150,7 @@ def read_capture(spark: SparkSession, path: str, *, order_by: str = "position") 
         return rows.select("position", F.coalesce(checked, F.col("r.lsn")).alias("lsn"),
                            F.col("r.xid").cast("long").alias("xid"),
                            F.unhex(F.col("r.data")).alias("data"))
-    df = spark.read.parquet(path)
-    if order_by not in df.columns:
-        raise SparkDecodeError(f"the Parquet capture {path} has no ordering column {order_by!r}"
-                               f" (columns: {', '.join(df.columns)})")
-    return df
+    return spark.read.parquet(path)
 
 
 def _is_parquet(path: str) -> bool:

@@ -40,7 +40,6 @@ __all__ = [
     "TS_NEG_INF_US",
     "TS_POS_INF_US",
     "ValueConverter",
-    "float32_shortest",
     "parse_zoned_timestamp",
 ]
 
@@ -320,22 +319,3 @@ def _variable_scale(scale: int | None) -> ArrayFn:
         return pa.array(out, pa.decimal128(DECIMAL_MAX_PRECISION, scale))
 
     return to_decimal
-
-
-def float32_shortest(value: float) -> float:
-    """The shortest decimal that rounds to the same float32 as ``value`` (what PostgreSQL and
-    Java's ``Float.toString`` print), as a float: undoes Spark's widening of ``FloatType``."""
-    import math  # noqa: PLC0415
-    import struct  # noqa: PLC0415
-
-    if not math.isfinite(value):
-        return value
-    packed = struct.pack(">f", value)
-    for digits in range(1, 10):
-        candidate = float(f"{value:.{digits}g}")
-        try:
-            if struct.pack(">f", candidate) == packed:
-                return candidate
-        except OverflowError:  # rounded past float32's range (3.4e38 at 1-2 digits)
-            continue
-    return value

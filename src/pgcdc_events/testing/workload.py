@@ -456,7 +456,7 @@ class Workload:
                    ) -> dict[str, list[dict[str, Any]]]:
         """The events as the Spark layer's rows, per table (``schema.table``): what
         :func:`pgcdc_events.spark.decode_capture` puts in each table's DataFrame, computed in
-        this process by the same per-batch decoder (no SparkSession needed). Needs the
+        this process by the functions the Spark tasks run (no SparkSession needed). Needs the
         ``spark`` extra; raises :class:`ConfigurationError` without it."""
         try:
             from pgcdc_events.spark import local, schema  # noqa: PLC0415 - optional extra

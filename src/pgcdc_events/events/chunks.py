@@ -1,0 +1,247 @@
+"""Decoding a capture in independent chunks of whole transactions, with one decoder's output.
+
+A pgoutput stream is ordered and :class:`~pgcdc_events.events.EventDecoder` keeps state
+from one message to the next. Between two transactions that state is small: the table
+schemas (Relation and Type messages), the last commit LSN (``source.sequence``) and the
+commit time of the last Begin. :func:`plan_chunks` reads the *control* messages of a
+capture (everything but Insert, Update, Delete, Truncate and logical messages: few) and
+cuts the stream after ordinary Commits where no streamed or prepared transaction is open;
+a :class:`ChunkDecoder` primes a decoder with the state at a chunk's start (its
+*prelude*: the Type and Relation messages in force, then the Begin and Commit of the
+transaction before the cut) and feeds it the chunk's messages. Decoding every chunk and
+concatenating the records in chunk order gives exactly the records of one decoder fed the
+whole capture; each chunk can be decoded anywhere (a Spark task, a worker process).
+
+Streamed and two-phase transactions are never cut: a chunk holds a streamed transaction
+from its first Stream Start to its Stream Commit, or abort, and everything in between.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import attrs
+
+from pgcdc_events.errors import PgCdcError
+from pgcdc_events.events.decoder import EventDecoder
+from pgcdc_events.events.records import ChangeRecord
+from pgcdc_events.protocol.decoder import parse_message
+from pgcdc_events.protocol.encoder import encode_message
+from pgcdc_events.protocol.messages import (
+    Begin,
+    BeginPrepare,
+    Commit,
+    CommitPrepared,
+    Message,
+    Prepare,
+    Relation,
+    RollbackPrepared,
+    StreamAbort,
+    StreamCommit,
+    StreamPrepare,
+    StreamStart,
+    StreamStop,
+    Type,
+)
+
+__all__ = ["CONTROL_TYPES", "ChunkDecoder", "ChunkError", "ChunkPlan", "control_messages",
+           "plan_chunks"]
+
+#: The type bytes of the messages :func:`plan_chunks` reads (all but I, U, D, T and M).
+CONTROL_TYPES = frozenset(b"BCRYObPKrSEcAp")
+
+
+@attrs.frozen
+class _Cut:
+    """A chunk boundary: after the Commit at ``position``, with its transaction's Begin."""
+
+    position: int
+    begin: Begin
+    begin_lsn: int
+    commit: Commit
+    commit_lsn: int
+
+
+@attrs.frozen
+class ChunkPlan:
+    """Where a capture is cut, and the schema messages needed to start anywhere.
+
+    ``schema`` holds ``(position, lsn, message)`` of every Relation and Type message in
+    stream order; chunk ``i`` covers the positions after cut ``i - 1`` up to and including
+    cut ``i`` (the last chunk: to the end).
+    """
+
+    schema: tuple[tuple[int, int, Relation | Type], ...]
+    cuts: tuple[_Cut, ...]
+
+    @property
+    def chunks(self) -> int:
+        """How many chunks the capture is cut into."""
+        return len(self.cuts) + 1
+
+    @property
+    def boundaries(self) -> tuple[int, ...]:
+        """The last position of every chunk but the last."""
+        return tuple(c.position for c in self.cuts)
+
+    def chunk_of(self, position: int) -> int:
+        """The chunk holding ``position``."""
+        return bisect.bisect_left(self.boundaries, position)
+
+    def schema_state(self, before: int
+                     ) -> dict[tuple[str, int], tuple[int, int, Relation | Type]]:
+        """The Type and Relation messages in force before ``position``, by (kind, OID)."""
+        state: dict[tuple[str, int], tuple[int, int, Relation | Type]] = {}
+        for position, lsn, message in self.schema:
+            if position >= before:
+                break
+            if isinstance(message, Type):
+                state["Y", message.type_oid] = (position, lsn, message)
+            else:
+                state["R", message.relation_id] = (position, lsn, message)
+        return state
+
+
+def control_messages(rows: Iterable[tuple[int, int, bytes]]
+                     ) -> Iterator[tuple[int, int, Message]]:
+    """The control messages among capture rows ``(position, lsn, data)`` in stream order,
+    parsed as the stream has them (inside or outside a stream block); rows of other types
+    are skipped. A message the protocol layer refuses raises :class:`ChunkError`."""
+    in_stream = False
+    for position, lsn, data in rows:
+        if not data or data[0] not in CONTROL_TYPES:
+            continue
+        try:
+            message = parse_message(data, in_stream=in_stream)
+        except PgCdcError as exc:
+            raise ChunkError(exc, position) from None
+        if isinstance(message, StreamStart):
+            in_stream = True
+        elif isinstance(message, StreamStop):
+            in_stream = False
+        yield position, lsn, message
+
+
+def plan_chunks(control: Iterable[tuple[int, int, Message]], *, min_messages: int = 4000
+                ) -> ChunkPlan:
+    """Cut a capture, given its control messages ``(position, lsn, parsed message)`` in
+    stream order, into chunks of at least ``min_messages`` positions (the last may be
+    shorter), each ending with an ordinary Commit outside any streamed or prepared
+    transaction."""
+    schema: list[tuple[int, int, Relation | Type]] = []
+    cuts: list[_Cut] = []
+    streams: set[int] = set()
+    prepared: set[int] = set()
+    begin: tuple[Begin, int] | None = None
+    last_cut = -1
+    first: int | None = None
+    for position, lsn, message in control:
+        if first is None:
+            first = position - 1
+            last_cut = first
+        if isinstance(message, (Relation, Type)):
+            schema.append((position, lsn, message))
+        elif isinstance(message, Begin):
+            begin = (message, lsn)
+        elif isinstance(message, Commit):
+            if (begin is not None and not streams and not prepared
+                    and position - last_cut >= min_messages):
+                cuts.append(_Cut(position, begin[0], begin[1], message, lsn))
+                last_cut = position
+            begin = None
+        elif isinstance(message, StreamStart):
+            streams.add(message.xid)
+        elif isinstance(message, StreamAbort):
+            if message.subxid == message.xid:
+                streams.discard(message.xid)
+        elif isinstance(message, StreamCommit):
+            streams.discard(message.xid)
+        elif isinstance(message, StreamPrepare):
+            streams.discard(message.xid)
+            prepared.add(message.xid)
+        elif isinstance(message, BeginPrepare):
+            prepared.add(message.xid)
+        elif isinstance(message, (CommitPrepared, RollbackPrepared)):
+            prepared.discard(message.xid)
+        elif not isinstance(message, (Prepare, StreamStop)):
+            continue
+    return ChunkPlan(tuple(schema), tuple(cuts))
+
+
+class ChunkDecoder:
+    """Decodes chunks of a planned capture with one decoder, primed at each chunk's start.
+
+    ``make_decoder`` builds the decoder (once); chunks may come in any order. The schema
+    messages a prelude needs are fed only when the decoder does not already hold them.
+    """
+
+    def __init__(self, plan: ChunkPlan, make_decoder: Callable[[], EventDecoder]) -> None:
+        self.plan = plan
+        self.make_decoder = make_decoder
+        self.decoder: EventDecoder | None = None
+        self._held: dict[tuple[str, int], int] = {}  # (kind, OID) -> position fed
+
+    def start(self, chunk: int) -> EventDecoder:
+        """The decoder, in the state one decoder fed the capture has at ``chunk``'s start."""
+        plan = self.plan
+        if chunk == 0:
+            self.decoder = None  # the stream's start: nothing committed before it
+        decoder = self.schema_at(plan.cuts[chunk - 1].position + 1 if chunk > 0 else -(2**63))
+        if chunk > 0:
+            cut = plan.cuts[chunk - 1]
+            decoder.feed(encode_message(cut.begin), cut.begin_lsn)
+            decoder.feed(encode_message(cut.commit), cut.commit_lsn)
+        return decoder
+
+    def schema_at(self, position: int) -> EventDecoder:
+        """The decoder, outside any transaction, holding the table schemas in force at
+        ``position`` (the Relation and Type messages before it)."""
+        if self.decoder is None:
+            self.decoder = self.make_decoder()
+            self._held = {}
+        decoder = self.decoder
+        decoder.reset()
+        state = self.plan.schema_state(position)
+        changed = sorted((item for key, item in state.items()
+                          if self._held.get(key) != item[0]),
+                         key=lambda item: (not isinstance(item[2], Type), item[0]))
+        for _, lsn, message in changed:
+            # as bytes, so that the decoder's reader knows the relations too; a schema
+            # message sent inside a stream block is fed in its outside form
+            decoder.feed(encode_message(attrs.evolve(message, xid=None)), lsn)
+        self._held = {key: item[0] for key, item in state.items()}
+        return decoder
+
+    def decode(self, chunk: int, rows: Iterable[tuple[int, int, bytes]]
+               ) -> Iterator[tuple[int, int, ChangeRecord]]:
+        """The records of ``chunk`` given its rows ``(position, lsn, data)`` in stream order,
+        as ``(position, index, record)``: the position of the message that produced the
+        record and the record's rank among that message's. Errors name the position."""
+        decoder = self.start(chunk)
+        for position, lsn, data in rows:
+            try:
+                for index, record in enumerate(decoder.iter_feed(data, lsn)):
+                    yield position, index, record
+            except PgCdcError as exc:
+                raise ChunkError(exc, position) from None
+        # the chunk's own schema messages are now the decoder's
+        end = self.plan.cuts[chunk].position + 1 if chunk < len(self.plan.cuts) else None
+        if end is None:
+            self.decoder = None  # the capture's end: possibly mid-transaction
+        else:
+            self._held = {key: item[0] for key, item in self.plan.schema_state(end).items()}
+
+
+class ChunkError(PgCdcError, ValueError):
+    """A message of a chunk that the decoder refused: the decoder's error and the message's
+    position (the capture's ordering value)."""
+
+    def __init__(self, error: PgCdcError | str, position: int) -> None:
+        self.position = position
+        self.cause = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        super().__init__(f"position {position}: {self.cause}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ChunkError, (self.cause, self.position))

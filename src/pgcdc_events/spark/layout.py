@@ -1,0 +1,257 @@
+"""A table's events as Spark rows: the shape over all its schema versions, and the conversion.
+
+The records come from :class:`~pgcdc_events.events.EventDecoder` (through
+:mod:`pgcdc_events.events.chunks`); this module only gives them Spark types.
+:class:`TableLayout` is the output shape of one table across its schema versions
+(one struct type for ``before``/``after`` covering every version's columns: a column a
+version did not have is null; one for the key), and :meth:`TableLayout.batch` turns
+records, as :func:`record_payload` packs them, into an Arrow batch of that shape with
+the :class:`~pgcdc_events.spark.values.ValueConverter` of each column.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+import attrs
+import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
+from pyspark.sql.types import (
+    ByteType,
+    DataType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    IntegralType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from pgcdc_events.events.config import EventConfig
+from pgcdc_events.events.records import ChangeRecord
+from pgcdc_events.events.snapshot import relation_from_catalog
+from pgcdc_events.events.source import SOURCE_SCHEMA
+from pgcdc_events.events.tables import TRANSACTION_BLOCK_SCHEMA, TableSchema, build_table_schema
+from pgcdc_events.spark._session import arrow_schema, arrow_type
+from pgcdc_events.spark.errors import SparkDecodeError
+from pgcdc_events.spark.schema import SparkSchemaOptions, spark_type, struct_type
+from pgcdc_events.spark.values import ValueConverter
+from pgcdc_events.types.catalog import CatalogSnapshot
+from pgcdc_events.types.mapper import TypeMapper
+from pgcdc_events.types.registry import TypeRegistry
+from pgcdc_events.types.schema import Schema
+
+__all__ = [
+    "BLOCK_TYPE", "POSITION_TYPE", "SOURCE_TYPE", "TableLayout", "catalog_table_schemas",
+    "record_payload",
+]
+
+#: The ``source`` block, the ``transaction`` block and the ordering key of the events.
+SOURCE_TYPE: Final = struct_type(SOURCE_SCHEMA, SparkSchemaOptions("literal",
+                                                                  respect_optional=False))
+BLOCK_TYPE: Final = struct_type(TRANSACTION_BLOCK_SCHEMA,
+                                SparkSchemaOptions("literal", respect_optional=False))
+#: ``_position``: the position of the message whose decoding produced the record (for a
+#: streamed or prepared transaction, its Stream Commit or Commit Prepared) and the record's
+#: rank among that message's records. Sorting by it is the decoder's order.
+POSITION_TYPE: Final = StructType([
+    StructField("message", LongType(), False), StructField("index", IntegerType(), False),
+])
+_WIDER_INTEGRAL: Final = (ByteType(), ShortType(), IntegerType(), LongType())
+_RELATED: Final = ("__debezium.newkey", "__debezium.oldkey")
+
+
+def record_payload(record: ChangeRecord) -> bytes:
+    """A table record's key, value and related key (the ``__debezium.newkey``/``oldkey``
+    header), as plain Python data, pickled: what :meth:`TableLayout.batch` reads."""
+    related = None
+    for header in record.headers:
+        if header.name in _RELATED:
+            related = header.value.as_dict() if header.value is not None else None
+    return pickle.dumps((record.key.as_dict() if record.key is not None else None,
+                         record.value.as_dict() if record.value is not None else None,
+                         related), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+@attrs.frozen
+class _Field:
+    name: str
+    schema: Schema  # the latest version's Connect schema
+    spark: DataType  # the union over the versions
+
+
+class TableLayout:
+    """The output shape of one table (``schema.table``) over its schema versions (the
+    :class:`~pgcdc_events.events.TableSchema` objects the decoder built, in order).
+
+    Picklable: it keeps the Connect schemas, not the table schemas.
+    """
+
+    def __init__(self, table: str, versions: Sequence[TableSchema],
+                 options: SparkSchemaOptions) -> None:
+        if not versions:
+            raise SparkDecodeError(f"no schema for table {table!r}")
+        self.table = table
+        self.options = SparkSchemaOptions(options.flavour, options.variable_scale_decimal_scale,
+                                          respect_optional=False)
+        latest_first = list(reversed(versions))
+        self.versions = len(versions)
+        self.value_fields = self._union([s.value_schema for s in latest_first])
+        keys = [s.key_schema for s in latest_first if s.key_schema is not None]
+        self.key_fields = self._union(keys) if keys else None
+        self.value_type = StructType([StructField(f.name, f.spark, True)
+                                      for f in self.value_fields])
+        self.key_type = (None if self.key_fields is None else
+                         StructType([StructField(f.name, f.spark, True) for f in self.key_fields]))
+        latest = latest_first[0]
+        self.schema_name = latest.schema_name
+        self.table_name = latest.table_name
+        self.topic = latest.topic
+        self._converters: dict[str, ValueConverter] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_converters": None}
+
+    def _union(self, structs: Sequence[Schema]) -> list[_Field]:
+        out: dict[str, _Field] = {}
+        for schema in structs:
+            for f in schema.fields or ():
+                dt = spark_type(f.schema, self.options)
+                known = out.get(f.name)
+                if known is None:
+                    out[f.name] = _Field(f.name, f.schema, dt)
+                elif known.spark != dt:
+                    out[f.name] = _Field(f.name, known.schema,
+                                         _widen(known.spark, dt, self.table, f.name))
+        return list(out.values())
+
+    def output_type(self) -> StructType:
+        """The Spark schema of the table's events."""
+        fields: list[StructField] = []
+        if self.key_type is not None:
+            fields.append(StructField("key", self.key_type, True))
+        fields += [
+            StructField("before", self.value_type, True),
+            StructField("after", self.value_type, True),
+            StructField("source", SOURCE_TYPE, True),
+            StructField("transaction", BLOCK_TYPE, True),
+            StructField("op", StringType(), True),
+            StructField("ts_ms", LongType(), True),
+            StructField("ts_us", LongType(), True),
+            StructField("ts_ns", LongType(), True),
+            StructField("_kind", StringType(), False),
+            StructField("_position", POSITION_TYPE, False),
+            StructField("_lsn", LongType(), True),
+        ]
+        if self.key_type is not None:
+            fields.append(StructField("_related_key", self.key_type, True))
+        return StructType(fields)
+
+    # -- conversion ------------------------------------------------------------------------
+    def _converter(self, field: _Field) -> ValueConverter:
+        if self._converters is None:
+            self._converters = {}
+        converter = self._converters.get(field.name)
+        if converter is None:
+            converter = self._converters[field.name] = ValueConverter(field.schema, self.options)
+        return converter
+
+    def _struct(self, fields: list[_Field], rows: list[dict[str, Any] | None], dtype: Any
+                ) -> Any:
+        children = []
+        for i, field in enumerate(fields):
+            values = [None if r is None else r.get(field.name) for r in rows]
+            array = self._converter(field).array(values)
+            target = dtype.field(i).type
+            children.append(array if array.type == target else array.cast(target))
+        mask = pa.array([r is None for r in rows], pa.bool_())
+        if not children:
+            return pa.nulls(len(rows), dtype) if rows else pa.array([], dtype)
+        return pa.StructArray.from_arrays(children, fields=list(dtype), mask=mask)
+
+    def batch(self, rows: Iterable[tuple[int, int, str, int, bytes]]) -> Any:
+        """An Arrow batch of :meth:`output_type` from records ``(position, index, kind, lsn,
+        payload)`` (:func:`record_payload`)."""
+        positions: list[int] = []
+        indexes: list[int] = []
+        kinds: list[str] = []
+        lsns: list[int] = []
+        keys: list[Any] = []
+        values: list[Any] = []
+        related: list[Any] = []
+        for position, index, kind, lsn, payload in rows:
+            key, value, rel = pickle.loads(payload)
+            positions.append(position)
+            indexes.append(index)
+            kinds.append(kind)
+            lsns.append(lsn)
+            keys.append(key)
+            values.append(value)
+            related.append(rel)
+        schema = arrow_schema(self.output_type())
+        value_arrow = arrow_type(self.value_type)
+
+        def part(name: str) -> list[Any]:
+            return [None if v is None else v[name] for v in values]
+
+        columns: dict[str, Any] = {
+            "before": self._struct(self.value_fields, part("before"), value_arrow),
+            "after": self._struct(self.value_fields, part("after"), value_arrow),
+            "source": pa.array(part("source"), schema.field("source").type),
+            "transaction": pa.array(part("transaction"), schema.field("transaction").type),
+            "op": pa.array(part("op"), pa.string()),
+            "ts_ms": pa.array(part("ts_ms"), pa.int64()),
+            "ts_us": pa.array(part("ts_us"), pa.int64()),
+            "ts_ns": pa.array(part("ts_ns"), pa.int64()),
+            "_kind": pa.array(kinds, pa.string()),
+            "_position": pa.StructArray.from_arrays(
+                [pa.array(positions, pa.int64()), pa.array(indexes, pa.int32())],
+                fields=list(schema.field("_position").type)),
+            "_lsn": pa.array(lsns, pa.int64()),
+        }
+        if self.key_fields is not None and self.key_type is not None:
+            key_arrow = arrow_type(self.key_type)
+            columns["key"] = self._struct(self.key_fields, keys, key_arrow)
+            columns["_related_key"] = self._struct(self.key_fields, related, key_arrow)
+        return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+def _widen(a: DataType, b: DataType, table: str, column: str) -> DataType:
+    """The Spark type covering a column whose type changed between schema versions."""
+    if isinstance(a, IntegralType) and isinstance(b, IntegralType):
+        return max(a, b, key=_WIDER_INTEGRAL.index)
+    if {type(a), type(b)} == {FloatType, DoubleType}:
+        return DoubleType()
+    if isinstance(a, DecimalType) and isinstance(b, DecimalType):
+        scale = max(a.scale, b.scale)
+        digits = max(a.precision - a.scale, b.precision - b.scale)
+        if digits + scale <= 38:
+            return DecimalType(digits + scale, scale)
+    raise SparkDecodeError(f"the column changed type across schema versions ({a.simpleString()} "
+                           f"and {b.simpleString()}) and no Spark type holds both; decode the "
+                           f"capture in parts split at the ALTER TABLE", table=table, column=column)
+
+
+def catalog_table_schemas(catalog: CatalogSnapshot, config: EventConfig,
+                          tables: Sequence[str] | None = None) -> dict[str, TableSchema]:
+    """Table schemas of a catalog snapshot's tables (``schema.table`` keys), without a capture.
+
+    What the decoder builds from each table's Relation message (the event layer's
+    :func:`~pgcdc_events.events.snapshot.relation_from_catalog`): used for the schemas of
+    Debezium JSON records read from Kafka. ``tables`` limits the result.
+    """
+    mapper = TypeMapper(config.types, TypeRegistry(catalog))
+    out: dict[str, TableSchema] = {}
+    for table in catalog.tables:
+        qualified = f"{table.namespace}.{table.name}"
+        if tables is not None and qualified not in tables:
+            continue
+        if not config.includes_table(table.namespace, table.name):
+            continue
+        out[qualified] = build_table_schema(relation_from_catalog(table), mapper, config, table)
+    return out
