@@ -33,7 +33,13 @@ CAPTURE_TYPE: Final = StructType([
     StructField("position", LongType(), False), StructField("lsn", LongType(), False),
     StructField("xid", LongType(), True), StructField("data", BinaryType(), False),
 ])
-_JSON_FIELDS: Final = "lsn string, xid string, data string"
+_JSON_FIELDS: Final = "lsn string, xid string, data string, snapshot boolean"
+#: Why a capture with a snapshot block is refused (the decoder would read its rows as
+#: creates): said the same way wherever the block is found.
+SNAPSHOT_REFUSED: Final = (
+    "it holds an initial snapshot (lines with \"snapshot\": true), which the Spark decoder "
+    "does not read yet: decode it with `pgcdc-events decode` (the snapshot's rows become "
+    "r events), or capture with `--snapshot-mode no_data`")
 
 
 def capture_table(rows: Iterable[CaptureRow], *, start: int = 0) -> pa.Table:
@@ -43,6 +49,8 @@ def capture_table(rows: Iterable[CaptureRow], *, start: int = 0) -> pa.Table:
     xids: list[int | None] = []
     datas: list[bytes] = []
     for i, row in enumerate(rows, start):
+        if row.snapshot:
+            raise SparkDecodeError(f"capture row {i} (LSN {row.lsn}): {SNAPSHOT_REFUSED}")
         positions.append(i)
         lsns.append(int(row.lsn))
         xids.append(row.xid)
@@ -97,7 +105,8 @@ def check_capture(path: str, *, order_by: str = "position") -> str:
                 for number, line in enumerate(fh, 1):
                     if not line.strip():
                         continue
-                    CaptureRow.from_line(line, line_number=number)
+                    if CaptureRow.from_line(line, line_number=number).snapshot:
+                        raise SparkDecodeError(f"{path}, line {number}: {SNAPSHOT_REFUSED}")
                     rows += 1
                     if rows >= CHECKED_LINES:
                         break
@@ -125,6 +134,9 @@ def check_capture(path: str, *, order_by: str = "position") -> str:
                                "column")
     if not count:
         raise SparkDecodeError(f"{path} is not a capture: it holds no messages")
+    if "snapshot" in names:  # this layer's Parquet captures never hold snapshot rows
+        raise SparkDecodeError(f"the Parquet capture {path} has a 'snapshot' column: "
+                               f"{SNAPSHOT_REFUSED}")
     return "parquet"
 
 
@@ -146,7 +158,10 @@ def read_capture(spark: SparkSession, path: str, *, order_by: str = "position") 
                | F.col("r.data").rlike("[^0-9a-fA-F]"))
         checked = F.when(bad, F.raise_error(F.concat(
             F.lit("capture line is not {lsn, xid, data} JSON with hex data: "),
-            F.substring(F.col("value"), 1, 120))))
+            F.substring(F.col("value"), 1, 120)))).when(
+            F.coalesce(F.col("r.snapshot"), F.lit(False)), F.raise_error(F.concat(
+                F.lit(f"{path}: {SNAPSHOT_REFUSED}; the first such line: "),
+                F.substring(F.col("value"), 1, 120))))
         return rows.select("position", F.coalesce(checked, F.col("r.lsn")).alias("lsn"),
                            F.col("r.xid").cast("long").alias("xid"),
                            F.unhex(F.col("r.data")).alias("data"))
