@@ -14,6 +14,11 @@ whole capture; each chunk can be decoded anywhere (a Spark task, a worker proces
 
 Streamed and two-phase transactions are never cut: a chunk holds a streamed transaction
 from its first Stream Start to its Stream Commit, or abort, and everything in between.
+
+Rows are ``(position, lsn, data)``: a capture's snapshot blocks (rows marked
+``snapshot``, see :class:`~pgcdc_events.protocol.CaptureRow`) are not chunked, and a
+caller must refuse them (the Spark layer does) rather than pass their rows as stream
+rows, which would decode as creates.
 """
 
 from __future__ import annotations
