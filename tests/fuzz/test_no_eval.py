@@ -42,6 +42,8 @@ AUDITED = {
     ("testing/__init__.py", "importlib"): "lazy import of module names from a constant table",
     ("testing/__init__.py", "import_module"): "same",
     ("spark/_session.py", "importlib"): "find_spec('pandas'): a constant",
+    ("spark/layout.py", "pickle"): "record payloads the decode step wrote, read back with an "
+                                   "Unpickler that resolves no global but decimal.Decimal",
 }
 
 
@@ -101,3 +103,25 @@ def test_hostile_identifiers_are_data_never_code() -> None:
         assert list(value["after"].values()) == HOSTILE
         assert value["source"]["schema"] == relation.namespace
     assert not hasattr(builtins, "PWNED")
+
+
+def test_spark_record_payloads_load_no_code() -> None:
+    """The Spark layer's persisted record payloads are pickles it wrote itself; reading one
+    back resolves no global but decimal.Decimal, so a planted payload cannot run code."""
+    import pickle  # noqa: PLC0415
+    from decimal import Decimal  # noqa: PLC0415
+
+    import pytest  # noqa: PLC0415
+
+    from pgcdc_events.spark.layout import _load_payload  # noqa: PLC0415
+
+    payload = ({"id": 1}, {"after": {"amount": Decimal("12.50"), "b": b"\x00", "l": [1.5]}},
+               None)
+    assert _load_payload(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)) == payload
+
+    class Planted:
+        def __reduce__(self) -> tuple[object, ...]:
+            return (print, ("PWNED",))
+
+    with pytest.raises(pickle.UnpicklingError, match=r"builtins\.print"):
+        _load_payload(pickle.dumps(({}, Planted(), None)))

@@ -11,6 +11,8 @@ the :class:`~pgcdc_events.spark.values.ValueConverter` of each column.
 
 from __future__ import annotations
 
+import decimal
+import io
 import pickle
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
@@ -76,6 +78,22 @@ def record_payload(record: ChangeRecord) -> bytes:
     return pickle.dumps((record.key.as_dict() if record.key is not None else None,
                          record.value.as_dict() if record.value is not None else None,
                          related), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class _PayloadUnpickler(pickle.Unpickler):
+    """Reads :func:`record_payload`'s bytes and nothing else: plain containers and scalars
+    need no global, and the one global a payload holds is ``decimal.Decimal`` (the
+    "Restricting Globals" recipe of the pickle documentation). Any other global, which is
+    how a pickle runs code, is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("decimal", "Decimal"):
+            return decimal.Decimal
+        raise pickle.UnpicklingError(f"a record payload holds no {module}.{name}")
+
+
+def _load_payload(payload: bytes) -> Any:
+    return _PayloadUnpickler(io.BytesIO(payload)).load()
 
 
 @attrs.frozen
@@ -185,7 +203,7 @@ class TableLayout:
         values: list[Any] = []
         related: list[Any] = []
         for position, index, kind, lsn, payload in rows:
-            key, value, rel = pickle.loads(payload)
+            key, value, rel = _load_payload(payload)
             positions.append(position)
             indexes.append(index)
             kinds.append(kind)
