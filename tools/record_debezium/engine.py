@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pgcdc_events.properties import load_properties
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 BASE_PROPERTIES = HERE / "base.properties"
@@ -47,40 +49,8 @@ QUIET_PERIOD = 3.0
 
 # --------------------------------------------------------------------------- .properties files
 def read_properties(path: Path) -> dict[str, str]:
-    """A small reader for the .properties files we write ourselves (key=value, # comments)."""
-    return parse_properties(path.read_text(encoding="utf-8"), str(path))
-
-
-def parse_properties(text: str, where: str = "<properties>") -> dict[str, str]:
-    props: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        match = re.match(r"([^=:\s]+)\s*[=:]\s*(.*)$", line)
-        if not match:
-            raise SystemExit(f"{where}: cannot parse line {raw!r}")
-        props[_unescape_property(match.group(1))] = _unescape_property(match.group(2))
-    return props
-
-
-def _unescape_property(text: str) -> str:
-    """Java .properties escapes: \\t \\n \\r \\f \\uXXXX, and \\x for any other x."""
-    out, i = [], 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt == "u" and i + 6 <= len(text):
-                out.append(chr(int(text[i + 2:i + 6], 16)))
-                i += 6
-                continue
-            out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
+    """A .properties file, read by the library's own Java .properties parser."""
+    return load_properties(str(path))
 
 
 def _escape_property(text: str, *, key: bool) -> str:

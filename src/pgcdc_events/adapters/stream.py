@@ -54,7 +54,6 @@ from pgcdc_events.protocol.copydata import (
     XLOG_DATA_HEAD,
     PrimaryKeepalive,
     StandbyStatusUpdate,
-    XLogData,
     encode_copy_data,
     parse_copy_data,
 )
@@ -322,7 +321,7 @@ class StreamReader(SlotReader):
                 yield None
                 continue
             if tag == b"d":
-                if body[:1] == b"w" and len(body) > _XLOG_DATA_END:  # XLogData, read in place
+                if body[:1] == b"w" and len(body) >= _XLOG_DATA_END:  # XLogData, in place
                     data_start, wal_end, _ = _xlog_head(body, 1)
                     self._server_sent = max(self._server_sent, wal_end)
                     data = body[_XLOG_DATA_END:]
@@ -336,23 +335,12 @@ class StreamReader(SlotReader):
                         self._pending = []
                     yield CaptureRow(Lsn(data_start), xid, data)
                     continue
+                # a keepalive; anything else (a cut XLogData, an unknown frame) raises here
                 frame = parse_copy_data(body)
                 if isinstance(frame, PrimaryKeepalive):
                     self._server_sent = max(self._server_sent, frame.wal_end)
                     if frame.reply_requested:
                         self._status(flush=False)
-                    continue
-                assert isinstance(frame, XLogData)
-                self._server_sent = max(self._server_sent, frame.wal_end)
-                data = frame.payload
-                xid = self._xids.xid(data)
-                if frame.data_start == 0:  # Relation, Type, Origin: the next message's LSN
-                    self._pending.append((data, xid))
-                    continue
-                for early, early_xid in self._pending:
-                    yield CaptureRow(Lsn(frame.data_start), early_xid, early)
-                self._pending = []
-                yield CaptureRow(Lsn(frame.data_start), xid, data)
             elif tag == b"E":
                 error = self._error(body, "read slot")
                 self.close()

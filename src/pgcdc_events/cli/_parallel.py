@@ -32,18 +32,20 @@ from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.yugabyte import make_decoder
-from pgcdc_events.protocol import CaptureError, CaptureRow
+from pgcdc_events.protocol import CaptureError, CaptureRow, wire
 from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = ["DecodeJob", "default_workers", "record_label", "run_decode"]
 
 _DATA = '"data": "'
 # The type bytes of messages whose state a prelude carries, as the hex in capture lines.
-_PLAIN = frozenset({"42", "43", "49", "55", "44", "54", "4f", "4d", "52", "59"})
-_BEGIN, _COMMIT, _RELATION, _TYPE = "42", "43", "52", "59"
+_PLAIN = frozenset(t.hex() for t in (wire.BEGIN, wire.COMMIT, wire.INSERT, wire.UPDATE,
+                                      wire.DELETE, wire.TRUNCATE, wire.ORIGIN, wire.MESSAGE,
+                                      wire.RELATION, wire.TYPE))
+_BEGIN, _COMMIT, _RELATION, _TYPE = (t.hex() for t in (wire.BEGIN, wire.COMMIT,
+                                                       wire.RELATION, wire.TYPE))
 #: What marks the lines of an initial snapshot (protocol.capture).
 _SNAPSHOT = '"snapshot": true'
-
 
 
 @attrs.frozen

@@ -135,16 +135,13 @@ def dump_capture_row(row: CaptureRow) -> str:
     """One interchange line for ``row``, without the newline: exactly
     ``json.dumps(row.to_json(), separators=(", ", ": "))``, built directly (the canonical
     form that :meth:`CaptureRow.from_line` reads on its fast path)."""
-    lsn = int(row.lsn)
     xid = row.xid
-    end = ', "snapshot": true}' if row.snapshot else "}"
-    if xid is None:
-        return (f'{{"lsn": "{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}", "xid": null, '
-                f'"data": "{row.data.hex()}"{end}')
-    if type(xid) is not int:  # a bool or an int subclass: let json say what it is
+    if xid is not None and type(xid) is not int:  # a bool or an int subclass: json decides
         return json.dumps(row.to_json(), separators=(", ", ": "))
-    return (f'{{"lsn": "{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}", "xid": {xid}, '
-            f'"data": "{row.data.hex()}"{end}')
+    lsn = int(row.lsn)
+    end = ', "snapshot": true}' if row.snapshot else "}"
+    return (f'{{"lsn": "{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}", '
+            f'"xid": {"null" if xid is None else xid}, "data": "{row.data.hex()}"{end}')
 
 
 def write_capture(rows: Iterable[CaptureRow], fh: IO[str]) -> int:

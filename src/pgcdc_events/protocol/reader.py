@@ -149,8 +149,7 @@ class PgOutputReader:
             change: Insert | Update | Delete = self._row_parsers[kind](data, False, None)
             relation = self._relations.get(change.relation_id)
             if relation is None:
-                raise self._error(kind, "a change to an announced relation",
-                                  f"no Relation message for OID {change.relation_id}")
+                relation = self._relation(kind, change.relation_id)  # raises, naming the OID
             width = len(relation.columns)
             # a Delete's tuple is its old one; an Update may carry an old one too
             new: TupleData = change.old if kind == _D else change.new  # type: ignore[union-attr,assignment]
