@@ -51,7 +51,7 @@ from pgcdc_events.events.tables import TableSchema
 from pgcdc_events.protocol.messages import Relation
 from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
 from pgcdc_events.spark.errors import SparkDecodeError
-from pgcdc_events.spark.layout import TableLayout, record_payload
+from pgcdc_events.spark.layout import TABLE_KINDS, TableLayout, record_payload, record_table
 from pgcdc_events.spark.schema import Flavour, SparkSchemaOptions
 from pgcdc_events.types.catalog import CatalogSnapshot
 
@@ -61,20 +61,21 @@ __all__ = ["RECORDS_TYPE", "DecodedCapture", "capture_tables", "decode_capture"]
 #: (``payload``: key, value and related key for :class:`TableLayout`; ``line``: the
 #: JsonConverter line ``pgcdc-events decode`` writes).
 RECORDS_TYPE: Final = StructType([
-    StructField("topic", StringType(), False), StructField("kind", StringType(), False),
-    StructField("op", StringType(), True), StructField("position", LongType(), False),
+    StructField("topic", StringType(), False), StructField("table", StringType(), True),
+    StructField("kind", StringType(), False), StructField("op", StringType(), True),
+    StructField("position", LongType(), False),
     StructField("index", IntegerType(), False), StructField("lsn", LongType(), True),
     StructField("txId", LongType(), True), StructField("payload", BinaryType(), True),
     StructField("line", StringType(), True),
 ])
 _RECORDS_ARROW: Final = pa.schema([
-    pa.field("topic", pa.string(), False), pa.field("kind", pa.string(), False),
+    pa.field("topic", pa.string(), False), pa.field("table", pa.string()),
+    pa.field("kind", pa.string(), False),
     pa.field("op", pa.string()), pa.field("position", pa.int64(), False),
     pa.field("index", pa.int32(), False), pa.field("lsn", pa.int64()),
     pa.field("txId", pa.int64()), pa.field("payload", pa.binary()),
     pa.field("line", pa.string()),
 ])
-_TABLE_KINDS: Final = ("change", "truncate", "tombstone")
 _BATCH: Final = 4096
 
 
@@ -109,11 +110,14 @@ class RecordsFunction:
             batch.column("_chunk").to_pylist(), batch.column("position").to_pylist(),
             batch.column("lsn").to_pylist(), batch.column("data").to_pylist(), strict=True))
         out: dict[str, list[Any]] = {name: [] for name in _RECORDS_ARROW.names}
+        name: str | None = None
         for chunk, group in itertools.groupby(rows, key=lambda r: r[0]):
             for position, index, record in chunks.decode(chunk, (r[1:] for r in group)):
                 value = record.value
-                table = record.kind in _TABLE_KINDS
+                name = record_table(record, name)
+                table = name is not None
                 out["topic"].append(record.topic)
+                out["table"].append(name)
                 out["kind"].append(record.kind)
                 out["op"].append(record.op)
                 out["position"].append(position)
@@ -126,7 +130,7 @@ class RecordsFunction:
                 out["line"].append(render(record) if render is not None else None)
                 if len(out["topic"]) >= _BATCH:
                     yield pa.RecordBatch.from_pydict(out, schema=_RECORDS_ARROW)
-                    out = {name: [] for name in _RECORDS_ARROW.names}
+                    out = {n: [] for n in _RECORDS_ARROW.names}
         if out["topic"]:
             yield pa.RecordBatch.from_pydict(out, schema=_RECORDS_ARROW)
 
@@ -209,8 +213,9 @@ class DecodedCapture:
 
     def table_records(self, table: str) -> DataFrame:
         """The rows of :attr:`records` that are ``table``'s events (tombstones included)."""
-        return self.records.filter((F.col("topic") == self.topic(table))
-                                   & F.col("kind").isin(*_TABLE_KINDS))
+        self.layout(table)  # an unknown table is named in the error
+        return self.records.filter((F.col("table") == table)
+                                   & F.col("kind").isin(*TABLE_KINDS))
 
     def table(self, table: str) -> DataFrame:
         """The events of ``table`` (``schema.table``), a lazy projection of :attr:`records`."""

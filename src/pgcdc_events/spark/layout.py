@@ -68,6 +68,24 @@ _WIDER_INTEGRAL: Final = (ByteType(), ShortType(), IntegerType(), LongType())
 _RELATED: Final = ("__debezium.newkey", "__debezium.oldkey")
 
 
+#: The record kinds that belong to a table (its events DataFrame).
+TABLE_KINDS: Final = ("change", "truncate", "tombstone")
+
+
+def record_table(record: ChangeRecord, previous: str | None) -> str | None:
+    """The table (``schema.table``) ``record`` belongs to, ``None`` for records of no table
+    (messages, transactions, heartbeats); ``previous`` is the table of the record before
+    it, which a tombstone (no value) belongs to: it follows its delete. A table is named by
+    its source block, not its topic: two tables may share a topic (names that topic name
+    adjustment maps alike, ``"::".":::"`` and ``"日付"."ÄÖÜ"``)."""
+    if record.kind not in TABLE_KINDS:
+        return None
+    if record.value is None:
+        return previous
+    source = record.value["source"]
+    return f"{source['schema']}.{source['table']}"
+
+
 def record_payload(record: ChangeRecord) -> bytes:
     """A table record's key, value and related key (the ``__debezium.newkey``/``oldkey``
     header), as plain Python data, pickled: what :meth:`TableLayout.batch` reads."""

@@ -84,7 +84,7 @@ def decode_to_arrow(rows: Sequence[CaptureRow], config: EventConfig,
     for name, schemas in versions.items():
         layout = TableLayout(name, schemas, options)
         kinds = ["change", "truncate"] + (["tombstone"] if tombstones else [])
-        mask = pc.and_(pc.equal(records.column("topic"), layout.topic),
+        mask = pc.and_(pc.equal(records.column("table"), name),
                        pc.is_in(records.column("kind"), value_set=pa.array(kinds)))
         mine = records.filter(mask).select(["position", "index", "kind", "lsn", "payload"])
         batches = list(EventsFunction(layout)(iter(mine.to_batches(max_chunksize=batch_size))))

@@ -20,7 +20,7 @@ from pgcdc_events.events.chunks import ChunkDecoder
 from pgcdc_events.events.decoder import EventDecoder
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.spark.decode import DecodedCapture
-from pgcdc_events.spark.layout import TableLayout
+from pgcdc_events.spark.layout import TableLayout, record_table
 from pgcdc_events.spark.schema import SparkSchemaOptions
 from pgcdc_events.spark.values import ValueConverter
 from pgcdc_events.types.schema import Schema
@@ -51,7 +51,7 @@ def message_udf(decoded: DecodedCapture, table: str) -> UserDefinedFunctionLike:
         StructField("related_key", key_type),
     ])
     plan = decoded.spark.sparkContext.broadcast(decoded.plan)
-    config, topic = decoded.config, layout.topic
+    config = decoded.config
     key_names = [f.name for f in layout.key_fields or ()]
     value_names = [f.name for f in layout.value_fields]
     state: dict[str, Any] = {}
@@ -82,8 +82,10 @@ def message_udf(decoded: DecodedCapture, table: str) -> UserDefinedFunctionLike:
         decoder = chunks.schema_at(position)
         out: list[Any] = []
         message = parse_message(data, in_stream=bool(in_stream))
+        name: str | None = None
         for index, rec in enumerate(decoder.handle(message, 0)):
-            if rec.topic != topic:
+            name = record_table(rec, name)
+            if name != table:
                 continue
             related = next((h.value for h in rec.headers if h.name in _RELATED), None)
             value = rec.value

@@ -3,7 +3,7 @@
 A table's events DataFrame is a projection of the persisted records, and Spark's writers
 write one DataFrame, of one schema, per job: a capture of hundreds of tables would cost
 hundreds of jobs. :func:`write_tables` writes them all in one: the records are
-partitioned by topic and sorted, and each task writes its topics' files itself
+partitioned by table and sorted, and each task writes its tables' files itself
 (``pyarrow.fs``: local paths and the URIs it knows, ``s3://``, ``gs://``, ``hdfs://``...),
 one dataset per table under ``path/schema.table/``: Parquet events of the table's Spark
 schema, or the JsonConverter lines ``pgcdc-events decode`` writes, in the decoder's order.
@@ -30,9 +30,9 @@ from pgcdc_events.spark.layout import TableLayout
 
 __all__ = ["table_directory", "write_tables"]
 
-_WRITTEN: Final = StructType([StructField("topic", StringType(), False),
+_WRITTEN: Final = StructType([StructField("table", StringType(), False),
                               StructField("rows", LongType(), False)])
-_WRITTEN_ARROW: Final = pa.schema([pa.field("topic", pa.string(), False),
+_WRITTEN_ARROW: Final = pa.schema([pa.field("table", pa.string(), False),
                                    pa.field("rows", pa.int64(), False)])
 Format = Literal["parquet", "json"]
 
@@ -49,7 +49,7 @@ def _filesystem(path: str) -> tuple[Any, str]:
 
 
 class _Writer:
-    """The ``mapInArrow`` function: one task's records, sorted by topic and order, written."""
+    """The ``mapInArrow`` function: one task's records, sorted by table and order, written."""
 
     def __init__(self, root: str, tables: dict[str, tuple[str, TableLayout]], fmt: Format,
                  token: str) -> None:
@@ -70,40 +70,40 @@ class _Writer:
 
         try:
             for batch in batches:
-                topics = batch.column("topic").to_pylist()
+                names = batch.column("table").to_pylist()
                 start = 0
-                while start < len(topics):
-                    topic = topics[start]
+                while start < len(names):
+                    table = names[start]
                     end = start
-                    while end < len(topics) and topics[end] == topic:
+                    while end < len(names) and names[end] == table:
                         end += 1
                     piece = batch.slice(start, end - start)
-                    if current is None or current[0] != topic:
+                    if current is None or current[0] != table:
                         close()
-                        current = (topic, self._open(fs, base, topic, part))
-                    self._write(current[1], topic, piece)
-                    counts[topic] = counts.get(topic, 0) + piece.num_rows
+                        current = (table, self._open(fs, base, table, part))
+                    self._write(current[1], table, piece)
+                    counts[table] = counts.get(table, 0) + piece.num_rows
                     start = end
         finally:
             close()
         if counts:
-            yield pa.RecordBatch.from_pydict({"topic": list(counts),
+            yield pa.RecordBatch.from_pydict({"table": list(counts),
                                               "rows": list(counts.values())},
                                              schema=_WRITTEN_ARROW)
 
-    def _open(self, fs: Any, base: str, topic: str, part: int) -> Any:
-        directory, layout = self.tables[topic]
+    def _open(self, fs: Any, base: str, table: str, part: int) -> Any:
+        directory, layout = self.tables[table]
         name = f"{base}/{directory}/part-{part:05d}-{self.token}"
         if self.fmt == "json":
             return fs.open_output_stream(name + ".json")
         return pq.ParquetWriter(name + ".parquet", layout.batch([]).schema, filesystem=fs)
 
-    def _write(self, out: Any, topic: str, piece: Any) -> None:
+    def _write(self, out: Any, table: str, piece: Any) -> None:
         if self.fmt == "json":
             out.write("".join(line + "\n" for line in piece.column("line").to_pylist()
                               ).encode("utf-8"))
             return
-        _, layout = self.tables[topic]
+        _, layout = self.tables[table]
         out.write_batch(layout.batch(zip(
             piece.column("position").to_pylist(), piece.column("index").to_pylist(),
             piece.column("kind").to_pylist(), piece.column("lsn").to_pylist(),
@@ -120,7 +120,7 @@ def write_tables(decoded: DecodedCapture, path: str, *, tables: Sequence[str] | 
     names = list(decoded.tables if tables is None else tables)
     if fmt == "json" and not decoded.lines:
         raise SparkDecodeError("JSON lines need decode_capture(..., lines=True)")
-    chosen = {decoded.topic(n): (table_directory(n), decoded.layout(n)) for n in names}
+    chosen = {n: (table_directory(n), decoded.layout(n)) for n in names}
     fs, base = _filesystem(path)
     for directory, _ in chosen.values():
         target = f"{base}/{directory}"
@@ -130,19 +130,18 @@ def write_tables(decoded: DecodedCapture, path: str, *, tables: Sequence[str] | 
     kinds = ["change", "truncate", "tombstone"]
     if fmt == "parquet" and not decoded.tombstones:
         kinds.remove("tombstone")
-    rows = decoded.records.filter(F.col("topic").isin(*chosen) & F.col("kind").isin(*kinds))
+    rows = decoded.records.filter(F.col("table").isin(*chosen) & F.col("kind").isin(*kinds))
     partitions = max(1, min(len(chosen), decoded.spark.sparkContext.defaultParallelism * 2))
-    ordered = (rows.select("topic", "position", "index", "kind", "lsn", "payload", "line")
-               .repartition(partitions, "topic")
-               .sortWithinPartitions("topic", "position", "index"))
+    ordered = (rows.select("table", "position", "index", "kind", "lsn", "payload", "line")
+               .repartition(partitions, "table")
+               .sortWithinPartitions("table", "position", "index"))
     writer = _Writer(path, chosen, fmt, uuid.uuid4().hex[:12])
-    written = {r["topic"]: r["rows"] for r in map_in_arrow(ordered, writer, _WRITTEN).collect()}
+    written = {r["table"]: r["rows"] for r in map_in_arrow(ordered, writer, _WRITTEN).collect()}
     out: dict[str, int] = {}
     for name in names:
-        topic = decoded.topic(name)
-        count = written.get(topic, 0)
+        count = written.get(name, 0)
         if not count:  # an empty dataset still has its schema
-            directory, layout = chosen[topic]
+            directory, layout = chosen[name]
             if fmt == "parquet":
                 pq.write_table(pa.Table.from_batches([], schema=layout.batch([]).schema),
                                f"{base}/{directory}/part-00000-empty.parquet", filesystem=fs)
