@@ -231,7 +231,11 @@ class ChunkDecoder:
                     yield position, index, record
             except PgCdcError as exc:
                 raise ChunkError(exc, position) from None
-        # the chunk's own schema messages are now the decoder's
+        self.end(chunk)
+
+    def end(self, chunk: int) -> None:
+        """``chunk``'s rows were all fed to :meth:`start`'s decoder: its schema messages
+        are now the decoder's."""
         end = self.plan.cuts[chunk].position + 1 if chunk < len(self.plan.cuts) else None
         if end is None:
             self.decoder = None  # the capture's end: possibly mid-transaction
