@@ -64,6 +64,7 @@ _PRIMITIVES: Final = {
 _INTEGERS: Final = {"int2": "int16", "int4": "int32", "int8": "int64"}
 _STRINGS: Final = frozenset({"text", "varchar"})
 _DECIMAL_MAX: Final = 38
+_ZONED: Final = "io.debezium.time.ZonedTimestamp"
 _MIN_RUN: Final = 32
 
 
@@ -87,9 +88,10 @@ class _NotColumnarError(Exception):
 
 
 def _uint32(buf: Any, at: Any) -> Any:
-    """The big-endian unsigned 32-bit integers at offsets ``at`` of ``buf``."""
-    return ((buf[at].astype(np.int64) << 24) | (buf[at + 1].astype(np.int64) << 16)
-            | (buf[at + 2].astype(np.int64) << 8) | buf[at + 3])
+    """The big-endian unsigned 32-bit integers at offsets ``at`` of ``buf`` (a view of
+    ``buf`` as overlapping 4-byte integers, one a byte, read in one gather)."""
+    view = np.ndarray(shape=(max(0, len(buf) - 3),), dtype=">u4", buffer=buf, strides=(1,))
+    return view[at].astype(np.int64)
 
 
 def split_tuples(buf: Any, starts: Any, limits: Any, columns: int
@@ -215,9 +217,41 @@ def _cast(col: ColumnPlan, raw: Any, target: Any) -> Any:
             return true
         if name == "numeric" and schema.name == DECIMAL_LOGICAL:
             return pc.cast(raw.cast(pa.string()), target)
+        if name == "timestamptz" and schema.name == _ZONED and schema.type == "string":
+            return _zoned_timestamps(col, raw)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None  # NaN, infinities, text that is not UTF-8: the converter decides
     return None
+
+
+def _zoned_timestamps(col: ColumnPlan, raw: Any) -> Any:
+    """``timestamptz`` text printed in UTC (``YYYY-MM-DD HH:MM:SS[.f]+00``) as
+    ZonedTimestamp strings, by string slicing: the converter's fraction width is read from
+    its output for a probe, and the result must equal the converter's for the run's first,
+    middle and last values (else ``None``: the converter takes the column)."""
+    probe = col.from_text(b"2000-01-01 00:00:00+00")
+    if not (isinstance(probe, str) and probe.startswith("2000-01-01T00:00:00")
+            and probe.endswith("Z")):
+        return None
+    width = max(0, len(probe) - len("2000-01-01T00:00:00Z") - 1)
+    text = raw.cast(pa.string())
+    utc = pc.and_(pc.ends_with(text, "+00"), pc.equal(pc.utf8_slice_codeunits(text, 4, 5), "-"))
+    if pc.all(utc).as_py() is False:
+        return None
+    body = pc.utf8_slice_codeunits(text, 0, -3)
+    fraction = pc.utf8_slice_codeunits(body, 20, 40)
+    if width:
+        fraction = pc.utf8_slice_codeunits(pc.utf8_rpad(fraction, width, "0"), 0, width)
+    dot = pc.if_else(pc.equal(pc.utf8_length(fraction), 0), "", ".")
+    out = pc.binary_join_element_wise(pc.utf8_slice_codeunits(body, 0, 10), "T",
+                                      pc.utf8_slice_codeunits(body, 11, 19), dot, fraction,
+                                      "Z", "")
+    count = len(out)
+    for i in {0, count // 2, count - 1}:
+        value = raw[i].as_py()
+        if value is not None and col.from_text(value) != out[i].as_py():
+            return None
+    return out
 
 
 @attrs.frozen
@@ -281,7 +315,6 @@ def _source(table: ColumnarTable, txn: TransactionContext, decoder: EventDecoder
                           schema=table.table.schema_name, table=table.table.table_name,
                           tx_id=txn.xid, lsn=None, origin=txn.origin, origin_lsn=txn.origin_lsn)
     count = len(lsns)
-    zeros = np.zeros(count, np.int64)
     lsn_array = pa.array(lsns, pa.int64())
     probe = sequence(decoder.last_commit_lsn, 0)
     if not probe.endswith('"0"]'):
@@ -294,8 +327,10 @@ def _source(table: ColumnarTable, txn: TransactionContext, decoder: EventDecoder
         elif field.name == "sequence":
             children.append(pc.binary_join_element_wise(
                 head, pc.cast(lsn_array, pa.string()), tail, ""))
+        elif block[field.name] is None:
+            children.append(pa.nulls(count, field.type))
         else:
-            children.append(pa.array([block[field.name]], field.type).take(zeros))
+            children.append(pa.repeat(pa.scalar(block[field.name], field.type), count))
     return pa.StructArray.from_arrays(children, fields=list(table.source_type))
 
 
@@ -341,7 +376,7 @@ def decode_run(table: ColumnarTable, decoder: EventDecoder, txn: TransactionCont
     columns: dict[str, Any] = {
         "position": pa.array(positions, pa.int64()),
         "index": pa.array(np.zeros(count, np.int32), pa.int32()),
-        "kind": pa.array(["change"], pa.string()).take(np.zeros(count, np.int64)),
+        "kind": pa.repeat(pa.scalar("change"), count),
         "lsn": pa.array(lsns, pa.int64()),
     }
     if key is not None:
@@ -350,7 +385,7 @@ def decode_run(table: ColumnarTable, decoder: EventDecoder, txn: TransactionCont
         "before": row if op == _DELETE else nothing,
         "after": nothing if op == _DELETE else row,
         "source": _source(table, txn, decoder, lsns),
-        "op": pa.array([name], pa.string()).take(np.zeros(count, np.int64)),
+        "op": pa.repeat(pa.scalar(name), count),
         "ts_ms": pa.array(np.full(count, now // 1_000_000, np.int64)),
         "ts_us": pa.array(np.full(count, now // 1000, np.int64)),
         "ts_ns": pa.array(np.full(count, now, np.int64)),
@@ -360,8 +395,7 @@ def decode_run(table: ColumnarTable, decoder: EventDecoder, txn: TransactionCont
         tombstones = {name: pa.nulls(count, array.type) for name, array in columns.items()}
         tombstones.update(position=columns["position"], lsn=columns["lsn"],
                           index=pa.array(np.ones(count, np.int32), pa.int32()),
-                          kind=pa.array(["tombstone"], pa.string()).take(
-                              np.zeros(count, np.int64)))
+                          kind=pa.repeat(pa.scalar("tombstone"), count))
         if key is not None:
             tombstones["key"] = key
         both = pa.Table.from_batches([batch, pa.RecordBatch.from_pydict(
