@@ -48,7 +48,8 @@ from pgcdc_events.events.transactions import TransactionContext
 from pgcdc_events.types.jsonvalue import DECIMAL_LOGICAL
 from pgcdc_events.types.schema import Schema, Struct
 
-__all__ = ["ColumnarRun", "ColumnarTable", "RunDecoder", "split_tuples"]
+__all__ = ["MIN_RUN", "ColumnarRun", "ColumnarTable", "RunDecoder", "arrow_type", "decode_run",
+           "split_tuples"]
 
 _INSERT, _UPDATE, _DELETE = b"IUD"
 _NEW, _KEY, _OLD = b"NKO"
@@ -65,7 +66,8 @@ _INTEGERS: Final = {"int2": "int16", "int4": "int32", "int8": "int64"}
 _STRINGS: Final = frozenset({"text", "varchar"})
 _DECIMAL_MAX: Final = 38
 _ZONED: Final = "io.debezium.time.ZonedTimestamp"
-_MIN_RUN: Final = 32
+#: The fewest messages a run decoded column-wise has (shorter ones: the decoder's).
+MIN_RUN: Final = 32
 
 
 def arrow_type(schema: Schema) -> Any:
@@ -433,7 +435,7 @@ class RunDecoder:
     """
 
     def __init__(self, chunks: ChunkDecoder, *, columnar: bool = True,
-                 min_run: int = _MIN_RUN) -> None:
+                 min_run: int = MIN_RUN) -> None:
         self.chunks = chunks
         self.columnar = columnar
         self.min_run = min_run

@@ -21,7 +21,6 @@ the metadata ``_kind`` (``change``, ``truncate`` or ``tombstone``), ``_position`
 
 from __future__ import annotations
 
-import itertools
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -44,6 +43,7 @@ from pyspark.sql.types import (
 
 from pgcdc_events.events.chunks import CONTROL_TYPES, ChunkDecoder, ChunkPlan, plan_chunks
 from pgcdc_events.events.chunks import control_messages as parse_control
+from pgcdc_events.events.columnar import MIN_RUN, ColumnarRun, RunDecoder
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.decoder import EventDecoder
 from pgcdc_events.events.jsonconv import JsonRecordWriter
@@ -51,7 +51,14 @@ from pgcdc_events.events.tables import TableSchema
 from pgcdc_events.protocol.messages import Relation
 from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
 from pgcdc_events.spark.errors import SparkDecodeError
-from pgcdc_events.spark.layout import TABLE_KINDS, TableLayout, record_payload, record_table
+from pgcdc_events.spark.layout import (
+    RUN_KIND,
+    TABLE_KINDS,
+    TableLayout,
+    record_payload,
+    record_table,
+    run_payload,
+)
 from pgcdc_events.spark.schema import Flavour, SparkSchemaOptions
 from pgcdc_events.types.catalog import CatalogSnapshot
 
@@ -95,59 +102,76 @@ class RecordsFunction:
     """The ``mapInArrow`` function of the decoding pass: rows ``(_chunk, position, lsn, data)``
     sorted by chunk and position in, :data:`RECORDS_TYPE` batches out."""
 
-    def __init__(self, plan: Any, make: _Decode, *, payload: bool, lines: bool) -> None:
+    def __init__(self, plan: Any, make: _Decode, *, payload: bool, lines: bool,
+                 columnar: bool = True, min_run: int = MIN_RUN) -> None:
         self.plan = plan  # a broadcast ChunkPlan, or the plan itself
         self.make = make
         self.payload = payload
         self.lines = lines
+        self.columnar = columnar
+        self.min_run = min_run
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         plan = self.plan if isinstance(self.plan, ChunkPlan) else self.plan.value
-        chunks = ChunkDecoder(plan, self.make.decoder)
+        # Runs of changes are decoded column-wise into one row each, for the tables'
+        # projections; JSON lines are rendered record by record.
+        runner = RunDecoder(ChunkDecoder(plan, self.make.decoder), min_run=self.min_run,
+                            columnar=self.columnar and self.payload and not self.lines)
         render = (JsonRecordWriter.for_config(self.make.config).record_line if self.lines
                   else None)
-        rows = ((c, p, lsn, d) for batch in batches for c, p, lsn, d in zip(
-            batch.column("_chunk").to_pylist(), batch.column("position").to_pylist(),
-            batch.column("lsn").to_pylist(), batch.column("data").to_pylist(), strict=True))
         out: dict[str, list[Any]] = {name: [] for name in _RECORDS_ARROW.names}
         name: str | None = None
-        for chunk, group in itertools.groupby(rows, key=lambda r: r[0]):
-            for position, index, record in chunks.decode(chunk, (r[1:] for r in group)):
-                value = record.value
-                name = record_table(record, name)
-                table = name is not None
-                out["topic"].append(record.topic)
-                out["table"].append(name)
-                out["kind"].append(record.kind)
-                out["op"].append(record.op)
-                out["position"].append(position)
-                out["index"].append(index)
-                out["lsn"].append(record.lsn)
-                out["txId"].append(value["source"]["txId"] if table and value is not None
-                                   else None)
-                out["payload"].append(record_payload(record) if self.payload and table
-                                      else None)
-                out["line"].append(render(record) if render is not None else None)
+        for batch in batches:
+            items = runner.feed(batch.column("_chunk").to_numpy(zero_copy_only=False),
+                                batch.column("position").to_numpy(zero_copy_only=False),
+                                batch.column("lsn").to_numpy(zero_copy_only=False),
+                                batch.column("data"))
+            for item in items:
+                if isinstance(item, ColumnarRun):
+                    name = item.qualified
+                    first = item.batch.slice(0, 1).to_pylist()[0]
+                    self._append(out, item.table.topic, name, RUN_KIND, None,
+                                 first["position"], 0, first["lsn"], first["source"]["txId"],
+                                 run_payload(item.batch), None)
+                else:
+                    position, index, record = item
+                    value = record.value
+                    name = record_table(record, name)
+                    table = name is not None
+                    self._append(
+                        out, record.topic, name, record.kind, record.op, position, index,
+                        record.lsn,
+                        value["source"]["txId"] if table and value is not None else None,
+                        record_payload(record) if self.payload and table else None,
+                        render(record) if render is not None else None)
                 if len(out["topic"]) >= _BATCH:
                     yield pa.RecordBatch.from_pydict(out, schema=_RECORDS_ARROW)
                     out = {n: [] for n in _RECORDS_ARROW.names}
+        runner.finish()
         if out["topic"]:
             yield pa.RecordBatch.from_pydict(out, schema=_RECORDS_ARROW)
+
+    @staticmethod
+    def _append(out: dict[str, list[Any]], *row: Any) -> None:
+        for name, value in zip(_RECORDS_ARROW.names, row, strict=True):
+            out[name].append(value)
 
 
 class EventsFunction:
     """The ``mapInArrow`` function of a table's projection: its records in, events out."""
 
-    def __init__(self, layout: TableLayout) -> None:
+    def __init__(self, layout: TableLayout, tombstones: bool = True) -> None:
         self.layout = layout
+        self.tombstones = tombstones
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
             if batch.num_rows:
-                yield self.layout.batch(zip(
+                yield from self.layout.batches(zip(
                     batch.column("position").to_pylist(), batch.column("index").to_pylist(),
                     batch.column("kind").to_pylist(), batch.column("lsn").to_pylist(),
-                    batch.column("payload").to_pylist(), strict=True))
+                    batch.column("payload").to_pylist(), strict=True),
+                    tombstones=self.tombstones)
 
 
 def capture_tables(schema: Iterable[tuple[int, int, Any]], config: EventConfig,
@@ -227,7 +251,7 @@ class DecodedCapture:
                 rows = rows.filter(F.col("kind") != "tombstone")
             cached = self._tables[table] = map_in_arrow(
                 rows.select("position", "index", "kind", "lsn", "payload"),
-                EventsFunction(layout), layout.output_type())
+                EventsFunction(layout, self.tombstones), layout.output_type())
         return cached
 
     def json_lines(self, table: str) -> DataFrame:
