@@ -28,12 +28,12 @@ from support.spark_records import CLOCK_NS, canonical
 
 pytest.importorskip("pyspark")
 
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import SparkSession
 
-from pgcdc_events.spark import SparkSchemaOptions, capture_dataframe, decode_capture  # noqa: E402
-from pgcdc_events.spark.layout import RUN_KIND  # noqa: E402
-from pgcdc_events.spark.local import by_position, decode_to_arrow, records_to_arrow  # noqa: E402
-from pgcdc_events.spark.write import write_tables  # noqa: E402
+from pgcdc_events.spark import SparkSchemaOptions, capture_dataframe, decode_capture
+from pgcdc_events.spark.layout import RUN_KIND
+from pgcdc_events.spark.local import by_position, decode_to_arrow, records_to_arrow
+from pgcdc_events.spark.write import write_tables
 
 RECORDINGS = [r for r in recordings("*") if not r.meta.get("connector_failed")
               and not any(row.snapshot for row in r.capture)]
@@ -52,17 +52,17 @@ def assert_same_events(got: dict[str, Any], want: dict[str, Any], *, exact: bool
                        ) -> None:
     """Every table's events: the same Spark schema and the same values, row by row
     (``exact=False``: types equal up to nullability, as Spark hands them back)."""
-    assert list(got) == list(want)
-    for name in want:
-        if exact:
-            assert got[name].schema == want[name].schema, name
-        else:
-            def loose(schema: Any) -> list[tuple[str, str]]:
-                return [(f.name, str(f.type).replace(" not null", "")) for f in schema]
+    def loose(schema: Any) -> list[tuple[str, str]]:
+        return [(f.name, str(f.type).replace(" not null", "")) for f in schema]
 
-            assert loose(got[name].schema) == loose(want[name].schema), name
-        for column in want[name].column_names:
-            assert canonical(got[name].column(column)) == canonical(want[name].column(column)), (
+    assert list(got) == list(want)
+    for name, expected in want.items():
+        if exact:
+            assert got[name].schema == expected.schema, name
+        else:
+            assert loose(got[name].schema) == loose(expected.schema), name
+        for column in expected.column_names:
+            assert canonical(got[name].column(column)) == canonical(expected.column(column)), (
                 name, column)
 
 
