@@ -28,8 +28,7 @@ from pgcdc_events.testing.workload import Workload
 from pgcdc_events.types.schema import Struct
 from support.golden import Recording, recordings
 
-RECORDINGS = [r for r in recordings("*") if not r.meta.get("connector_failed")
-              and not any(row.snapshot for row in r.capture)]
+RECORDINGS = [r for r in recordings("*") if not r.meta.get("connector_failed")]
 CLOCK_NS = 1_700_000_000_000_123_456
 
 
@@ -38,14 +37,17 @@ def run_decode(capture: Sequence[CaptureRow], make: Callable[[], EventDecoder], 
                ) -> tuple[list[ChangeRecord], int]:
     """The records of a capture through a RunDecoder, and how many came from runs."""
     rows = [(i, int(r.lsn), bytes(r.data)) for i, r in enumerate(capture)]
-    plan = plan_chunks(control_messages(rows), min_messages=chunk_messages)
+    snapshot = [r.snapshot for r in capture]
+    plan = plan_chunks(control_messages(rows), min_messages=chunk_messages,
+                       snapshot={i for i, flag in enumerate(snapshot) if flag})
     runner = RunDecoder(ChunkDecoder(plan, make), min_run=min_run)
     out: list[ChangeRecord] = []
     columnar = 0
     for start in range(0, len(rows), batch):
         part = rows[start:start + batch]
         items = runner.feed([plan.chunk_of(r[0]) for r in part], [r[0] for r in part],
-                            [r[1] for r in part], pa.array([r[2] for r in part], pa.binary()))
+                            [r[1] for r in part], pa.array([r[2] for r in part], pa.binary()),
+                            snapshot[start:start + batch])
         for item in items:
             if isinstance(item, ColumnarRun):
                 records = item.records()

@@ -35,8 +35,7 @@ from pgcdc_events.spark.layout import RUN_KIND
 from pgcdc_events.spark.local import by_position, decode_to_arrow, records_to_arrow
 from pgcdc_events.spark.write import write_tables
 
-RECORDINGS = [r for r in recordings("*") if not r.meta.get("connector_failed")
-              and not any(row.snapshot for row in r.capture)]
+RECORDINGS = [r for r in recordings("*") if not r.meta.get("connector_failed")]
 
 
 def _tables(rows: Sequence[CaptureRow], config: EventConfig, catalog: CatalogSnapshot | None,

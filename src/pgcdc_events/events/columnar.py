@@ -463,13 +463,16 @@ class RunDecoder:
             known = self._tables[id(table)] = (table, ColumnarTable(table))
         return known[1]
 
-    def feed(self, chunks: Any, positions: Any, lsns: Any, data: Any
+    def feed(self, chunks: Any, positions: Any, lsns: Any, data: Any, snapshot: Any = None
              ) -> Iterator[tuple[int, int, ChangeRecord] | ColumnarRun]:
         """The records of rows (numpy-convertible ``chunks``, ``positions``, ``lsns`` and an
-        Arrow binary array ``data``)."""
+        Arrow binary array ``data``); ``snapshot`` (booleans, default none) marks the rows
+        of a capture's snapshot block, fed to the decoder as such (read events)."""
         count = len(data)
         if count == 0:
             return
+        flags = (np.zeros(count, np.bool_) if snapshot is None
+                 else np.asarray(snapshot, np.bool_))
         chunk_ids = np.asarray(chunks, np.int64)
         pos_array = np.asarray(positions, np.int64)
         lsn_array = np.asarray(lsns, np.int64)
@@ -482,7 +485,8 @@ class RunDecoder:
         if self.columnar and bool(dml.any()):
             at = begins[dml]
             relid[dml] = _uint32(buf, at + 1)
-        key = np.where(dml, (first.astype(np.int64) << 32) | relid, -1 - np.arange(count))
+        key = np.where(dml & ~flags, (first.astype(np.int64) << 32) | relid,
+                       -1 - np.arange(count))
         if not self.columnar:
             key = -1 - np.arange(count)
         cuts = np.flatnonzero((key[1:] != key[:-1]) | (chunk_ids[1:] != chunk_ids[:-1])) + 1
@@ -491,7 +495,7 @@ class RunDecoder:
             chunk = int(chunk_ids[s])
             decoder = self.decoder if chunk == self.chunk and self.decoder is not None \
                 else self._switch(chunk)
-            if dml[s] and e - s >= self.min_run:
+            if dml[s] and not flags[s] and e - s >= self.min_run:
                 run = self._run(decoder, int(first[s]), int(relid[s]), buf, offsets[s:e + 1],
                                 pos_array[s:e], lsn_array[s:e])
                 if run is not None:
@@ -500,7 +504,8 @@ class RunDecoder:
             for i, raw in enumerate(data.slice(s, e - s).to_pylist()):
                 position = int(pos_array[s + i])
                 try:
-                    for index, record in enumerate(decoder.iter_feed(raw, int(lsn_array[s + i]))):
+                    for index, record in enumerate(decoder.iter_feed(
+                            raw, int(lsn_array[s + i]), snapshot=bool(flags[s + i]))):
                         yield position, index, record
                 except PgCdcError as exc:
                     raise ChunkError(exc, position) from None

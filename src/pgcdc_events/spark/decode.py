@@ -33,6 +33,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import (
     BinaryType,
+    BooleanType,
     IntegerType,
     IntegralType,
     LongType,
@@ -99,8 +100,13 @@ class _Decode:
 
 
 class RecordsFunction:
-    """The ``mapInArrow`` function of the decoding pass: rows ``(_chunk, position, lsn, data)``
-    sorted by chunk and position in, :data:`RECORDS_TYPE` batches out."""
+    """The ``mapInArrow`` function of the decoding pass: rows ``(_chunk, position, lsn, data,
+    snapshot)`` sorted by chunk and position in, :data:`RECORDS_TYPE` batches out.
+
+    Runs of at least ``min_run`` changes are decoded column-wise
+    (:class:`~pgcdc_events.events.columnar.RunDecoder`) into one row of kind
+    :data:`~pgcdc_events.spark.layout.RUN_KIND` each, unless ``columnar`` is false or the
+    rows are rendered as JSON lines (``lines``)."""
 
     def __init__(self, plan: Any, make: _Decode, *, payload: bool, lines: bool,
                  columnar: bool = True, min_run: int = MIN_RUN) -> None:
@@ -125,7 +131,9 @@ class RecordsFunction:
             items = runner.feed(batch.column("_chunk").to_numpy(zero_copy_only=False),
                                 batch.column("position").to_numpy(zero_copy_only=False),
                                 batch.column("lsn").to_numpy(zero_copy_only=False),
-                                batch.column("data"))
+                                batch.column("data"),
+                                batch.column("snapshot").to_numpy(zero_copy_only=False)
+                                if "snapshot" in batch.schema.names else None)
             for item in items:
                 if isinstance(item, ColumnarRun):
                     name = item.qualified
@@ -286,7 +294,8 @@ def by_position(table: Any) -> Any:
 
 def normalize_capture(df: DataFrame, order_by: str = "position") -> DataFrame:
     """The capture columns as the layer reads them: ``position`` (long, from ``order_by``),
-    ``lsn`` (long; ``X/Y`` strings are parsed) and ``data`` (binary; hex text is decoded)."""
+    ``lsn`` (long; ``X/Y`` strings are parsed), ``data`` (binary; hex text is decoded) and
+    ``snapshot`` (boolean: false when the column is absent or null)."""
     fields = {f.name: f.dataType for f in df.schema.fields}
     for required in ("lsn", "data", order_by):
         if required not in fields:
@@ -313,8 +322,14 @@ def normalize_capture(df: DataFrame, order_by: str = "position") -> DataFrame:
     else:
         raise SparkDecodeError(f"column 'lsn' must be an X/Y string or an integer, not "
                                f"{fields['lsn'].simpleString()}")
+    snapshot = F.lit(False)
+    if "snapshot" in fields:
+        if not isinstance(fields["snapshot"], BooleanType):
+            raise SparkDecodeError(f"column 'snapshot' must be boolean, not "
+                                   f"{fields['snapshot'].simpleString()}")
+        snapshot = F.coalesce(F.col("snapshot"), F.lit(False))
     return df.select(F.col(f"`{order_by}`").cast("long").alias("position"), lsn.alias("lsn"),
-                     data.alias("data"))
+                     data.alias("data"), snapshot.alias("snapshot"))
 
 
 def _chunk_column(position: Column, bounds: tuple[int, ...], lo: int = 0,
@@ -363,12 +378,13 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
     first = F.substring(F.col("data"), 1, 1)
     control_rows = raw.filter(first.isin(*(bytes([t]) for t in CONTROL_TYPES))).collect()
     control = sorted((r["position"], r["lsn"], bytes(r["data"])) for r in control_rows)
+    snapshot = frozenset(r["position"] for r in control_rows if r["snapshot"])
     parsed = list(parse_control(control))
     if chunk_messages is None:
         span = control[-1][0] - control[0][0] if control else 0
         cores = raw.sparkSession.sparkContext.defaultParallelism
         chunk_messages = max(20_000, span // (8 * max(1, cores)))
-    plan = plan_chunks(parsed, min_messages=chunk_messages)
+    plan = plan_chunks(parsed, min_messages=chunk_messages, snapshot=snapshot)
     versions = capture_tables(plan.schema, config, catalog)
     make = _Decode(config, catalog, clock, run_id or str(uuid.uuid4()))
     spark = raw.sparkSession
@@ -376,7 +392,7 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
     chunked = (raw.withColumn("_chunk", _chunk_column(F.col("position"), plan.boundaries))
                .repartition(partitions, "_chunk").sortWithinPartitions("_chunk", "position"))
     shared = spark.sparkContext.broadcast(plan)
-    records = map_in_arrow(chunked.select("_chunk", "position", "lsn", "data"),
+    records = map_in_arrow(chunked.select("_chunk", "position", "lsn", "data", "snapshot"),
                            RecordsFunction(shared, make, payload=payload, lines=lines),
                            RECORDS_TYPE)
     if persist:

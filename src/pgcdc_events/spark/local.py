@@ -49,13 +49,16 @@ def records_to_arrow(rows: Sequence[CaptureRow], config: EventConfig,
     tables' schema versions (``columnar``/``min_run``: see :class:`RecordsFunction`)."""
     config = config.with_catalog(catalog)
     numbered = [(i, int(r.lsn), bytes(r.data)) for i, r in enumerate(rows)]
-    plan = plan_chunks(parse_control(numbered), min_messages=chunk_messages)
+    snapshot = [bool(r.snapshot) for r in rows]
+    plan = plan_chunks(parse_control(numbered), min_messages=chunk_messages,
+                       snapshot=frozenset(i for i, flag in enumerate(snapshot) if flag))
     chunks = [plan.chunk_of(i) for i, _, _ in numbered]
     batches = [pa.RecordBatch.from_pydict({
         "_chunk": pa.array(chunks[i:i + batch_size], pa.int32()),
         "position": pa.array([n[0] for n in numbered[i:i + batch_size]], pa.int64()),
         "lsn": pa.array([n[1] for n in numbered[i:i + batch_size]], pa.int64()),
         "data": pa.array([n[2] for n in numbered[i:i + batch_size]], pa.binary()),
+        "snapshot": pa.array(snapshot[i:i + batch_size], pa.bool_()),
     }) for i in range(0, len(numbered), batch_size)]
     make = _Decode(config, catalog, clock, run_id or str(uuid.uuid4()))
     # The chunks in reverse order, through one function call, as a Spark task may get
