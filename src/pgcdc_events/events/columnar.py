@@ -155,7 +155,10 @@ def _gather(buf: Any, starts: Any, lengths: Any, present: Any) -> Any:
     total = int(offsets[-1])
     if total >= 2**31 - 1:
         raise _NotColumnarError
-    index = np.repeat(starts - offsets[:-1], sizes) + np.arange(total, dtype=np.int64)
+    # 32-bit indexes where the buffer allows: half the memory traffic of the gather
+    width = np.int32 if len(buf) < 2**31 - 1 else np.int64
+    index = np.repeat((starts - offsets[:-1]).astype(width), sizes)
+    index += np.arange(total, dtype=width)
     data = buf[index]
     nulls = count - int(np.count_nonzero(present))
     validity = None if nulls == 0 else pa.py_buffer(np.packbits(present, bitorder="little"))
@@ -215,7 +218,7 @@ def _cast(col: ColumnPlan, raw: Any, target: Any) -> Any:
     schema = col.mapping.schema
     try:
         if _INTEGERS.get(name) == schema.type and schema.name is None:
-            return pc.cast(raw.cast(pa.string()), target)
+            return pc.cast(raw, target)
         if name in _STRINGS and schema.type == "string" and schema.name is None:
             return raw.cast(pa.string())
         if name == "bool" and schema.type == "boolean":
@@ -225,7 +228,7 @@ def _cast(col: ColumnPlan, raw: Any, target: Any) -> Any:
                 return None
             return true
         if name == "numeric" and schema.name == DECIMAL_LOGICAL:
-            return pc.cast(raw.cast(pa.string()), target)
+            return pc.cast(raw, target)
         if name == "timestamptz" and schema.name == _ZONED and schema.type == "string":
             return _zoned_timestamps(col, raw)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -247,13 +250,14 @@ def _zoned_timestamps(col: ColumnPlan, raw: Any) -> Any:
     utc = pc.and_(pc.ends_with(text, "+00"), pc.equal(pc.utf8_slice_codeunits(text, 4, 5), "-"))
     if pc.all(utc).as_py() is False:
         return None
-    body = pc.utf8_slice_codeunits(text, 0, -3)
-    fraction = pc.utf8_slice_codeunits(body, 20, 40)
+    fraction = pc.utf8_slice_codeunits(text, 20, -3)  # "YYYY-MM-DD HH:MM:SS." is 20 long
     if width:
         fraction = pc.utf8_slice_codeunits(pc.utf8_rpad(fraction, width, "0"), 0, width)
-    dot = pc.if_else(pc.equal(pc.utf8_length(fraction), 0), "", ".")
-    out = pc.binary_join_element_wise(pc.utf8_slice_codeunits(body, 0, 10), "T",
-                                      pc.utf8_slice_codeunits(body, 11, 19), dot, fraction,
+        dot = "."
+    else:
+        dot = pc.if_else(pc.equal(pc.utf8_length(fraction), 0), "", ".")
+    out = pc.binary_join_element_wise(pc.utf8_slice_codeunits(text, 0, 10), "T",
+                                      pc.utf8_slice_codeunits(text, 11, 19), dot, fraction,
                                       "Z", "")
     count = len(out)
     for i in {0, count // 2, count - 1}:
