@@ -15,8 +15,7 @@ import pytest
 from pgcdc_events.events import EventConfig
 from support.golden import Recording, recordings
 
-RECORDINGS = [r for r in recordings("*") if not r.meta.get("connector_failed")
-                 and not r.corpus.startswith("events_snapshot")]  # no snapshot rows in Spark yet
+RECORDINGS = [r for r in recordings("*") if not r.meta.get("connector_failed")]
 
 
 @pytest.mark.parametrize("recording", RECORDINGS, ids=[r.key for r in RECORDINGS])

@@ -160,41 +160,35 @@ GOLDEN_SNAPSHOT = (Path(__file__).resolve().parents[1] / "golden" / "events_snap
                    / "snapshot-initial" / "capture.jsonl")
 
 
-def test_a_capture_with_a_snapshot_is_refused_not_read_as_creates(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The Spark decoder does not read snapshot blocks yet: a capture that starts with one
-    (what `capture` writes by default) is refused in one line, before the JVM starts,
-    rather than decoded with its rows as creates; so is a snapshot block past the lines
-    checked before Spark starts, and capture rows handed over in memory."""
-    from pgcdc_events.protocol import iter_capture  # noqa: PLC0415
-    from pgcdc_events.spark import SparkDecodeError  # noqa: PLC0415
-    from pgcdc_events.spark.capture import capture_table  # noqa: PLC0415
-
-    assert main(["spark", "decode", "--capture", str(GOLDEN_SNAPSHOT), "--output",
-                 str(tmp_path / "out"), "-q"]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "snapshot" in err[0] and "pgcdc-events decode" in err[0], err
-    assert not (tmp_path / "out").exists()
-    with open(GOLDEN_SNAPSHOT, encoding="utf-8") as fh:
-        rows = list(iter_capture(fh))
-    assert any(row.snapshot for row in rows)
-    with pytest.raises(SparkDecodeError, match="initial snapshot"):
-        capture_table(rows)
-    capture_table([row for row in rows if not row.snapshot])  # the stream alone is read
-
-
-def test_a_snapshot_block_past_the_checked_lines_fails_the_read(
-        tmp_path: Path, spark: SparkSession) -> None:
-    from pgcdc_events.spark import read_capture  # noqa: PLC0415
-    from pgcdc_events.spark.capture import CHECKED_LINES  # noqa: PLC0415
-
-    lines = GOLDEN_SNAPSHOT.read_text(encoding="utf-8").splitlines()
-    stream = [line for line in lines if '"snapshot"' not in line]
-    block = [line for line in lines if '"snapshot"' in line]
-    assert stream and block
-    path = tmp_path / "late.jsonl"
-    filler = stream * (CHECKED_LINES // len(stream) + 1)
-    path.write_text("\n".join(filler + block) + "\n", encoding="utf-8")
-    df = read_capture(spark, str(path))  # the first lines are fine
-    with pytest.raises(Exception, match="initial snapshot"):
-        df.collect()
+def test_a_capture_with_a_snapshot_decodes_as_decode_does(tmp_path: Path,
+                                                          spark: SparkSession) -> None:
+    """A capture that starts with an initial snapshot (what `capture` writes by default):
+    its rows are read (``r``) events, first, then the stream's: per table, the records of
+    `pgcdc-events decode`, whole (but the processing time and run id)."""
+    golden = GOLDEN_SNAPSHOT.parent
+    options = ["--catalog", str(golden / "catalog.json"), "--config",
+               str(golden / "connector.properties"), "-q"]
+    reference = tmp_path / "decode.jsonl"
+    assert main(["decode", "--capture", str(GOLDEN_SNAPSHOT), "-o", str(reference),
+                 *options]) == 0
+    by_table: dict[str, list[dict[str, Any]]] = {}
+    last = ""
+    for line in reference.read_text().splitlines():
+        record = _normalized(line)
+        payload = (record["value"] or {}).get("payload") or {}
+        source = payload.get("source") if isinstance(payload, dict) else None
+        if record["value"] is None:  # a tombstone follows its delete
+            by_table[last].append(record)
+        elif source is not None:
+            last = f"{source['schema']}.{source['table']}"
+            by_table.setdefault(last, []).append(record)
+    assert any(r["value"]["payload"]["op"] == "r" for rs in by_table.values() for r in rs)
+    out = tmp_path / "spark"
+    assert main(["spark", "decode", "--capture", str(GOLDEN_SNAPSHOT), "--output", str(out),
+                 "--format", "json", *options]) == 0
+    written = sorted(p.name for p in out.iterdir())
+    assert written == sorted(by_table)
+    for table in written:
+        lines = [line for part in sorted(glob.glob(str(out / table / "part-*")))
+                 for line in Path(part).read_text().splitlines()]
+        assert [_normalized(line) for line in lines] == by_table[table], table

@@ -14,8 +14,7 @@ import pytest
 from pgcdc_events.events import EventConfig
 from support.golden import Recording, recordings
 
-EVENTS = [r for r in recordings("events*") if not r.meta.get("connector_failed")
-             and not r.corpus.startswith("events_snapshot")]  # no snapshot rows in Spark yet
+EVENTS = [r for r in recordings("events*") if not r.meta.get("connector_failed")]
 TYPES = [r for r in recordings("types*") if not r.meta.get("connector_failed")]
 
 

@@ -15,16 +15,18 @@ whole capture; each chunk can be decoded anywhere (a Spark task, a worker proces
 Streamed and two-phase transactions are never cut: a chunk holds a streamed transaction
 from its first Stream Start to its Stream Commit, or abort, and everything in between.
 
-Rows are ``(position, lsn, data)``: a capture's snapshot blocks (rows marked
-``snapshot``, see :class:`~pgcdc_events.protocol.CaptureRow`) are not chunked, and a
-caller must refuse them (the Spark layer does) rather than pass their rows as stream
-rows, which would decode as creates.
+Rows are ``(position, lsn, data)``. A capture's snapshot block (rows marked
+``snapshot``, see :class:`~pgcdc_events.protocol.CaptureRow`) is never cut either: give
+:func:`plan_chunks` the positions of its rows, whose Begin and Commit are then not cut
+points, and feed those rows to the decoder as snapshot rows
+(:class:`~pgcdc_events.events.columnar.RunDecoder` takes their flags); passed as stream
+rows they would decode as creates.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -129,12 +131,13 @@ def control_messages(rows: Iterable[tuple[int, int, bytes]]
         yield position, lsn, message
 
 
-def plan_chunks(control: Iterable[tuple[int, int, Message]], *, min_messages: int = 4000
-                ) -> ChunkPlan:
+def plan_chunks(control: Iterable[tuple[int, int, Message]], *, min_messages: int = 4000,
+                snapshot: Collection[int] = ()) -> ChunkPlan:
     """Cut a capture, given its control messages ``(position, lsn, parsed message)`` in
     stream order, into chunks of at least ``min_messages`` positions (the last may be
     shorter), each ending with an ordinary Commit outside any streamed or prepared
-    transaction."""
+    transaction. ``snapshot`` holds the positions of the capture's snapshot rows: their
+    Begin and Commit are the snapshot block's, never a cut."""
     schema: list[tuple[int, int, Relation | Type]] = []
     cuts: list[_Cut] = []
     streams: set[int] = set()
@@ -148,6 +151,8 @@ def plan_chunks(control: Iterable[tuple[int, int, Message]], *, min_messages: in
             last_cut = first
         if isinstance(message, (Relation, Type)):
             schema.append((position, lsn, message))
+        elif position in snapshot:
+            continue
         elif isinstance(message, Begin):
             begin = (message, lsn)
         elif isinstance(message, Commit):
@@ -231,7 +236,11 @@ class ChunkDecoder:
                     yield position, index, record
             except PgCdcError as exc:
                 raise ChunkError(exc, position) from None
-        # the chunk's own schema messages are now the decoder's
+        self.end(chunk)
+
+    def end(self, chunk: int) -> None:
+        """``chunk``'s rows were all fed to :meth:`start`'s decoder: its schema messages
+        are now the decoder's."""
         end = self.plan.cuts[chunk].position + 1 if chunk < len(self.plan.cuts) else None
         if end is None:
             self.decoder = None  # the capture's end: possibly mid-transaction

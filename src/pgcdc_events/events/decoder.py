@@ -614,6 +614,16 @@ class EventDecoder:
         return snapshot_records(self, tables, lsn=lsn, xid=xid, incremental=incremental)
 
     @property
+    def open_transaction(self) -> TransactionContext | None:
+        """The ordinary transaction whose changes are decoded as they come (between its
+        Begin and Commit): ``None`` outside one, in a snapshot block, or while a streamed
+        or prepared transaction's changes are being buffered."""
+        if (self._snapshot is not None or self._stream_xid is not None
+                or self._prepare_buffer is not None):
+            return None
+        return self._txn
+
+    @property
     def last_commit_lsn(self) -> int | None:
         """End LSN of the last transaction whose records were all returned: safe to acknowledge."""
         return self._last_commit_lsn

@@ -2,8 +2,9 @@
 
 A capture DataFrame has the columns of the capture interchange format — ``lsn``
 (``X/Y`` text or a long), ``xid`` (long, may be null), ``data`` (the pgoutput
-message: binary, or hex text) — plus an explicit integer ordering column
-(``position`` here): the stream's order, which a DataFrame does not keep.
+message: binary, or hex text), ``snapshot`` (boolean, optional: the rows of an initial
+snapshot block) — plus an explicit integer ordering column (``position`` here): the
+stream's order, which a DataFrame does not keep.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type in
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
-from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+from pyspark.sql.types import BinaryType, BooleanType, LongType, StructField, StructType
 
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.protocol.capture import CaptureRow
@@ -32,14 +33,9 @@ CHECKED_LINES: Final = 10_000
 CAPTURE_TYPE: Final = StructType([
     StructField("position", LongType(), False), StructField("lsn", LongType(), False),
     StructField("xid", LongType(), True), StructField("data", BinaryType(), False),
+    StructField("snapshot", BooleanType(), False),
 ])
 _JSON_FIELDS: Final = "lsn string, xid string, data string, snapshot boolean"
-#: Why a capture with a snapshot block is refused (the decoder would read its rows as
-#: creates): said the same way wherever the block is found.
-SNAPSHOT_REFUSED: Final = (
-    "it holds an initial snapshot (lines with \"snapshot\": true), which the Spark decoder "
-    "does not read yet: decode it with `pgcdc-events decode` (the snapshot's rows become "
-    "r events), or capture with `--snapshot-mode no_data`")
 
 
 def capture_table(rows: Iterable[CaptureRow], *, start: int = 0) -> pa.Table:
@@ -48,16 +44,17 @@ def capture_table(rows: Iterable[CaptureRow], *, start: int = 0) -> pa.Table:
     lsns: list[int] = []
     xids: list[int | None] = []
     datas: list[bytes] = []
+    snapshot: list[bool] = []
     for i, row in enumerate(rows, start):
-        if row.snapshot:
-            raise SparkDecodeError(f"capture row {i} (LSN {row.lsn}): {SNAPSHOT_REFUSED}")
         positions.append(i)
         lsns.append(int(row.lsn))
         xids.append(row.xid)
         datas.append(row.data)
+        snapshot.append(row.snapshot)
     return pa.table({"position": pa.array(positions, pa.int64()),
                      "lsn": pa.array(lsns, pa.int64()), "xid": pa.array(xids, pa.int64()),
-                     "data": pa.array(datas, pa.binary())})
+                     "data": pa.array(datas, pa.binary()),
+                     "snapshot": pa.array(snapshot, pa.bool_())})
 
 
 def capture_dataframe(spark: SparkSession, rows: Iterable[CaptureRow], *, start: int = 0
@@ -105,8 +102,7 @@ def check_capture(path: str, *, order_by: str = "position") -> str:
                 for number, line in enumerate(fh, 1):
                     if not line.strip():
                         continue
-                    if CaptureRow.from_line(line, line_number=number).snapshot:
-                        raise SparkDecodeError(f"{path}, line {number}: {SNAPSHOT_REFUSED}")
+                    CaptureRow.from_line(line, line_number=number)
                     rows += 1
                     if rows >= CHECKED_LINES:
                         break
@@ -134,9 +130,6 @@ def check_capture(path: str, *, order_by: str = "position") -> str:
                                "column")
     if not count:
         raise SparkDecodeError(f"{path} is not a capture: it holds no messages")
-    if "snapshot" in names:  # this layer's Parquet captures never hold snapshot rows
-        raise SparkDecodeError(f"the Parquet capture {path} has a 'snapshot' column: "
-                               f"{SNAPSHOT_REFUSED}")
     return "parquet"
 
 
@@ -158,13 +151,11 @@ def read_capture(spark: SparkSession, path: str, *, order_by: str = "position") 
                | F.col("r.data").rlike("[^0-9a-fA-F]"))
         checked = F.when(bad, F.raise_error(F.concat(
             F.lit("capture line is not {lsn, xid, data} JSON with hex data: "),
-            F.substring(F.col("value"), 1, 120)))).when(
-            F.coalesce(F.col("r.snapshot"), F.lit(False)), F.raise_error(F.concat(
-                F.lit(f"{path}: {SNAPSHOT_REFUSED}; the first such line: "),
-                F.substring(F.col("value"), 1, 120))))
+            F.substring(F.col("value"), 1, 120))))
         return rows.select("position", F.coalesce(checked, F.col("r.lsn")).alias("lsn"),
                            F.col("r.xid").cast("long").alias("xid"),
-                           F.unhex(F.col("r.data")).alias("data"))
+                           F.unhex(F.col("r.data")).alias("data"),
+                           F.coalesce(F.col("r.snapshot"), F.lit(False)).alias("snapshot"))
     return spark.read.parquet(path)
 
 

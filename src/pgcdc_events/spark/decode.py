@@ -21,7 +21,6 @@ the metadata ``_kind`` (``change``, ``truncate`` or ``tombstone``), ``_position`
 
 from __future__ import annotations
 
-import itertools
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -34,6 +33,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import (
     BinaryType,
+    BooleanType,
     IntegerType,
     IntegralType,
     LongType,
@@ -44,6 +44,7 @@ from pyspark.sql.types import (
 
 from pgcdc_events.events.chunks import CONTROL_TYPES, ChunkDecoder, ChunkPlan, plan_chunks
 from pgcdc_events.events.chunks import control_messages as parse_control
+from pgcdc_events.events.columnar import MIN_RUN, ColumnarRun, RunDecoder
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.decoder import EventDecoder
 from pgcdc_events.events.jsonconv import JsonRecordWriter
@@ -51,7 +52,14 @@ from pgcdc_events.events.tables import TableSchema
 from pgcdc_events.protocol.messages import Relation
 from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
 from pgcdc_events.spark.errors import SparkDecodeError
-from pgcdc_events.spark.layout import TABLE_KINDS, TableLayout, record_payload, record_table
+from pgcdc_events.spark.layout import (
+    RUN_KIND,
+    TABLE_KINDS,
+    TableLayout,
+    record_payload,
+    record_table,
+    run_payload,
+)
 from pgcdc_events.spark.schema import Flavour, SparkSchemaOptions
 from pgcdc_events.types.catalog import CatalogSnapshot
 
@@ -92,62 +100,86 @@ class _Decode:
 
 
 class RecordsFunction:
-    """The ``mapInArrow`` function of the decoding pass: rows ``(_chunk, position, lsn, data)``
-    sorted by chunk and position in, :data:`RECORDS_TYPE` batches out."""
+    """The ``mapInArrow`` function of the decoding pass: rows ``(_chunk, position, lsn, data,
+    snapshot)`` sorted by chunk and position in, :data:`RECORDS_TYPE` batches out.
 
-    def __init__(self, plan: Any, make: _Decode, *, payload: bool, lines: bool) -> None:
+    Runs of at least ``min_run`` changes are decoded column-wise
+    (:class:`~pgcdc_events.events.columnar.RunDecoder`) into one row of kind
+    :data:`~pgcdc_events.spark.layout.RUN_KIND` each, unless ``columnar`` is false or the
+    rows are rendered as JSON lines (``lines``)."""
+
+    def __init__(self, plan: Any, make: _Decode, *, payload: bool, lines: bool,
+                 columnar: bool = True, min_run: int = MIN_RUN) -> None:
         self.plan = plan  # a broadcast ChunkPlan, or the plan itself
         self.make = make
         self.payload = payload
         self.lines = lines
+        self.columnar = columnar
+        self.min_run = min_run
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         plan = self.plan if isinstance(self.plan, ChunkPlan) else self.plan.value
-        chunks = ChunkDecoder(plan, self.make.decoder)
+        # Runs of changes are decoded column-wise into one row each, for the tables'
+        # projections; JSON lines are rendered record by record.
+        runner = RunDecoder(ChunkDecoder(plan, self.make.decoder), min_run=self.min_run,
+                            columnar=self.columnar and self.payload and not self.lines)
         render = (JsonRecordWriter.for_config(self.make.config).record_line if self.lines
                   else None)
-        rows = ((c, p, lsn, d) for batch in batches for c, p, lsn, d in zip(
-            batch.column("_chunk").to_pylist(), batch.column("position").to_pylist(),
-            batch.column("lsn").to_pylist(), batch.column("data").to_pylist(), strict=True))
         out: dict[str, list[Any]] = {name: [] for name in _RECORDS_ARROW.names}
         name: str | None = None
-        for chunk, group in itertools.groupby(rows, key=lambda r: r[0]):
-            for position, index, record in chunks.decode(chunk, (r[1:] for r in group)):
-                value = record.value
-                name = record_table(record, name)
-                table = name is not None
-                out["topic"].append(record.topic)
-                out["table"].append(name)
-                out["kind"].append(record.kind)
-                out["op"].append(record.op)
-                out["position"].append(position)
-                out["index"].append(index)
-                out["lsn"].append(record.lsn)
-                out["txId"].append(value["source"]["txId"] if table and value is not None
-                                   else None)
-                out["payload"].append(record_payload(record) if self.payload and table
-                                      else None)
-                out["line"].append(render(record) if render is not None else None)
+        for batch in batches:
+            items = runner.feed(batch.column("_chunk").to_numpy(zero_copy_only=False),
+                                batch.column("position").to_numpy(zero_copy_only=False),
+                                batch.column("lsn").to_numpy(zero_copy_only=False),
+                                batch.column("data"),
+                                batch.column("snapshot").to_numpy(zero_copy_only=False)
+                                if "snapshot" in batch.schema.names else None)
+            for item in items:
+                if isinstance(item, ColumnarRun):
+                    name = item.qualified
+                    first = item.batch.slice(0, 1).to_pylist()[0]
+                    self._append(out, item.table.topic, name, RUN_KIND, None,
+                                 first["position"], 0, first["lsn"], first["source"]["txId"],
+                                 run_payload(item.batch), None)
+                else:
+                    position, index, record = item
+                    value = record.value
+                    name = record_table(record, name)
+                    table = name is not None
+                    self._append(
+                        out, record.topic, name, record.kind, record.op, position, index,
+                        record.lsn,
+                        value["source"]["txId"] if table and value is not None else None,
+                        record_payload(record) if self.payload and table else None,
+                        render(record) if render is not None else None)
                 if len(out["topic"]) >= _BATCH:
                     yield pa.RecordBatch.from_pydict(out, schema=_RECORDS_ARROW)
                     out = {n: [] for n in _RECORDS_ARROW.names}
+        runner.finish()
         if out["topic"]:
             yield pa.RecordBatch.from_pydict(out, schema=_RECORDS_ARROW)
+
+    @staticmethod
+    def _append(out: dict[str, list[Any]], *row: Any) -> None:
+        for name, value in zip(_RECORDS_ARROW.names, row, strict=True):
+            out[name].append(value)
 
 
 class EventsFunction:
     """The ``mapInArrow`` function of a table's projection: its records in, events out."""
 
-    def __init__(self, layout: TableLayout) -> None:
+    def __init__(self, layout: TableLayout, tombstones: bool = True) -> None:
         self.layout = layout
+        self.tombstones = tombstones
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
             if batch.num_rows:
-                yield self.layout.batch(zip(
+                yield from self.layout.batches(zip(
                     batch.column("position").to_pylist(), batch.column("index").to_pylist(),
                     batch.column("kind").to_pylist(), batch.column("lsn").to_pylist(),
-                    batch.column("payload").to_pylist(), strict=True))
+                    batch.column("payload").to_pylist(), strict=True),
+                    tombstones=self.tombstones)
 
 
 def capture_tables(schema: Iterable[tuple[int, int, Any]], config: EventConfig,
@@ -227,7 +259,7 @@ class DecodedCapture:
                 rows = rows.filter(F.col("kind") != "tombstone")
             cached = self._tables[table] = map_in_arrow(
                 rows.select("position", "index", "kind", "lsn", "payload"),
-                EventsFunction(layout), layout.output_type())
+                EventsFunction(layout, self.tombstones), layout.output_type())
         return cached
 
     def json_lines(self, table: str) -> DataFrame:
@@ -262,7 +294,8 @@ def by_position(table: Any) -> Any:
 
 def normalize_capture(df: DataFrame, order_by: str = "position") -> DataFrame:
     """The capture columns as the layer reads them: ``position`` (long, from ``order_by``),
-    ``lsn`` (long; ``X/Y`` strings are parsed) and ``data`` (binary; hex text is decoded)."""
+    ``lsn`` (long; ``X/Y`` strings are parsed), ``data`` (binary; hex text is decoded) and
+    ``snapshot`` (boolean: false when the column is absent or null)."""
     fields = {f.name: f.dataType for f in df.schema.fields}
     for required in ("lsn", "data", order_by):
         if required not in fields:
@@ -289,8 +322,14 @@ def normalize_capture(df: DataFrame, order_by: str = "position") -> DataFrame:
     else:
         raise SparkDecodeError(f"column 'lsn' must be an X/Y string or an integer, not "
                                f"{fields['lsn'].simpleString()}")
+    snapshot = F.lit(False)
+    if "snapshot" in fields:
+        if not isinstance(fields["snapshot"], BooleanType):
+            raise SparkDecodeError(f"column 'snapshot' must be boolean, not "
+                                   f"{fields['snapshot'].simpleString()}")
+        snapshot = F.coalesce(F.col("snapshot"), F.lit(False))
     return df.select(F.col(f"`{order_by}`").cast("long").alias("position"), lsn.alias("lsn"),
-                     data.alias("data"))
+                     data.alias("data"), snapshot.alias("snapshot"))
 
 
 def _chunk_column(position: Column, bounds: tuple[int, ...], lo: int = 0,
@@ -339,12 +378,13 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
     first = F.substring(F.col("data"), 1, 1)
     control_rows = raw.filter(first.isin(*(bytes([t]) for t in CONTROL_TYPES))).collect()
     control = sorted((r["position"], r["lsn"], bytes(r["data"])) for r in control_rows)
+    snapshot = frozenset(r["position"] for r in control_rows if r["snapshot"])
     parsed = list(parse_control(control))
     if chunk_messages is None:
         span = control[-1][0] - control[0][0] if control else 0
         cores = raw.sparkSession.sparkContext.defaultParallelism
         chunk_messages = max(20_000, span // (8 * max(1, cores)))
-    plan = plan_chunks(parsed, min_messages=chunk_messages)
+    plan = plan_chunks(parsed, min_messages=chunk_messages, snapshot=snapshot)
     versions = capture_tables(plan.schema, config, catalog)
     make = _Decode(config, catalog, clock, run_id or str(uuid.uuid4()))
     spark = raw.sparkSession
@@ -352,7 +392,7 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
     chunked = (raw.withColumn("_chunk", _chunk_column(F.col("position"), plan.boundaries))
                .repartition(partitions, "_chunk").sortWithinPartitions("_chunk", "position"))
     shared = spark.sparkContext.broadcast(plan)
-    records = map_in_arrow(chunked.select("_chunk", "position", "lsn", "data"),
+    records = map_in_arrow(chunked.select("_chunk", "position", "lsn", "data", "snapshot"),
                            RecordsFunction(shared, make, payload=payload, lines=lines),
                            RECORDS_TYPE)
     if persist:

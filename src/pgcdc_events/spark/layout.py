@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import attrs
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
+import pyarrow.compute as pc  # type: ignore[import-untyped]
 from pyspark.sql.types import (
     ByteType,
     DataType,
@@ -49,8 +50,8 @@ from pgcdc_events.types.registry import TypeRegistry
 from pgcdc_events.types.schema import Schema
 
 __all__ = [
-    "BLOCK_TYPE", "POSITION_TYPE", "SOURCE_TYPE", "TableLayout", "catalog_table_schemas",
-    "record_payload",
+    "BLOCK_TYPE", "POSITION_TYPE", "RUN_KIND", "SOURCE_TYPE", "TableLayout",
+    "catalog_table_schemas", "record_payload", "run_payload",
 ]
 
 #: The ``source`` block, the ``transaction`` block and the ordering key of the events.
@@ -68,8 +69,11 @@ _WIDER_INTEGRAL: Final = (ByteType(), ShortType(), IntegerType(), LongType())
 _RELATED: Final = ("__debezium.newkey", "__debezium.oldkey")
 
 
+#: The kind of a records row holding a run of a table's records decoded column-wise
+#: (:mod:`pgcdc_events.events.columnar`): its payload is the run's Arrow batch (IPC stream).
+RUN_KIND: Final = "changes"
 #: The record kinds that belong to a table (its events DataFrame).
-TABLE_KINDS: Final = ("change", "truncate", "tombstone")
+TABLE_KINDS: Final = ("change", "truncate", "tombstone", RUN_KIND)
 
 
 def record_table(record: ChangeRecord, previous: str | None) -> str | None:
@@ -112,6 +116,24 @@ class _PayloadUnpickler(pickle.Unpickler):
 
 def _load_payload(payload: bytes) -> Any:
     return _PayloadUnpickler(io.BytesIO(payload)).load()
+
+
+#: Runs are compressed (zstd): their constant and repeated columns shrink about eight
+#: times, which the persisted records and the projection's transfer pay for.
+_RUN_IPC: Final = pa.ipc.IpcWriteOptions(compression="zstd")
+
+
+def run_payload(batch: Any) -> bytes:
+    """A :class:`~pgcdc_events.events.columnar.ColumnarRun`'s batch as the payload of its
+    records row (a compressed Arrow IPC stream: data, never code)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema, options=_RUN_IPC) as writer:
+        writer.write_batch(batch)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _load_run(payload: bytes) -> Any:
+    return pa.ipc.open_stream(payload).read_next_batch()
 
 
 @attrs.frozen
@@ -210,9 +232,89 @@ class TableLayout:
             return pa.nulls(len(rows), dtype) if rows else pa.array([], dtype)
         return pa.StructArray.from_arrays(children, fields=list(dtype), mask=mask)
 
-    def batch(self, rows: Iterable[tuple[int, int, str, int, bytes]]) -> Any:
+    def batch(self, rows: Iterable[tuple[int, int, str, int, bytes]], *,
+              tombstones: bool = True) -> Any:
         """An Arrow batch of :meth:`output_type` from records ``(position, index, kind, lsn,
-        payload)`` (:func:`record_payload`)."""
+        payload)`` (:func:`record_payload`, or :func:`run_payload` for a :data:`RUN_KIND`
+        row); ``tombstones=False`` drops the tombstones of runs."""
+        parts = self.batches(rows, tombstones=tombstones)
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return self._records([])
+        table = pa.Table.from_batches(parts).combine_chunks()
+        return table.to_batches()[0]
+
+    def batches(self, rows: Iterable[tuple[int, int, str, int, bytes]], *,
+                tombstones: bool = True) -> list[Any]:
+        """:meth:`batch`, as several Arrow batches (runs are not copied into one)."""
+        parts: list[Any] = []
+        pending: list[tuple[int, int, str, int, bytes]] = []
+        for row in rows:
+            if row[2] != RUN_KIND:
+                pending.append(row)
+                continue
+            if pending:
+                parts.append(self._records(pending))
+                pending = []
+            run = self._run(_load_run(row[4]), tombstones)
+            if run.num_rows:
+                parts.append(run)
+        if pending:
+            parts.append(self._records(pending))
+        return parts
+
+    def _run(self, run: Any, tombstones: bool) -> Any:
+        """A column-wise run's batch (Connect values in Arrow) as events."""
+        if not tombstones:
+            run = run.filter(pc.not_equal(run.column("kind"), "tombstone"))
+        schema = arrow_schema(self.output_type())
+        count = run.num_rows
+        value_arrow = arrow_type(self.value_type)
+        source_type = schema.field("source").type
+        source = run.column("source")
+        columns: dict[str, Any] = {
+            "before": self._run_struct(self.value_fields, run.column("before"), value_arrow),
+            "after": self._run_struct(self.value_fields, run.column("after"), value_arrow),
+            "source": pa.StructArray.from_arrays(
+                [source.field(f.name).cast(f.type) for f in source_type],
+                fields=list(source_type), mask=source.is_null()),
+            "transaction": pa.nulls(count, schema.field("transaction").type),
+            "op": run.column("op"),
+            "ts_ms": run.column("ts_ms"), "ts_us": run.column("ts_us"),
+            "ts_ns": run.column("ts_ns"),
+            "_kind": run.column("kind"),
+            "_position": pa.StructArray.from_arrays(
+                [run.column("position"), run.column("index")],
+                fields=list(schema.field("_position").type)),
+            "_lsn": run.column("lsn"),
+        }
+        if self.key_fields is not None and self.key_type is not None:
+            key_arrow = arrow_type(self.key_type)
+            columns["key"] = self._run_struct(self.key_fields, run.column("key"), key_arrow)
+            columns["_related_key"] = pa.nulls(count, key_arrow)
+        return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+    def _run_struct(self, fields: list[_Field], array: Any, dtype: Any) -> Any:
+        names = {f.name for f in array.type}
+        children = []
+        for i, field in enumerate(fields):
+            target = dtype.field(i).type
+            if field.name not in names:
+                children.append(pa.nulls(len(array), target))
+                continue
+            converter = self._converter(field)
+            child = array.field(field.name)
+            if child.type != converter.literal_type:
+                child = child.cast(converter.literal_type)
+            child = converter.from_literal(child)
+            children.append(child if child.type == target else child.cast(target))
+        if not children:
+            return pa.nulls(len(array), dtype)
+        return pa.StructArray.from_arrays(children, fields=list(dtype),
+                                          mask=array.is_null() if array.null_count else None)
+
+    def _records(self, rows: Iterable[tuple[int, int, str, int, bytes]]) -> Any:
         positions: list[int] = []
         indexes: list[int] = []
         kinds: list[str] = []

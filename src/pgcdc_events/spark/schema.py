@@ -62,6 +62,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pgcdc_events.events.columnar import DECIMAL_MAX, decimal_parameters
 from pgcdc_events.events.config import EventConfig, JsonConverterConfig
 from pgcdc_events.events.tables import TableSchema
 from pgcdc_events.spark.errors import SparkDecodeError
@@ -88,7 +89,7 @@ __all__ = [
 Flavour = Literal["literal", "semantic"]
 
 #: Spark's largest decimal precision.
-DECIMAL_MAX_PRECISION: Final = 38
+DECIMAL_MAX_PRECISION: Final = DECIMAL_MAX
 
 DATE_NAMES: Final = frozenset({"io.debezium.time.Date", "org.apache.kafka.connect.data.Date"})
 #: Timestamp names and how many of their units make a microsecond (negative: units per µs).
@@ -151,15 +152,8 @@ SEMANTIC: Final = SparkSchemaOptions("semantic")
 
 def decimal_type(schema: Schema) -> DecimalType | None:
     """The ``DecimalType`` of a Connect ``Decimal`` schema (``None``: too wide for Spark)."""
-    params = schema.params
-    try:
-        scale = int(params.get("scale", "0"))
-        precision = int(params.get("connect.decimal.precision", str(DECIMAL_MAX_PRECISION)))
-    except ValueError:
-        return None
-    if 0 <= scale <= precision <= DECIMAL_MAX_PRECISION:
-        return DecimalType(precision, scale)
-    return None
+    decimal = decimal_parameters(schema)
+    return None if decimal is None else DecimalType(*decimal)
 
 
 def spark_type(schema: Schema, options: SparkSchemaOptions = SEMANTIC) -> DataType:

@@ -26,7 +26,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from pgcdc_events.spark._session import map_in_arrow
 from pgcdc_events.spark.decode import DecodedCapture
 from pgcdc_events.spark.errors import SparkDecodeError
-from pgcdc_events.spark.layout import TableLayout
+from pgcdc_events.spark.layout import TABLE_KINDS, TableLayout
 
 __all__ = ["table_directory", "write_tables"]
 
@@ -52,8 +52,9 @@ class _Writer:
     """The ``mapInArrow`` function: one task's records, sorted by table and order, written."""
 
     def __init__(self, root: str, tables: dict[str, tuple[str, TableLayout]], fmt: Format,
-                 token: str) -> None:
+                 token: str, tombstones: bool = True) -> None:
         self.root, self.tables, self.fmt, self.token = root, tables, fmt, token
+        self.tombstones = tombstones
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext  # noqa: PLC0415
@@ -81,8 +82,8 @@ class _Writer:
                     if current is None or current[0] != table:
                         close()
                         current = (table, self._open(fs, base, table, part))
-                    self._write(current[1], table, piece)
-                    counts[table] = counts.get(table, 0) + piece.num_rows
+                    written = self._write(current[1], table, piece)
+                    counts[table] = counts.get(table, 0) + written
                     start = end
         finally:
             close()
@@ -98,16 +99,21 @@ class _Writer:
             return fs.open_output_stream(name + ".json")
         return pq.ParquetWriter(name + ".parquet", layout.batch([]).schema, filesystem=fs)
 
-    def _write(self, out: Any, table: str, piece: Any) -> None:
+    def _write(self, out: Any, table: str, piece: Any) -> int:
+        """Write a piece of ``table``'s records rows; the number of events written."""
         if self.fmt == "json":
             out.write("".join(line + "\n" for line in piece.column("line").to_pylist()
                               ).encode("utf-8"))
-            return
+            return int(piece.num_rows)
         _, layout = self.tables[table]
-        out.write_batch(layout.batch(zip(
-            piece.column("position").to_pylist(), piece.column("index").to_pylist(),
-            piece.column("kind").to_pylist(), piece.column("lsn").to_pylist(),
-            piece.column("payload").to_pylist(), strict=True)))
+        written = 0
+        for part in layout.batches(zip(
+                piece.column("position").to_pylist(), piece.column("index").to_pylist(),
+                piece.column("kind").to_pylist(), piece.column("lsn").to_pylist(),
+                piece.column("payload").to_pylist(), strict=True), tombstones=self.tombstones):
+            out.write_batch(part)
+            written += part.num_rows
+        return written
 
 
 def write_tables(decoded: DecodedCapture, path: str, *, tables: Sequence[str] | None = None,
@@ -127,15 +133,16 @@ def write_tables(decoded: DecodedCapture, path: str, *, tables: Sequence[str] | 
         if fs.get_file_info(target).type != pafs.FileType.NotFound:
             fs.delete_dir(target)
         fs.create_dir(target, recursive=True)
-    kinds = ["change", "truncate", "tombstone"]
+    kinds = list(TABLE_KINDS)
     if fmt == "parquet" and not decoded.tombstones:
-        kinds.remove("tombstone")
+        kinds.remove("tombstone")  # (and from runs, when written)
     rows = decoded.records.filter(F.col("table").isin(*chosen) & F.col("kind").isin(*kinds))
     partitions = max(1, min(len(chosen), decoded.spark.sparkContext.defaultParallelism * 2))
     ordered = (rows.select("table", "position", "index", "kind", "lsn", "payload", "line")
                .repartition(partitions, "table")
                .sortWithinPartitions("table", "position", "index"))
-    writer = _Writer(path, chosen, fmt, uuid.uuid4().hex[:12])
+    writer = _Writer(path, chosen, fmt, uuid.uuid4().hex[:12],
+                     tombstones=fmt == "json" or decoded.tombstones)
     written = {r["table"]: r["rows"] for r in map_in_arrow(ordered, writer, _WRITTEN).collect()}
     out: dict[str, int] = {}
     for name in names:
