@@ -84,11 +84,13 @@ class CaptureSink:
     def start(self, options: ResolvedOptions) -> None:
         """Nothing to set up."""
 
+    #: Units held as capture lines suit this sink (:attr:`SlotReader.render`).
+    render = True
+
     def write(self, unit: Unit, output: Output) -> None:
         """The unit's rows as capture lines."""
-        lines = [dump_capture_row(row) for row in self.schema.rows(unit)]
-        lines.append("")
-        output.write("\n".join(lines).encode("ascii"))  # hex and LSNs: ASCII only
+        for block in self.schema.text(unit):
+            output.write(block.encode("ascii"))  # hex and LSNs: ASCII only
 
     def replay(self, unit: Unit) -> None:
         """Nothing to keep in step."""
@@ -215,6 +217,7 @@ def run_capture(
         raise ConfigurationError(f"snapshot mode {snapshot_mode!r}: expected one of "
                                  f"{', '.join(SNAPSHOT_MODES)}")
     stats = CaptureStats()
+    reader.render = getattr(sink, "render", False)  # units as lines for a capture sink
     after = output.checkpoint.lsn
     stats.lsn = None if after is None else Lsn(after)
     limit = batch_rows
