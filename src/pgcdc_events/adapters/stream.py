@@ -345,8 +345,8 @@ class StreamReader(SlotReader):
         Every received buffer is scanned in one loop. An Insert, Update or Delete of an
         open transaction (no stream block, no message waiting for its LSN) whose first
         bytes are a head the assembler knows (:attr:`UnitAssembler.heads`) goes straight
-        into the transaction as its capture line, when the assembler renders them; any
-        other message is handed to :meth:`UnitAssembler.feed` as a row.
+        into the transaction (as its capture line when the assembler renders them, else
+        as a row), unparsed; any other message is handed to :meth:`UnitAssembler.feed`.
         """
         heads = assembler.heads
         render = assembler.render
@@ -365,9 +365,10 @@ class StreamReader(SlotReader):
             else:  # a large message is being gathered: nothing complete yet
                 buf, size, need = b"", 0, 1 + unpack_u32(received, 1)[0]
             # the open transaction's lines, while changes can go straight to it
-            unit = assembler.open_transaction() if render and not self._pending else None
+            unit = assembler.open_transaction() if not self._pending else None
             if unit is not None:
-                lines, seen, middle = unit.lines, unit.heads, unit.middle
+                lines, seen, middle, add, xid = (unit.lines, unit.heads, unit.middle,
+                                                 unit.add, unit.xid)
             high, open_lsn = -1, ""
             fast = wal_end = 0
             general = False
@@ -385,15 +386,18 @@ class StreamReader(SlotReader):
                         if lsn:
                             if head not in seen:
                                 take(unit, head)
+                            fast += 1
+                            pos, start = end, pos + data_at
+                            if not render:
+                                add(CaptureRow(Lsn(lsn), xid, buf[start:end]))
+                                continue
                             if lsn >> 32 != high:  # LSN as Lsn.__str__ writes it
                                 high = lsn >> 32
                                 open_lsn = f"{LINE_OPEN}{high:X}/"
                             lines.append(f"{open_lsn}{lsn & 0xFFFFFFFF:X}{middle}"
-                                         f"{buf[pos + data_at:end].hex()}{LINE_CLOSE}\n")
-                            fast += 1
+                                         f"{buf[start:end].hex()}{LINE_CLOSE}\n")
                             if len(lines) >= CHUNK_LINES:
                                 unit.flush()
-                            pos = end
                             continue
                 # anything else: count what went straight in, then the general path, then
                 # start again from the reader's state (the open transaction may change)
@@ -418,9 +422,11 @@ class StreamReader(SlotReader):
 
     def _settle(self, assembler: UnitAssembler, batch: BatchInfo, unit: Any, count: int,
                 wal_end: int) -> None:
-        """Count ``count`` changes that went straight into ``unit``."""
-        unit.changes += count
-        unit.count += count
+        """Count ``count`` changes that went straight into ``unit`` (rows count
+        themselves as they are added; lines here)."""
+        if assembler.render:
+            unit.changes += count
+            unit.count += count
         assembler.rows_read += count
         batch.rows += count
         self._server_sent = max(self._server_sent, wal_end)
