@@ -153,6 +153,7 @@ class StreamReader(SlotReader):
         self._server_sent = 0  # the server's sent position (keepalives, XLogData)
         self._walsender_pid: int | None = None
         self._units_out: list[Unit] = []
+        self._target: int | None = None  # the server's flush position when the read began
 
     # -- connection ------------------------------------------------------------------------
     def close(self) -> None:
@@ -417,8 +418,17 @@ class StreamReader(SlotReader):
                 self._settle(assembler, batch, unit, fast, wal_end)
             if not general:  # everything complete is read
                 self._pos = pos
-                if not self._fill(timeout, need):
+                if self._caught_up():  # no wait for more: unless it is here, say so now
+                    if not self._fill(0, need):
+                        yield None
+                elif not self._fill(timeout, need):
                     yield None
+
+    def _caught_up(self) -> bool:
+        """Whether the server has sent all it had when the read began (and no message
+        waits for the LSN of the next)."""
+        return self._target is not None and self._server_sent >= self._target \
+            and not self._pending
 
     def _settle(self, assembler: UnitAssembler, batch: BatchInfo, unit: Any, count: int,
                 wal_end: int) -> None:
@@ -481,14 +491,14 @@ class StreamReader(SlotReader):
         assembler = self._assembler
         assembler.after = after
         batch = self.last_batch = BatchInfo(limit=limit)
-        target = self._flush_position()
+        self._target = self._flush_position()
         asked = False
         units = self._units(assembler, batch, _CATCH_UP_POLL)
         try:
             for unit in units:
                 if unit is None:
-                    if self._server_sent >= target and not self._pending:
-                        break  # caught up: everything the server had is here
+                    if self._caught_up():
+                        break  # everything the server had is here
                     if not asked:
                         self._status(reply=True, flush=False)  # ask where the server is
                         asked = True
@@ -502,6 +512,7 @@ class StreamReader(SlotReader):
                     break
         finally:
             units.close()
+            self._target = None
         batch.hold_lsn = assembler.hold_lsn
         batch.incomplete = assembler.incomplete
 
