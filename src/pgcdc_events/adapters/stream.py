@@ -69,7 +69,7 @@ _XLOG_DATA_END = 1 + XLOG_DATA_HEAD.size
 _XLOG_DATA_FRAME = 5 + _XLOG_DATA_END
 _COPY_DATA, _XLOG_DATA = b"d"[0], b"w"[0]
 #: Bytes asked of the socket at once.
-_RECV_BYTES = 1 << 20
+_RECV_BYTES = 1 << 18
 #: Messages that close or resolve a transaction other than the current one: Stream
 #: Commit/Abort/Prepare, Commit/Rollback Prepared (the xid is in their head).
 _ENDS_ELSEWHERE = frozenset((wire.STREAM_COMMIT, wire.STREAM_ABORT, wire.STREAM_PREPARE,
