@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from pgcdc_events.adapters.stream import StreamReader
+from pgcdc_events.adapters.units import UnitAssembler
 from pgcdc_events.cli import main
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
-from pgcdc_events.protocol import CaptureRow, Lsn, iter_capture
+from pgcdc_events.protocol import CaptureRow, Lsn, dump_capture_row, iter_capture
 from pgcdc_events.testing.cluster import TempCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,3 +186,78 @@ def test_xids_of_short_or_unknown_messages_are_left_to_the_protocol_reader() -> 
     tracker = XidTracker()
     for data in (b"", b"B", b"B\x00", b"S\x00", b"K" + b"\x00" * 10, b"r\x01", b"?"):
         assert tracker.xid(data) is None
+
+
+def test_changes_read_from_their_heads_are_written_as_the_sql_reader_writes_them(
+        url: str, pg_conn: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stream writes an Insert, Update or Delete of an open transaction as its capture
+    line straight from the received bytes, matched on its first bytes
+    (``wire.change_heads``), never parsed. On a transaction of more lines than a block
+    holds (spilled under a small memory limit), a value larger than one socket read,
+    updates and deletes with key and old tuples, and a column added between transactions
+    (new heads): the same capture as the SQL reader's, which parses every message."""
+    for slot in ("by_sql", "by_stream", "by_decode"):
+        pg_conn.run(f"SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')")
+    pg_conn.run("CREATE TABLE full_t (id int PRIMARY KEY, v text)")
+    pg_conn.run("ALTER TABLE full_t REPLICA IDENTITY FULL")
+    pg_conn.run("INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 5000) g")
+    pg_conn.run("INSERT INTO t VALUES (0, repeat('big', 1000000))")  # 3 MB on the wire
+    pg_conn.run("UPDATE t SET v = 'u' WHERE id <= 10")
+    pg_conn.run("UPDATE t SET id = id + 100000 WHERE id = 11")  # the old key goes too
+    pg_conn.run("DELETE FROM t WHERE id <= 5")
+    pg_conn.run("INSERT INTO full_t VALUES (1, 'a'), (2, 'b')")
+    pg_conn.run("UPDATE full_t SET v = 'c'")
+    pg_conn.run("DELETE FROM full_t WHERE id = 1")
+    pg_conn.run("ALTER TABLE t ADD COLUMN w int")
+    pg_conn.run("INSERT INTO t VALUES (-1, 'after', 7)")
+    pg_conn.run("UPDATE t SET w = 1 WHERE id = 20")
+    extra = ("--memory-limit", "0.25", "--batch-rows", "700")
+    assert main(_args(url, "by_sql", tmp_path / "sql", "--reader", "sql", *extra)) == 0
+    fed: list[int] = []
+    feed = UnitAssembler.feed
+
+    def counting(self: UnitAssembler, row: CaptureRow) -> object:
+        fed.append(1)
+        return feed(self, row)
+
+    monkeypatch.setattr(UnitAssembler, "feed", counting)
+    assert main(_args(url, "by_stream", tmp_path / "stream", *extra)) == 0
+    with open(tmp_path / "sql" / "capture.jsonl", encoding="utf-8") as fh:
+        sql = list(iter_capture(fh))
+    with open(tmp_path / "stream" / "capture.jsonl", "rb") as fh:
+        text = fh.read()
+    stream = list(iter_capture(text.decode("ascii").splitlines()))
+    assert text == b"".join(dump_capture_row(row).encode() + b"\n" for row in stream)
+    changes = [r for r in stream if r.data[:1] in (b"I", b"U", b"D")]
+    assert len(changes) == 5000 + 1 + 11 + 1 + 6 + 2 + 2 + 1 + 1 + 1  # id 0 is <= 10
+    assert max(len(r.data) for r in changes) > 3_000_000
+    # only the other messages took the general path, and the change right after each
+    # Relation (which waits for that change's LSN)
+    relations = [(int(r.lsn), r.xid, r.data) for r in stream if r.data[:1] == b"R"]
+    assert len(fed) == len(stream) - len(changes) + len(relations)
+
+    def comparable(rows: list[CaptureRow]) -> list[tuple[int, int | None, bytes]]:
+        return [(int(r.lsn), r.xid, r.data) for r in rows if r.data[:1] != b"R"]
+
+    assert comparable(stream) == comparable(sql)
+    announced = {(int(r.lsn), r.xid, r.data) for r in sql if r.data[:1] == b"R"}
+    assert len(relations) == 3 and set(relations) <= announced  # t, full_t, t again
+    # capture --decode takes the same path with rows (unrendered): the records of decoding
+    # the SQL reader's capture, but for the time of processing and the run's id
+    fed.clear()
+    assert main(_args(url, "by_decode", tmp_path / "dec", "--decode", *extra)) == 0
+    assert len(fed) == len(stream) - len(changes) + len(relations)
+    assert main(["decode", "--capture", str(tmp_path / "sql" / "capture.jsonl"), "--output",
+                 str(tmp_path / "sql.jsonl"), "-q"]) == 0
+
+    def records(path: Path) -> list[Any]:
+        with open(path, encoding="utf-8") as fh:
+            lines = [json.loads(line) for line in fh]
+        for line in lines:
+            line.pop("headers")
+            for key in ("ts_ms", "ts_us", "ts_ns"):
+                if line["value"] is not None:
+                    line["value"]["payload"].pop(key)
+        return lines
+
+    assert records(tmp_path / "dec" / "events.jsonl") == records(tmp_path / "sql.jsonl")

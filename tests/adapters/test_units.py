@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pgcdc_events.adapters import CaptureRowCodec, UnitAssembler
-from pgcdc_events.adapters.units import SchemaTracker
+from pgcdc_events.adapters.units import CHUNK_LINES, SchemaTracker
 from pgcdc_events.errors import ProtocolError
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.protocol import (
@@ -21,6 +21,7 @@ from pgcdc_events.protocol import (
     CaptureRow,
     CommitPrepared,
     Lsn,
+    dump_capture_row,
     encode_message,
     iter_capture,
     parse_message,
@@ -228,3 +229,42 @@ def test_a_broken_change_is_the_protocol_readers_error(case: int) -> None:
     with pytest.raises(ProtocolError) as got:
         _assemble(rows)
     assert str(got.value) == str(expected.value)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("budget", [None, 0])
+def test_rendered_units_hold_the_lines_of_their_rows(name: str, budget: int | None) -> None:
+    """``render=True``: each unit holds its rows as the capture lines ``dump_capture_row``
+    writes (the same units as without it), reads back as the same rows, and the schema
+    tracker hands on the same lines, schema rows included, spilled or not."""
+    rows = _rows(name)
+    plain, _ = _assemble(rows)
+    rendered, assembler = _assemble(
+        rows, render=True, budget=None if budget is None else MemoryBudget(budget))
+    assert assembler.incomplete == 0
+    assert [(u.kind, u.xid, u.end_lsn, u.changes, len(u)) for u in rendered] == \
+        [(u.kind, u.xid, u.end_lsn, u.changes, len(u)) for u in plain]
+    assert all(u.rendered for u in rendered) and not any(u.rendered for u in plain)
+    for ours, theirs in zip(rendered, plain, strict=True):
+        assert "".join(ours.text()) == "".join(dump_capture_row(r) + "\n" for r in theirs)
+        assert list(ours) == list(theirs)
+        assert [r.data for r in ours.marks] == [r.data for r in theirs
+                                                 if r.data[:1] in (b"S", b"E", b"R", b"Y")]
+    by_rows, by_text = SchemaTracker(), SchemaTracker()
+    expected = "".join(dump_capture_row(row) + "\n" for unit in plain for row in by_rows.rows(unit))
+    assert "".join(block for unit in rendered for block in by_text.text(unit)) == expected
+
+
+def test_a_rendered_unit_joins_its_lines_in_blocks() -> None:
+    """A transaction of more rows than a block holds comes out in several blocks."""
+    rows = _rows("basic_v2")
+    begin = next(i for i, r in enumerate(rows) if r.data[:1] == b"B")
+    first = next(i for i in range(begin, len(rows)) if rows[i].data[:1] == b"I")
+    commit = next(r for r in rows[first:] if r.data[:1] == b"C")
+    many = [*rows[begin:first], *[rows[first]] * (2 * CHUNK_LINES + 5), commit]
+    assembler = UnitAssembler(render=True)
+    units = [u for u in map(assembler.feed, many) if u is not None]
+    assert len(units) == 1
+    blocks = list(units[0].text())
+    assert len(blocks) == 3 and len(units[0]) == len(many)
+    assert "".join(blocks) == "".join(dump_capture_row(r) + "\n" for r in many)

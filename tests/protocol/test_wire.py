@@ -17,6 +17,8 @@ from pgcdc_events.protocol.messages import (
     Begin,
     BeginPrepare,
     CommitPrepared,
+    Delete,
+    Insert,
     Message,
     Prepare,
     RollbackPrepared,
@@ -24,6 +26,8 @@ from pgcdc_events.protocol.messages import (
     StreamCommit,
     StreamPrepare,
     StreamStart,
+    StreamStop,
+    Update,
 )
 from pgcdc_events.testing.protocol import messages
 
@@ -85,3 +89,42 @@ def test_every_message_class_takes_its_type_byte_from_wire() -> None:
     for cls_name, const in names.items():
         assert getattr(wire, const) == getattr(module, cls_name).TYPE
     assert len(set(names.values())) == len({getattr(wire, c) for c in names.values()})
+
+
+def test_change_heads_are_the_first_bytes_of_every_real_change() -> None:
+    """Every Insert, Update and Delete outside stream blocks in the real captures begins
+    with one of ``change_heads`` of its relation (OID, column count), and no change begins
+    with a head of another relation, another width or another tuple kind."""
+    checked = 0
+    kinds: set[bytes] = set()
+    for path in sorted(CAPTURES.glob("*.jsonl")) + sorted(GOLDEN.glob("*/*/capture.jsonl")):
+        reader = PgOutputReader()
+        in_stream = False
+        with path.open() as fh:
+            for row in iter_capture(fh):
+                message = reader.read(row.data)
+                if isinstance(message, StreamStart):
+                    in_stream = True
+                elif isinstance(message, StreamStop):
+                    in_stream = False
+                if in_stream or not isinstance(message, (Insert, Update, Delete)):
+                    continue
+                columns = len(reader.relations[message.relation_id].columns)
+                heads = wire.change_heads(message.relation_id, columns)
+                head = row.data[:wire.CHANGE_HEAD_SIZE]
+                assert head in heads, (path.name, message)
+                kinds.add(row.data[:1] + row.data[5:6])
+                # a neighbour relation, one column more or less: not a head of those
+                for relid, width in ((message.relation_id + 1, columns),
+                                     (message.relation_id, columns + 1),
+                                     (message.relation_id, max(columns - 1, 0))):
+                    assert head not in wire.change_heads(relid, width)
+                checked += 1
+    assert checked > 1000
+    # the captures hold each tuple kind a change can start with
+    assert kinds == {b"IN", b"UN", b"UK", b"UO", b"DK", b"DO"}
+    # and what cannot start a change: an Insert of an old tuple, a Delete of a new one
+    heads = wire.change_heads(16385, 3)
+    assert len(heads) == 6
+    assert not {b"I\x00\x00\x40\x01K\x00\x03", b"I\x00\x00\x40\x01O\x00\x03",
+                b"D\x00\x00\x40\x01N\x00\x03", b"T\x00\x00\x40\x01N\x00\x03"} & heads

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -36,12 +36,13 @@ from pgcdc_events.adapters.pg8000 import ResolvedOptions, SlotInfo, SlotReader, 
 from pgcdc_events.adapters.snapshot import SNAPSHOT_MODES, read_snapshot
 from pgcdc_events.adapters.units import SchemaTracker, Unit
 from pgcdc_events.errors import ConfigurationError
-from pgcdc_events.events.config import EventConfig
-from pgcdc_events.events.decoder import EventDecoder
-from pgcdc_events.events.jsonconv import JsonRecordWriter
 from pgcdc_events.protocol.capture import CaptureRow, dump_capture_row
 from pgcdc_events.protocol.lsn import Lsn
-from pgcdc_events.types.catalog import CatalogSnapshot
+
+if TYPE_CHECKING:  # the event layer is imported by EventSink alone (a capture starts faster)
+    from pgcdc_events.events.config import EventConfig
+    from pgcdc_events.events.decoder import EventDecoder
+    from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = ["CaptureSink", "CaptureStats", "EventSink", "Sink", "run_capture"]
 
@@ -84,11 +85,13 @@ class CaptureSink:
     def start(self, options: ResolvedOptions) -> None:
         """Nothing to set up."""
 
+    #: Units held as capture lines suit this sink (:attr:`SlotReader.render`).
+    render = True
+
     def write(self, unit: Unit, output: Output) -> None:
         """The unit's rows as capture lines."""
-        lines = [dump_capture_row(row) for row in self.schema.rows(unit)]
-        lines.append("")
-        output.write("\n".join(lines).encode("ascii"))  # hex and LSNs: ASCII only
+        for block in self.schema.text(unit):
+            output.write(block.encode("ascii"))  # hex and LSNs: ASCII only
 
     def replay(self, unit: Unit) -> None:
         """Nothing to keep in step."""
@@ -109,6 +112,8 @@ class EventSink:
 
     def __init__(self, config: EventConfig, *, catalog: CatalogSnapshot | None = None,
                  memory_limit: int | None = None) -> None:
+        from pgcdc_events.events.jsonconv import JsonRecordWriter  # noqa: PLC0415 - start-up
+
         self.config = config
         self.catalog = catalog
         self.memory_limit = memory_limit
@@ -120,6 +125,8 @@ class EventSink:
     def start(self, options: ResolvedOptions) -> None:
         """Create the decoder for the options the slot is read with (once)."""
         if self.decoder is None:
+            from pgcdc_events.events.decoder import EventDecoder  # noqa: PLC0415 - start-up
+
             self.decoder = EventDecoder(self.config, catalog=self.catalog,
                                         proto_version=options.proto_version,
                                         streaming=options.streaming,
@@ -215,6 +222,7 @@ def run_capture(
         raise ConfigurationError(f"snapshot mode {snapshot_mode!r}: expected one of "
                                  f"{', '.join(SNAPSHOT_MODES)}")
     stats = CaptureStats()
+    reader.render = getattr(sink, "render", False)  # units as lines for a capture sink
     after = output.checkpoint.lsn
     stats.lsn = None if after is None else Lsn(after)
     limit = batch_rows

@@ -347,6 +347,9 @@ class SlotReader:
         if connector is None:
             _require_pg8000()  # before the caller creates files for a read that cannot run
         self._budget = MemoryBudget(memory_limit) if memory_limit is not None else None
+        #: Hold units' rows as capture lines (see :class:`UnitAssembler`): set by a
+        #: consumer that writes them as they are (the capture sink).
+        self.render = False
         self._conn: Any = None
         self.info: SlotInfo | None = None
         self.last_batch = BatchInfo()
@@ -691,7 +694,8 @@ class SlotReader:
             raise SlotError("call prepare() before reading", slot=self.slot)
         options = self.info.options
         assembler = UnitAssembler(proto_version=options.proto_version,
-                                  streaming=options.streaming, budget=self._budget, after=after)
+                                  streaming=options.streaming, budget=self._budget, after=after,
+                                  render=self.render)
         batch = self.last_batch = BatchInfo(limit=limit)
         rows = self.rows(limit)
         try:

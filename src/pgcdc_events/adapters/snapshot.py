@@ -27,15 +27,14 @@ import attrs
 
 from pgcdc_events.adapters.errors import SlotError, SnapshotError
 from pgcdc_events.adapters.names import quote_ident
-from pgcdc_events.events.snapshot import relation_from_catalog, snapshot_tuple
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.protocol.encoder import encode_message
 from pgcdc_events.protocol.lsn import Lsn
 from pgcdc_events.protocol.messages import Begin, Commit, Insert, Relation, Type
-from pgcdc_events.types.catalog import CatalogTable, fetch_catalog
 
 if TYPE_CHECKING:
     from pgcdc_events.adapters.pg8000 import SlotReader
+    from pgcdc_events.types.catalog import CatalogTable
 
 __all__ = ["DEFAULT_SNAPSHOT_MODE", "SNAPSHOT_MODES", "SnapshotResult", "read_snapshot"]
 
@@ -142,6 +141,11 @@ def read_snapshot(reader: SlotReader, emit: Callable[[CaptureRow], None]) -> Sna
     gets every row in order (Begin, per table Type/Relation and Inserts, Commit). The
     snapshot transaction is ended (rolled back: it only read) before returning.
     """
+    # the event and type layers, imported when a snapshot is taken (a capture that
+    # takes none starts faster without them)
+    from pgcdc_events.events.snapshot import relation_from_catalog  # noqa: PLC0415 - start-up
+    from pgcdc_events.types.catalog import fetch_catalog  # noqa: PLC0415 - start-up
+
     exported = reader.exported
     if exported is None:
         raise SnapshotError("no exported snapshot: the slot was not created for one",
@@ -199,6 +203,8 @@ def read_snapshot(reader: SlotReader, emit: Callable[[CaptureRow], None]) -> Sna
 def _copy_table(reader: SlotReader, table: CatalogTable, relation: Relation, relkind: str,
                 row: Callable[[Any], CaptureRow], emit: Callable[[CaptureRow], None]) -> int:
     """One table's rows (``COPY (SELECT columns FROM table) TO STDOUT``) as Inserts."""
+    from pgcdc_events.events.snapshot import snapshot_tuple  # noqa: PLC0415 - start-up
+
     qualified = f"{quote_ident(table.namespace)}.{quote_ident(table.name)}"
     columns = ", ".join(quote_ident(c.name) for c in relation.columns)
     width = len(relation.columns)

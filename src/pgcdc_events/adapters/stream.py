@@ -46,10 +46,10 @@ from pgcdc_events.adapters.pg8000 import (
     SlotReader,
     translate_error,
 )
-from pgcdc_events.adapters.units import Unit, UnitAssembler
+from pgcdc_events.adapters.units import CHUNK_LINES, Unit, UnitAssembler
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.protocol import wire
-from pgcdc_events.protocol.capture import CaptureRow
+from pgcdc_events.protocol.capture import LINE_CLOSE, LINE_OPEN, CaptureRow
 from pgcdc_events.protocol.copydata import (
     XLOG_DATA_HEAD,
     PrimaryKeepalive,
@@ -62,8 +62,14 @@ from pgcdc_events.protocol.lsn import Lsn, unix_us_to_pg_timestamp
 __all__ = ["StreamReader", "XidTracker"]
 
 _HEADER = struct.Struct("!cI")
+_U32 = wire.UINT32.unpack_from
 _xlog_head = XLOG_DATA_HEAD.unpack_from
 _XLOG_DATA_END = 1 + XLOG_DATA_HEAD.size
+#: Where a message starts in a CopyData frame of XLogData: tag, length, 'w', the head.
+_XLOG_DATA_FRAME = 5 + _XLOG_DATA_END
+_COPY_DATA, _XLOG_DATA = b"d"[0], b"w"[0]
+#: Bytes asked of the socket at once.
+_RECV_BYTES = 1 << 18
 #: Messages that close or resolve a transaction other than the current one: Stream
 #: Commit/Abort/Prepare, Commit/Rollback Prepared (the xid is in their head).
 _ENDS_ELSEWHERE = frozenset((wire.STREAM_COMMIT, wire.STREAM_ABORT, wire.STREAM_PREPARE,
@@ -135,7 +141,10 @@ class StreamReader(SlotReader):
         self.status_interval = status_interval
         self._sock: socket.socket | None = None
         self._repl: Any = None
-        self._buffer = bytearray()
+        # Received bytes; those before ``_pos`` are read. A bytearray only while one
+        # message larger than what arrived so far is gathered.
+        self._buf: bytes | bytearray = b""
+        self._pos = 0
         self._assembler: UnitAssembler | None = None
         self._xids = XidTracker()
         self._pending: list[tuple[bytes, int | None]] = []  # rows waiting for their LSN
@@ -144,6 +153,7 @@ class StreamReader(SlotReader):
         self._server_sent = 0  # the server's sent position (keepalives, XLogData)
         self._walsender_pid: int | None = None
         self._units_out: list[Unit] = []
+        self._target: int | None = None  # the server's flush position when the read began
 
     # -- connection ------------------------------------------------------------------------
     def close(self) -> None:
@@ -163,7 +173,7 @@ class StreamReader(SlotReader):
         if self._assembler is not None:
             self._assembler.reset()
             self._assembler = None
-        self._buffer = bytearray()
+        self._buf, self._pos = b"", 0
         self._pending = []
         self._xids = XidTracker()
         super().close()
@@ -224,7 +234,8 @@ class StreamReader(SlotReader):
         self._sent_at = time.monotonic()
         options_ = self.info.options
         self._assembler = UnitAssembler(proto_version=options_.proto_version,
-                                        streaming=options_.streaming, budget=self._budget)
+                                        streaming=options_.streaming, budget=self._budget,
+                                        render=self.render)
         pid = self._run("SELECT active_pid FROM pg_replication_slots WHERE slot_name = :slot",
                         action="check slot", slot=self.slot)
         self._walsender_pid = pid[0][0] if pid else None
@@ -240,8 +251,9 @@ class StreamReader(SlotReader):
             raise ConnectionLostError(f"replication connection lost: {exc}",
                                       slot=self.slot) from None
 
-    def _fill(self, timeout: float | None) -> bool:
-        """Read what the socket has (waiting up to ``timeout``); False if nothing came."""
+    def _fill(self, timeout: float | None, need: int = 0) -> bool:
+        """Read what the socket has (waiting up to ``timeout``); False if nothing came.
+        ``need`` is how many unread bytes the next message takes (whole, with its head)."""
         sock = self._sock
         if sock is None:
             raise ConnectionLostError("the replication connection is closed", slot=self.slot)
@@ -251,7 +263,7 @@ class StreamReader(SlotReader):
             if not ready:
                 return False
         try:
-            chunk = sock.recv(1 << 16)
+            chunk = sock.recv(_RECV_BYTES)
         except (BlockingIOError, InterruptedError):
             return False
         except OSError as exc:
@@ -263,21 +275,36 @@ class StreamReader(SlotReader):
             raise ConnectionLostError("the server closed the replication connection",
                                       slot=self.slot, hint="the reader reconnects when "
                                       "following")
-        self._buffer += chunk
+        buf = self._buf
+        if self._pos:
+            buf = buf[self._pos:]
+            self._pos = 0
+        if type(buf) is bytearray or (need > 5 and len(buf) + len(chunk) < need):
+            # one large message arrives in many reads: gather it without copying it again
+            # at each one, then scan it as bytes
+            buf = buf if type(buf) is bytearray else bytearray(buf)
+            buf += chunk
+            self._buf = bytes(buf) if len(buf) >= need else buf
+        else:
+            self._buf = buf + chunk
         return True
 
     def _message(self, timeout: float | None) -> tuple[bytes, bytes]:
         """The next message (``(b"", b"")`` if none within ``timeout``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            if len(self._buffer) >= 5:
-                tag, length = _HEADER.unpack_from(self._buffer)
-                if len(self._buffer) >= 1 + length:
-                    body = bytes(self._buffer[5:1 + length])
-                    del self._buffer[:1 + length]
-                    return tag, body
+            buf, pos = self._buf, self._pos
+            need = 5
+            if len(buf) - pos >= 5:
+                tag, length = _HEADER.unpack_from(buf, pos)
+                end = pos + 1 + length
+                if len(buf) >= end:
+                    self._pos = end
+                    return tag, bytes(buf[pos + 5:end])
+                need = end - pos
             left = None if deadline is None else max(deadline - time.monotonic(), 0)
-            if not self._fill(left) and deadline is not None and time.monotonic() >= deadline:
+            if not self._fill(left, need) and deadline is not None \
+                    and time.monotonic() >= deadline:
                 return b"", b""
 
     def _error(self, body: bytes, action: str) -> SlotError:
@@ -311,46 +338,149 @@ class StreamReader(SlotReader):
         self._sent_at = time.monotonic()
 
     # -- reading ---------------------------------------------------------------------------
-    def _rows(self, timeout: float) -> Generator[CaptureRow | None, None, None]:
-        """Rows as they arrive; ``None`` when nothing came within ``timeout``."""
+    def _units(self, assembler: UnitAssembler, batch: BatchInfo, timeout: float
+               ) -> Generator[Unit | None, None, None]:
+        """Complete units as the messages arrive (``batch.rows`` counts the messages);
+        ``None`` when nothing came within ``timeout``.
+
+        Every received buffer is scanned in one loop. An Insert, Update or Delete of an
+        open transaction (no stream block, no message waiting for its LSN) whose first
+        bytes are a head the assembler knows (:attr:`UnitAssembler.heads`) goes straight
+        into the transaction (as its capture line when the assembler renders them, else
+        as a row), unparsed; any other message is handed to :meth:`UnitAssembler.feed`.
+        """
+        heads = assembler.heads
+        render = assembler.render
+        take = assembler.take
+        unpack_u32 = _U32
+        xlog_head = _xlog_head
+        head_size = wire.CHANGE_HEAD_SIZE
+        data_at = _XLOG_DATA_FRAME
+        head_end = data_at + head_size
         while True:
             if time.monotonic() - self._sent_at >= self.status_interval:
                 self._status(flush=False)
-            tag, body = self._message(timeout)
-            if not tag:
-                yield None
-                continue
-            if tag == b"d":
-                if body[:1] == b"w" and len(body) >= _XLOG_DATA_END:  # XLogData, in place
-                    data_start, wal_end, _ = _xlog_head(body, 1)
-                    self._server_sent = max(self._server_sent, wal_end)
-                    data = body[_XLOG_DATA_END:]
-                    xid = self._xids.xid(data)
-                    if data_start == 0:  # Relation, Type, Origin: the next message's LSN
-                        self._pending.append((data, xid))
-                        continue
-                    if self._pending:
-                        for early, early_xid in self._pending:
-                            yield CaptureRow(Lsn(data_start), early_xid, early)
-                        self._pending = []
-                    yield CaptureRow(Lsn(data_start), xid, data)
-                    continue
-                # a keepalive; anything else (a cut XLogData, an unknown frame) raises here
-                frame = parse_copy_data(body)
-                if isinstance(frame, PrimaryKeepalive):
-                    self._server_sent = max(self._server_sent, frame.wal_end)
-                    if frame.reply_requested:
-                        self._status(flush=False)
-            elif tag == b"E":
-                error = self._error(body, "read slot")
-                self.close()
-                raise error
-            elif tag == b"c":  # CopyDone: the server is shutting down
-                self.close()
-                raise ConnectionLostError("the server ended the replication stream",
-                                          slot=self.slot, hint="the reader reconnects when "
-                                          "following")
-            # NoticeResponse, ParameterStatus: nothing to do
+            received, pos = self._buf, self._pos
+            if isinstance(received, bytes):
+                buf, size, need = received, len(received), 5
+            else:  # a large message is being gathered: nothing complete yet
+                buf, size, need = b"", 0, 1 + unpack_u32(received, 1)[0]
+            # the open transaction's lines, while changes can go straight to it
+            unit = assembler.open_transaction() if not self._pending else None
+            if unit is not None:
+                lines, seen, middle, add, xid = (unit.lines, unit.heads, unit.middle,
+                                                 unit.add, unit.xid)
+            high, open_lsn = -1, ""
+            fast = wal_end = 0
+            general = False
+            while pos + 5 <= size:
+                end = pos + 1 + unpack_u32(buf, pos + 1)[0]
+                if end > size:
+                    need = end - pos
+                    break
+                tag = buf[pos]
+                if unit is not None and tag == _COPY_DATA and end >= pos + head_end \
+                        and buf[pos + 5] == _XLOG_DATA:
+                    head = buf[pos + data_at:pos + head_end]
+                    if head in heads:
+                        lsn, wal_end, _ = xlog_head(buf, pos + 6)
+                        if lsn:
+                            if head not in seen:
+                                take(unit, head)
+                            fast += 1
+                            pos, start = end, pos + data_at
+                            if not render:
+                                add(CaptureRow(Lsn(lsn), xid, buf[start:end]))
+                                continue
+                            if lsn >> 32 != high:  # LSN as Lsn.__str__ writes it
+                                high = lsn >> 32
+                                open_lsn = f"{LINE_OPEN}{high:X}/"
+                            lines.append(f"{open_lsn}{lsn & 0xFFFFFFFF:X}{middle}"
+                                         f"{buf[start:end].hex()}{LINE_CLOSE}\n")
+                            if len(lines) >= CHUNK_LINES:
+                                unit.flush()
+                            continue
+                # anything else: count what went straight in, then the general path, then
+                # start again from the reader's state (the open transaction may change)
+                if fast:
+                    self._settle(assembler, batch, unit, fast, wal_end)
+                    fast = 0
+                self._pos = end
+                general = True
+                if tag == _COPY_DATA:
+                    done = self._copy_data(assembler, batch, buf[pos + 5:end])
+                    if done is not None:
+                        yield done
+                else:
+                    self._other(bytes([tag]), buf[pos + 5:end])
+                break
+            if fast:
+                self._settle(assembler, batch, unit, fast, wal_end)
+            if not general:  # everything complete is read
+                self._pos = pos
+                if self._caught_up():  # no wait for more: unless it is here, say so now
+                    if not self._fill(0, need):
+                        yield None
+                elif not self._fill(timeout, need):
+                    yield None
+
+    def _caught_up(self) -> bool:
+        """Whether the server has sent all it had when the read began (and no message
+        waits for the LSN of the next)."""
+        return self._target is not None and self._server_sent >= self._target \
+            and not self._pending
+
+    def _settle(self, assembler: UnitAssembler, batch: BatchInfo, unit: Any, count: int,
+                wal_end: int) -> None:
+        """Count ``count`` changes that went straight into ``unit`` (rows count
+        themselves as they are added; lines here)."""
+        if assembler.render:
+            unit.changes += count
+            unit.count += count
+        assembler.rows_read += count
+        batch.rows += count
+        self._server_sent = max(self._server_sent, wal_end)
+
+    def _copy_data(self, assembler: UnitAssembler, batch: BatchInfo, body: bytes
+                   ) -> Unit | None:
+        """One CopyData message on the general path; the unit it completes, if any."""
+        if body[:1] == b"w" and len(body) >= _XLOG_DATA_END:  # XLogData
+            data_start, wal_end, _ = _xlog_head(body, 1)
+            self._server_sent = max(self._server_sent, wal_end)
+            data = body[_XLOG_DATA_END:]
+            xid = self._xids.xid(data)
+            if data_start == 0:  # Relation, Type, Origin: the next message's LSN
+                self._pending.append((data, xid))
+                return None
+            rows = [CaptureRow(Lsn(data_start), early_xid, early)
+                    for early, early_xid in self._pending]
+            self._pending = []
+            rows.append(CaptureRow(Lsn(data_start), xid, data))
+            done = None
+            for row in rows:  # only the last can complete a unit
+                batch.rows += 1
+                done = assembler.feed(row)
+            return done
+        # a keepalive; anything else (a cut XLogData, an unknown frame) raises here
+        frame = parse_copy_data(body)
+        if isinstance(frame, PrimaryKeepalive):
+            self._server_sent = max(self._server_sent, frame.wal_end)
+            if frame.reply_requested:
+                self._status(flush=False)
+        return None
+
+    def _other(self, tag: bytes, body: bytes) -> None:
+        """A message of the replication connection other than CopyData."""
+        if tag == b"E":
+            error = self._error(body, "read slot")
+            self.close()
+            raise error
+        if tag == b"c":  # CopyDone: the server is shutting down
+            self.close()
+            raise ConnectionLostError("the server ended the replication stream",
+                                      slot=self.slot, hint="the reader reconnects when "
+                                      "following")
+        # NoticeResponse, ParameterStatus: nothing to do
 
     def read(self, after: int | None = None, limit: int | None = None
              ) -> Generator[Unit, None, None]:
@@ -361,26 +491,28 @@ class StreamReader(SlotReader):
         assembler = self._assembler
         assembler.after = after
         batch = self.last_batch = BatchInfo(limit=limit)
-        target = self._flush_position()
+        self._target = self._flush_position()
         asked = False
-        for row in self._rows(_CATCH_UP_POLL):
-            if row is None:
-                if self._server_sent >= target and not self._pending:
-                    break  # caught up: everything the server had is here
-                if not asked:
-                    self._status(reply=True, flush=False)  # ask where the server is
-                    asked = True
-                continue
-            asked = False
-            batch.rows += 1
-            unit = assembler.feed(row)
-            if unit is not None:
+        units = self._units(assembler, batch, _CATCH_UP_POLL)
+        try:
+            for unit in units:
+                if unit is None:
+                    if self._caught_up():
+                        break  # everything the server had is here
+                    if not asked:
+                        self._status(reply=True, flush=False)  # ask where the server is
+                        asked = True
+                    continue
+                asked = False
                 batch.units += 1
                 batch.last_end = unit.end_lsn
                 batch.rows_at_last_unit = batch.rows
                 yield unit
                 if limit is not None and batch.rows >= limit:
                     break
+        finally:
+            units.close()
+            self._target = None
         batch.hold_lsn = assembler.hold_lsn
         batch.incomplete = assembler.incomplete
 

@@ -32,19 +32,23 @@ from their first message, because the slot is never advanced past them
 Rows are held in :class:`~pgcdc_events.spill.SpillList` buffers
 under a shared :class:`~pgcdc_events.spill.MemoryBudget`, so a
 transaction of millions of changes spills to disk instead of filling memory.
+With ``render=True`` they are held as their capture lines instead (what the capture
+writes), rendered as they arrive: a reader that frames messages itself can then add
+an Insert, Update or Delete to the open transaction with :meth:`UnitAssembler.take`,
+from its first bytes alone (:func:`~pgcdc_events.protocol.wire.change_heads`).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Literal
 
 import attrs
 
 from pgcdc_events.errors import ProtocolError
 from pgcdc_events.protocol import wire
-from pgcdc_events.protocol.capture import CaptureRow
+from pgcdc_events.protocol.capture import CaptureRow, dump_capture_row, line_middle
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.encoder import encode_message
 from pgcdc_events.protocol.lsn import Lsn
@@ -79,14 +83,13 @@ UnitKind = Literal["transaction", "streamed", "prepared", "message", "rolled_bac
 _CHANGE_TYPES = frozenset(wire.INSERT + wire.UPDATE + wire.DELETE + wire.TRUNCATE
                           + wire.MESSAGE)
 _ROW_CHANGES = frozenset(wire.INSERT + wire.UPDATE + wire.DELETE)
-_INSERT, _DELETE = wire.INSERT[0], wire.DELETE[0]
 _RELATION, _TYPE = wire.RELATION[0], wire.TYPE[0]
 _STREAM_START, _STREAM_STOP = wire.STREAM_START[0], wire.STREAM_STOP[0]
-_NEW = wire.NEW_TUPLE[0]
-_KEY_OR_OLD = frozenset(wire.KEY_TUPLE + wire.OLD_TUPLE)
-_U32 = wire.UINT32.unpack_from
-_U16 = wire.UINT16.unpack_from
+#: Rows a rendered unit keeps beside its lines, for :class:`SchemaTracker`.
+_MARKS = frozenset(wire.STREAM_START + wire.STREAM_STOP + wire.RELATION + wire.TYPE)
 _ROW_HEAD = struct.Struct(">Qq")
+#: Capture lines joined into one entry of a rendered unit's spill list.
+CHUNK_LINES = 2048
 
 
 class CaptureRowCodec:
@@ -110,6 +113,22 @@ class CaptureRowCodec:
 _CODEC = CaptureRowCodec()
 
 
+class _TextCodec:
+    """Spill format of a block of capture lines (ASCII: LSNs, integers and hex)."""
+
+    def size(self, entry: str) -> int:
+        return 50 + len(entry)
+
+    def encode(self, entry: str) -> bytes:
+        return entry.encode("ascii")
+
+    def decode(self, data: bytes) -> str:
+        return data.decode("ascii")
+
+
+_TEXT = _TextCodec()
+
+
 @attrs.define(eq=False)
 class Unit:
     """One complete unit of delivery; iterate it for its rows in order.
@@ -119,6 +138,10 @@ class Unit:
     holds the Relation and Type messages its changes rely on that the server sent
     earlier in the read, outside the unit (see :class:`SchemaTracker`). ``partial``
     marks a seen two-phase transaction of which only the COMMIT PREPARED came again.
+
+    A unit assembled with ``render=True`` holds its rows as capture lines:
+    :meth:`text` yields them in blocks (``rendered`` is true), ``marks`` holds its
+    Stream Start/Stop, Relation and Type rows, and iterating still yields the rows.
     """
 
     kind: UnitKind
@@ -130,30 +153,59 @@ class Unit:
     _rows: SpillList[CaptureRow]
     schema: tuple[CaptureRow, ...] = ()
     partial: bool = False
+    _text: SpillList[str] | None = None
+    marks: tuple[CaptureRow, ...] = ()
+    _count: int = 0
+
+    @property
+    def rendered(self) -> bool:
+        """Whether the rows are held as capture lines (see :meth:`text`)."""
+        return self._text is not None
+
+    def text(self) -> Iterator[str]:
+        """The rows' capture lines, each ending in a newline, in blocks (rendered units)."""
+        if self._text is None:
+            for row in self._rows:
+                yield dump_capture_row(row) + "\n"
+        else:
+            yield from self._text
 
     def __iter__(self) -> Iterator[CaptureRow]:
-        return iter(self._rows)
+        if self._text is None:
+            return iter(self._rows)
+        return (CaptureRow.from_line(line) for block in self._text
+                for line in block.splitlines())
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._rows) if self._text is None else self._count
 
     def close(self) -> None:
         """Release the rows (and their spill file)."""
         self._rows.close()
+        if self._text is not None:
+            self._text.close()
 
 
 class _Open:
     """A unit still being received."""
 
-    __slots__ = ("announced", "changes", "first_lsn", "hold", "kind", "partial", "rows",
-                 "schema", "xid")
+    __slots__ = ("announced", "changes", "count", "first_lsn", "heads", "hold", "kind",
+                 "lines", "marks", "middle", "partial", "rows", "schema", "text", "xid")
 
     def __init__(self, kind: UnitKind, xid: int | None, first_lsn: int,
-                 budget: MemoryBudget | None) -> None:
+                 budget: MemoryBudget | None, render: bool = False) -> None:
         self.kind: UnitKind = kind
         self.xid = xid
         self.first_lsn = first_lsn
         self.rows: SpillList[CaptureRow] = SpillList(_CODEC, budget)
+        # Rendered: capture lines not yet joined into a block of ``text``; the line's
+        # part between LSN and data for this unit's xid; the change heads seen so far.
+        self.text: SpillList[str] | None = SpillList(_TEXT, budget) if render else None
+        self.lines: list[str] = []
+        self.middle = line_middle(xid)
+        self.heads: set[bytes] = set()
+        self.marks: list[CaptureRow] = []
+        self.count = 0
         self.changes = 0
         self.hold: int | None = None  # the PREPARE's LSN while waiting for its outcome
         # Relations and types announced so far, inside the unit or in its schema rows.
@@ -162,9 +214,28 @@ class _Open:
         self.partial = False
 
     def add(self, row: CaptureRow) -> None:
-        self.rows.append(None, row)
+        if self.text is None:
+            self.rows.append(None, row)
+        else:
+            self.lines.append(dump_capture_row(row) + "\n")
+            self.count += 1
+            if row.data and row.data[0] in _MARKS:
+                self.marks.append(row)
+            if len(self.lines) >= CHUNK_LINES:
+                self.flush()
         if row.data and row.data[0] in _CHANGE_TYPES:
             self.changes += 1
+
+    def flush(self) -> None:
+        """Move the pending lines into ``text`` as one block (it may spill)."""
+        if self.lines and self.text is not None:
+            self.text.append(None, "".join(self.lines))
+            self.lines.clear()
+
+    def close(self) -> None:
+        self.rows.close()
+        if self.text is not None:
+            self.text.close()
 
 
 class UnitAssembler:
@@ -175,13 +246,20 @@ class UnitAssembler:
     message but the tuples of Insert, Update and Delete: those are read from their
     heads, relation and width, and their values are checked where they are decoded);
     ``budget`` bounds the rows held in memory; ``after`` is the position at or before
-    which units count as ``seen``. Call :meth:`reset` before each read.
+    which units count as ``seen``; ``render`` holds rows as capture lines (see
+    :class:`Unit`). Call :meth:`reset` before each read.
     """
 
     def __init__(self, *, proto_version: int | None = None, streaming: Streaming | None = None,
-                 budget: MemoryBudget | None = None, after: int | None = None) -> None:
+                 budget: MemoryBudget | None = None, after: int | None = None,
+                 render: bool = False) -> None:
         self._reader = PgOutputReader(proto_version=proto_version, streaming=streaming)
         self._budget = budget
+        self.render = render
+        #: The first bytes of an Insert, Update or Delete (outside a stream block) of
+        #: every relation announced so far, to its OID (:func:`wire.change_heads`).
+        self.heads: dict[bytes, int] = {}
+        self._heads_of: dict[int, frozenset[bytes]] = {}
         self.after = after
         self._current: _Open | None = None
         self._streams: dict[int, _Open] = {}
@@ -197,7 +275,7 @@ class UnitAssembler:
         """Start a new read: drop every incomplete unit (it will be handed out again)."""
         for unit in (self._current, *self._streams.values(), *self._prepared.values()):
             if unit is not None:
-                unit.rows.close()
+                unit.close()
         self._current = None
         self._streams = {}
         self._prepared = {}
@@ -235,6 +313,8 @@ class UnitAssembler:
                     return None
         message = self._reader.read(data)
         self.rows_read += 1
+        if isinstance(message, Relation):
+            self._learn(message)
         if isinstance(message, StreamStart):
             block = self._streams.get(message.xid)
             if block is None:
@@ -281,7 +361,7 @@ class UnitAssembler:
             if message.subxid == message.xid:
                 aborted = self._streams.pop(message.xid, None)
                 if aborted is not None:
-                    aborted.rows.close()
+                    aborted.close()
             elif message.xid in self._streams:
                 self._streams[message.xid].add(row)  # the decoder drops the subtransaction
         elif isinstance(message, StreamPrepare):
@@ -307,7 +387,7 @@ class UnitAssembler:
         elif isinstance(message, RollbackPrepared):
             rolled_back = self._prepared.pop(message.xid, None)
             if rolled_back is not None:
-                rolled_back.rows.close()
+                rolled_back.close()
             empty = self._open("rolled_back", message.xid, row)
             return self._complete(empty, message.rollback_end_lsn)
         elif isinstance(message, LogicalMessage):  # non-transactional: a unit of its own
@@ -321,7 +401,7 @@ class UnitAssembler:
         return None
 
     def _open(self, kind: UnitKind, xid: int | None, row: CaptureRow) -> _Open:
-        unit = _Open(kind, xid, int(row.lsn), self._budget)
+        unit = _Open(kind, xid, int(row.lsn), self._budget, self.render)
         for early in self._preamble:
             unit.add(early)
             unit.announced.add(_schema_key(parse_message(early.data)))
@@ -339,24 +419,37 @@ class UnitAssembler:
     def _change_head(self, data: bytes) -> int | None:
         """The relation OID of an Insert, Update or Delete inside an open transaction or
         stream block, read from the message's head: the relation must have been announced
-        and the first tuple must have its width. The tuples themselves are checked where
-        they are decoded; the capture hands the bytes on unchanged. ``None`` when the head
-        is not what it should be: the caller then parses the whole message, which raises
-        the precise :class:`ProtocolError`."""
-        pos = 5 if self._block is not None else 1  # in a stream block, an xid comes first
-        if len(data) < pos + 7:
-            return None
-        relid: int = _U32(data, pos)[0]
-        relation = self._reader.relations.get(relid)
-        if relation is None:
-            return None
-        kind = data[pos + 4]
-        if not (kind == _NEW or (kind in _KEY_OR_OLD and data[0] != _INSERT)) or (
-                kind == _NEW and data[0] == _DELETE):
-            return None
-        if _U16(data, pos + 5)[0] != len(relation.columns):
-            return None
-        return relid
+        and the first tuple must have its width (:attr:`heads`). The tuples themselves are
+        checked where they are decoded; the capture hands the bytes on unchanged. ``None``
+        when the head is not what it should be: the caller then parses the whole message,
+        which raises the precise :class:`ProtocolError`."""
+        if self._block is None:
+            return self.heads.get(data[:wire.CHANGE_HEAD_SIZE])
+        # in a stream block, the xid comes right after the type byte
+        return self.heads.get(data[:1] + data[5:4 + wire.CHANGE_HEAD_SIZE])
+
+    def _learn(self, relation: Relation) -> None:
+        """A Relation message was read: the heads its changes start with from now on."""
+        relid = relation.relation_id
+        for head in self._heads_of.pop(relid, ()):
+            del self.heads[head]
+        heads = self._heads_of[relid] = wire.change_heads(relid, len(relation.columns))
+        self.heads.update(dict.fromkeys(heads, relid))
+
+    # -- the fast path of a reader that frames messages itself ------------------------------
+    def open_transaction(self) -> _Open | None:
+        """The transaction an Insert, Update or Delete goes to, when one is open and no
+        stream block is: hand such a change to :meth:`take` (or :meth:`feed`)."""
+        return self._current if self._block is None else None
+
+    def take(self, unit: _Open, head: bytes) -> None:
+        """The first change with ``head`` (a key of :attr:`heads`) in ``unit`` (from
+        :meth:`open_transaction`): record the schema rows it relies on. The caller adds
+        the change's line to ``unit.lines`` itself (with ``unit.middle``), counts it in
+        ``unit.changes``, ``unit.count`` and :attr:`rows_read`, and calls
+        ``unit.flush()`` once ``unit.lines`` holds :data:`CHUNK_LINES` lines."""
+        unit.heads.add(head)
+        self._needs(unit, (self.heads[head],))
 
     def _needs(self, unit: _Open, relids: tuple[int, ...]) -> None:
         """Record the schema rows the changes to ``relids`` rely on that ``unit`` has not
@@ -391,8 +484,10 @@ class UnitAssembler:
 
     def _complete(self, unit: _Open, end_lsn: int) -> Unit:
         seen = self.after is not None and end_lsn <= self.after
+        unit.flush()
         return Unit(unit.kind, unit.xid, unit.first_lsn, end_lsn, unit.changes, seen, unit.rows,
-                    tuple(unit.schema), unit.partial)
+                    tuple(unit.schema), unit.partial, unit.text, tuple(unit.marks),
+                    unit.count)
 
 
 def _schema_key(message: Message) -> tuple[int, int]:
@@ -424,14 +519,37 @@ class SchemaTracker:
 
     def rows(self, unit: Unit) -> Iterator[CaptureRow]:
         """The rows to hand on for ``unit``, schema rows first where needed."""
+        yield from self._missing(unit)
+        yield from self._remember(unit.marks if unit.rendered else unit)
+
+    def text(self, unit: Unit) -> Iterator[str]:
+        """What :meth:`rows` hands on, as capture lines (each ending in a newline), in
+        blocks: a rendered unit's lines as they are."""
+        if not unit.rendered:
+            for row in self.rows(unit):
+                yield dump_capture_row(row) + "\n"
+            return
+        lines = [dump_capture_row(row) + "\n" for row in self._missing(unit)]
+        for _ in self._remember(unit.marks):
+            pass
+        if lines:
+            yield "".join(lines)
+        yield from unit.text()
+
+    def _missing(self, unit: Unit) -> Iterator[CaptureRow]:
+        """The schema rows ``unit`` relies on whose version was not handed on yet."""
         known = self._known
         for row in unit.schema:
             key = _schema_key(parse_message(row.data))
             if known.get(key) != row.data:
                 known[key] = row.data
                 yield row
+
+    def _remember(self, rows: Iterable[CaptureRow]) -> Iterator[CaptureRow]:
+        """``rows``, remembering the Relation and Type versions among them."""
+        known = self._known
         in_stream = False
-        for row in unit:
+        for row in rows:
             t = row.data[0]
             if t == _STREAM_START:
                 in_stream = True

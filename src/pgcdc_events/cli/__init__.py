@@ -7,20 +7,13 @@ as a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import warnings
 from collections.abc import Sequence
 from typing import TextIO
 
 from pgcdc_events import __version__
-from pgcdc_events.cli import (
-    capture_cmd,
-    catalog_cmd,
-    decode_cmd,
-    inspect_cmd,
-    spark_cmd,
-    validate_cmd,
-)
 from pgcdc_events.errors import PgCdcError
 
 __all__ = ["main"]
@@ -29,28 +22,34 @@ EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand registered."""
+#: Each subcommand, in the order of the help: its module and the function registering it.
+_COMMANDS = (("inspect", "inspect_cmd", "register"), ("decode", "decode_cmd", "register"),
+             ("catalog", "catalog_cmd", "register"), ("capture", "capture_cmd", "register"),
+             ("tail", "capture_cmd", "register_tail"), ("validate", "validate_cmd", "register"),
+             ("spark", "spark_cmd", "register"))
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered, or only ``command`` when it
+    names one (its module alone is imported: ``capture`` starts without the event layer)."""
+    known = {name for name, _, _ in _COMMANDS}
     parser = argparse.ArgumentParser(
         prog="pgcdc-events",
         description="Decode PostgreSQL pgoutput captures into messages and Debezium events.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    inspect_cmd.register(commands)
-    decode_cmd.register(commands)
-    catalog_cmd.register(commands)
-    capture_cmd.register(commands)
-    capture_cmd.register_tail(commands)
-    validate_cmd.register(commands)
-    spark_cmd.register(commands)
+    for name, module, register in _COMMANDS:
+        if command not in known or name == command:
+            getattr(importlib.import_module(f"pgcdc_events.cli.{module}"), register)(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(given[0] if given else None)
+    args = parser.parse_args(given)
 
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: TextIO | None = None, line: str | None = None) -> None:

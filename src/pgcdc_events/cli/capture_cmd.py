@@ -32,10 +32,8 @@ from pgcdc_events.adapters import (
 from pgcdc_events.adapters.names import split_identifiers
 from pgcdc_events.adapters.snapshot import DEFAULT_SNAPSHOT_MODE, SNAPSHOT_MODES
 from pgcdc_events.adapters.stream import StreamReader
-from pgcdc_events.cli.decode_cmd import load_config
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.protocol.lsn import Lsn
-from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = ["register", "register_tail"]
 
@@ -93,8 +91,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
                       help="seconds between polls when caught up (default 1)")
     loop.add_argument("--max-changes", type=int, metavar="N",
                       help="stop after N changes (at a transaction boundary)")
-    loop.add_argument("--batch-rows", type=int, default=10_000, metavar="N",
-                      help="messages per read (default 10000; grows for bigger transactions)")
+    loop.add_argument("--batch-rows", type=int, default=None, metavar="N",
+                      help="messages per read, committed and acknowledged together (default "
+                      "100000 streaming, 10000 with --reader sql; grows for bigger "
+                      "transactions)")
     loop.add_argument("--memory-limit", type=float, default=64.0, metavar="MIB",
                       help="memory for transactions being assembled; beyond it they spill to "
                       "a temporary file (default 64)")
@@ -205,6 +205,8 @@ def run(args: argparse.Namespace, name: str) -> int:
             raise ConfigurationError(f"{flag} must not be negative, got {value}")
     if args.max_changes is not None and args.max_changes < 1:
         raise ConfigurationError(f"--max-changes must be positive, got {args.max_changes}")
+    if args.batch_rows is None:  # a streaming read costs no query: commit less often
+        args.batch_rows = 10_000 if getattr(args, "reader", "stream") == "sql" else 100_000
     if args.batch_rows < 1:
         raise ConfigurationError(f"--batch-rows must be positive, got {args.batch_rows}")
     if args.table and not args.create_publication:
@@ -222,6 +224,9 @@ def run(args: argparse.Namespace, name: str) -> int:
                               two_phase=args.two_phase)
     sink: CaptureSink | EventSink
     if decode:
+        from pgcdc_events.cli.decode_cmd import load_config  # noqa: PLC0415 - start-up
+        from pgcdc_events.types.catalog import CatalogSnapshot  # noqa: PLC0415 - start-up
+
         config = load_config(args.config, args.overrides)
         catalog = CatalogSnapshot.load(args.catalog) if args.catalog else None
         sink = EventSink(config, catalog=catalog, memory_limit=memory)

@@ -18,14 +18,23 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
-from typing import IO, Any
+from typing import IO, Any, Final
 
 import attrs
 
 from pgcdc_events.errors import ProtocolError
 from pgcdc_events.protocol.lsn import Lsn
 
-__all__ = ["CaptureError", "CaptureRow", "dump_capture_row", "iter_capture", "write_capture"]
+__all__ = [
+    "LINE_CLOSE",
+    "LINE_OPEN",
+    "CaptureError",
+    "CaptureRow",
+    "dump_capture_row",
+    "iter_capture",
+    "line_middle",
+    "write_capture",
+]
 
 
 class CaptureError(ProtocolError):
@@ -139,9 +148,22 @@ def dump_capture_row(row: CaptureRow) -> str:
     if xid is not None and type(xid) is not int:  # a bool or an int subclass: json decides
         return json.dumps(row.to_json(), separators=(", ", ": "))
     lsn = int(row.lsn)
-    end = ', "snapshot": true}' if row.snapshot else "}"
-    return (f'{{"lsn": "{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}", '
-            f'"xid": {"null" if xid is None else xid}, "data": "{row.data.hex()}"{end}')
+    end = _SNAPSHOT_CLOSE if row.snapshot else LINE_CLOSE
+    return (f'{LINE_OPEN}{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}{line_middle(xid)}'
+            f'{row.data.hex()}{end}')
+
+
+#: A canonical line of a streamed message is ``LINE_OPEN``, the LSN as ``X/Y`` text,
+#: :func:`line_middle` of its xid, the data in lower-case hex, ``LINE_CLOSE`` (what
+#: :func:`dump_capture_row` writes; the streaming capture builds lines from these pieces).
+LINE_OPEN: Final = '{"lsn": "'
+LINE_CLOSE: Final = '"}'
+_SNAPSHOT_CLOSE: Final = '", "snapshot": true}'
+
+
+def line_middle(xid: int | None) -> str:
+    """The part of a canonical line between the LSN and the hex data, for ``xid``."""
+    return f'", "xid": {"null" if xid is None else xid}, "data": "'
 
 
 def write_capture(rows: Iterable[CaptureRow], fh: IO[str]) -> int:

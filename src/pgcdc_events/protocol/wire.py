@@ -4,7 +4,8 @@ Everything that reads or writes pgoutput bytes takes the layout from here: the p
 (:mod:`~pgcdc_events.protocol.decoder`), the encoder
 (:mod:`~pgcdc_events.protocol.encoder`), the message classes' ``TYPE`` bytes, and
 the capture adapter, which reads only the head of a message to know which
-transaction it belongs to (:func:`carried_xid`).
+transaction it belongs to (:func:`carried_xid`) and, for Insert, Update and Delete,
+which relation it changes (:func:`change_heads`).
 
 Each ``*_HEAD`` layout is the fixed part of a message right after its type byte,
 as PostgreSQL 15 writes it in ``src/backend/replication/logical/proto.c``
@@ -23,6 +24,7 @@ __all__ = [
     "BEGIN_HEAD",
     "BEGIN_PREPARE",
     "BEGIN_PREPARE_HEAD",
+    "CHANGE_HEAD_SIZE",
     "COLUMN_KIND_LENGTH",
     "COLUMN_TYPE",
     "COMMIT",
@@ -64,6 +66,7 @@ __all__ = [
     "UINT32",
     "UPDATE",
     "carried_xid",
+    "change_heads",
 ]
 
 # ------------------------------------------------------------------ type bytes
@@ -170,3 +173,27 @@ def carried_xid(data: bytes) -> int | None:
     if at is None or len(data) < at + 4:
         return None
     return int(_unpack_u32(data, at)[0])
+
+
+#: Bytes of :func:`change_heads`: type byte, relation OID, first tuple's kind, column count.
+CHANGE_HEAD_SIZE: Final = 1 + 4 + 1 + 2
+
+
+def change_heads(relation_id: int, columns: int) -> frozenset[bytes]:
+    """Every way an Insert, Update or Delete of a relation with ``columns`` columns can
+    begin outside a stream block: its first :data:`CHANGE_HEAD_SIZE` bytes (type byte,
+    relation OID, the first tuple's kind byte and column count). An Insert's tuple is
+    new (``N``); an Update starts with the old key or row (``K``, ``O``) or the new row;
+    a Delete with the old key or row. The capture matches a change's first bytes against
+    these to know its relation and that its head is sound without reading the tuples.
+
+    >>> sorted(change_heads(16385, 2))[0].hex()
+    '44000040014b0002'
+    """
+    if not (0 <= relation_id < 1 << 32 and 0 <= columns < 1 << 16):
+        raise ValueError(f"relation {relation_id} with {columns} columns")
+    relid = UINT32.pack(relation_id)
+    width = UINT16.pack(columns)
+    return frozenset(kind + relid + tuple_kind + width for kind, tuple_kinds in (
+        (INSERT, (NEW_TUPLE,)), (UPDATE, (KEY_TUPLE, OLD_TUPLE, NEW_TUPLE)),
+        (DELETE, (KEY_TUPLE, OLD_TUPLE))) for tuple_kind in tuple_kinds)
