@@ -138,8 +138,9 @@ class RecordsFunction:
 class EventsFunction:
     """The ``mapInArrow`` function of a table's projection: its records in, events out."""
 
-    def __init__(self, layout: TableLayout) -> None:
+    def __init__(self, layout: TableLayout, *, strict: bool = False) -> None:
         self.layout = layout
+        self.strict = strict  # refuse a column the layout does not have (a stream's)
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
@@ -147,7 +148,7 @@ class EventsFunction:
                 yield self.layout.batch(zip(
                     batch.column("position").to_pylist(), batch.column("index").to_pylist(),
                     batch.column("kind").to_pylist(), batch.column("lsn").to_pylist(),
-                    batch.column("payload").to_pylist(), strict=True))
+                    batch.column("payload").to_pylist(), strict=True), strict=self.strict)
 
 
 def capture_tables(schema: Iterable[tuple[int, int, Any]], config: EventConfig,
@@ -260,9 +261,11 @@ def by_position(table: Any) -> Any:
     return table.take(pc.sort_indices(keys, sort_keys=[("m", "ascending"), ("i", "ascending")]))
 
 
-def normalize_capture(df: DataFrame, order_by: str = "position") -> DataFrame:
+def normalize_capture(df: DataFrame, order_by: str = "position", *,
+                      keep: tuple[str, ...] = ()) -> DataFrame:
     """The capture columns as the layer reads them: ``position`` (long, from ``order_by``),
-    ``lsn`` (long; ``X/Y`` strings are parsed) and ``data`` (binary; hex text is decoded)."""
+    ``lsn`` (long; ``X/Y`` strings are parsed) and ``data`` (binary; hex text is decoded),
+    then the columns ``keep`` as they are."""
     fields = {f.name: f.dataType for f in df.schema.fields}
     for required in ("lsn", "data", order_by):
         if required not in fields:
@@ -290,7 +293,7 @@ def normalize_capture(df: DataFrame, order_by: str = "position") -> DataFrame:
         raise SparkDecodeError(f"column 'lsn' must be an X/Y string or an integer, not "
                                f"{fields['lsn'].simpleString()}")
     return df.select(F.col(f"`{order_by}`").cast("long").alias("position"), lsn.alias("lsn"),
-                     data.alias("data"))
+                     data.alias("data"), *(F.col(f"`{name}`") for name in keep))
 
 
 def _chunk_column(position: Column, bounds: tuple[int, ...], lo: int = 0,

@@ -210,9 +210,12 @@ class TableLayout:
             return pa.nulls(len(rows), dtype) if rows else pa.array([], dtype)
         return pa.StructArray.from_arrays(children, fields=list(dtype), mask=mask)
 
-    def batch(self, rows: Iterable[tuple[int, int, str, int, bytes]]) -> Any:
+    def batch(self, rows: Iterable[tuple[int, int, str, int, bytes]], *, strict: bool = False
+              ) -> Any:
         """An Arrow batch of :meth:`output_type` from records ``(position, index, kind, lsn,
-        payload)`` (:func:`record_payload`)."""
+        payload)`` (:func:`record_payload`). ``strict`` refuses a record with a column the
+        layout does not have (a layout not built from the records' own schemas)."""
+        known = {f.name for f in self.value_fields} if strict else None
         positions: list[int] = []
         indexes: list[int] = []
         kinds: list[str] = []
@@ -222,6 +225,14 @@ class TableLayout:
         related: list[Any] = []
         for position, index, kind, lsn, payload in rows:
             key, value, rel = _load_payload(payload)
+            if known is not None and value is not None:
+                for row in (value.get("before"), value.get("after")):
+                    unknown = [] if row is None else [c for c in row if c not in known]
+                    if unknown:
+                        raise SparkDecodeError(
+                            "a change has a column the table's schema does not (an ALTER TABLE"
+                            " after the catalog was taken?): restart the query with a catalog "
+                            "that has it", table=self.table, column=unknown[0])
             positions.append(position)
             indexes.append(index)
             kinds.append(kind)
