@@ -73,7 +73,7 @@ from pgcdc_events.spark.schema import Flavour, SparkSchemaOptions
 from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = ["BatchProgress", "DecodedStream", "StreamState", "decode_rows", "decode_stream",
-           "read_capture_stream"]
+           "read_capture_stream", "write_atomic"]
 
 _SEGMENT_BITS: Final = 32
 _FILE_GLOB: Final = "capture-*.jsonl"
@@ -270,7 +270,7 @@ class BatchProgress:
         return None if self.commit_ms is None else max(0.0, time.time() - self.commit_ms / 1000)
 
 
-def _write_atomic(path: Path, write: Callable[[str], None]) -> None:
+def write_atomic(path: Path, write: Callable[[str], object]) -> None:
     """Write through ``write(temporary path)``, ``fsync``, rename into place, ``fsync`` the
     directory; the temporary name is hidden (``.``) from Spark's file source."""
     temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
@@ -338,9 +338,9 @@ class _BatchWriter:
         target = stream.records_dir / f"part-{batch_id:012d}.parquet"
         if batches and not target.exists():
             out = pa.Table.from_batches(batches, schema=_RECORDS_ARROW)
-            _write_atomic(target, lambda p: pq.write_table(out, p))
+            write_atomic(target, lambda p: pq.write_table(out, p))
         text = json.dumps(after.to_json())
-        _write_atomic(done, lambda p: _write_text(p, text))
+        write_atomic(done, lambda p: _write_text(p, text))
         for old in state_dir.iterdir():  # keep the last few
             match = _STATE.fullmatch(old.name)
             if match is not None and int(match.group(1)) < batch_id - 2:
