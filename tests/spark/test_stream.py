@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,14 @@ import itertools
 from pyspark.sql import SparkSession
 
 from pgcdc_events.adapters.rotating import capture_file_name
+from pgcdc_events.cli import main
 from pgcdc_events.events import EventConfig
 from pgcdc_events.protocol import CaptureRow, dump_capture_row
 from pgcdc_events.spark import decode_capture
 from pgcdc_events.spark._session import to_arrow_table
 from pgcdc_events.spark.capture import capture_dataframe
 from pgcdc_events.spark.errors import SparkDecodeError
+from pgcdc_events.spark.state import latest_state
 from pgcdc_events.spark.stream import decode_stream, read_capture_stream
 from support.golden import recordings
 from support.spark_records import (
@@ -165,3 +168,40 @@ def test_state_is_under_the_checkpoint(spark: SparkSession, tmp_path: Path) -> N
     assert states and all(s.startswith("state-") for s in states)
     state = json.loads((tmp_path / "c" / "_decoder" / states[-1]).read_text())
     assert state["segment"] == 2 and not state["held"]
+
+
+def test_cli_stream(spark: SparkSession, tmp_path: Path,
+                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``pgcdc-events spark stream`` (in this process: the session is the run's) follows the
+    files, prints a progress line per micro-batch and leaves each table's Parquet directory
+    equal to the batch layer's latest state."""
+    rows = list(RECORDING.capture)
+    write_files(tmp_path / "f", rows, [len(rows) // 3, 2 * len(rows) // 3])
+    catalog = tmp_path / "catalog.json"
+    RECORDING.catalog.save(str(catalog))
+    props = tmp_path / "c.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in RECORDING.properties.items()))
+    assert main(["spark", "stream", "--input", str(tmp_path / "f"), "--catalog", str(catalog),
+                 "--config", str(props), "--output", str(tmp_path / "o"),
+                 "--checkpoint", str(tmp_path / "cp"), "--trigger", "0.2", "--buckets", "2",
+                 "--max-files-per-trigger", "1", "--stop-when-idle", "4"]) == 0
+    err = capsys.readouterr().err
+    progress = [line for line in err.splitlines() if ": batch " in line]
+    assert len(progress) >= 3, err
+    assert re.search(r"batch \d+: [\d,]+ rows, [\d,]+ records, \d+ waiting; lsn [0-9A-F]+/"
+                     r"[0-9A-F]+, lag [^,]+, [\d.]+ s", progress[-1]), progress
+    config = EventConfig.from_properties(RECORDING.properties)
+    batch = decode_capture(capture_dataframe(spark, rows), config, catalog=RECORDING.catalog)
+    compared = 0
+    for table in batch.tables:
+        if "key" not in batch.table(table).columns:
+            continue
+        got = to_arrow_table(spark.read.option("mergeSchema", "true").parquet(
+            str(tmp_path / "o" / "tables" / table))) \
+            if (tmp_path / "o" / "tables" / table).exists() else None
+        want = to_arrow_table(latest_state(batch.table(table)))
+        assert sorted(map(str, got.to_pylist() if got is not None else [])) == \
+            sorted(map(str, want.to_pylist())), table
+        compared += 1
+    batch.unpersist()
+    assert compared >= 2

@@ -143,12 +143,19 @@ def _run(args: argparse.Namespace) -> int:
     stream = decode_stream(source, config, catalog=catalog, path=args.output,
                            checkpoint=os.path.join(args.checkpoint, "decode"),
                            progress=progress)
-    wanted = list(stream.tables)
+    keyed = [t for t in stream.tables if stream.layout(t).key_type is not None]
+    wanted = keyed
     if args.tables:
-        names = [t.strip() for t in args.tables.split(",") if t.strip()]
-        for name in names:
-            stream.layout(name)  # names an unknown table
-        wanted = names
+        wanted = [t.strip() for t in args.tables.split(",") if t.strip()]
+        for name in wanted:
+            if stream.layout(name).key_type is None:  # (an unknown table is named too)
+                raise ConfigurationError(f"{name} has no key (no primary key, no "
+                                         "message.key.columns): its changes cannot be applied")
+    elif not args.quiet:
+        for name in stream.tables:
+            if name not in keyed:
+                print(f"pgcdc-events spark stream: {name} has no key (no primary key, no "
+                      "message.key.columns): not applied", file=sys.stderr, flush=True)
     queries = [stream.start(trigger_seconds=args.trigger)]
     for table in wanted:
         parquet = ParquetTarget(os.path.join(args.output, "tables", table_directory(table)),
