@@ -225,3 +225,16 @@ def test_a_file_counted_but_not_renamed_is_renamed_on_open(tmp_path: Path) -> No
     assert checkpoint.lsn == 0x20 and checkpoint.offset == 1
     assert (tmp_path / capture_file_name(0, 0x20)).read_bytes().startswith(b'{"lsn": "0/10"')
     again.close()
+
+
+def test_a_snapshot_is_finalized_at_once(tmp_path: Path) -> None:
+    """The snapshot's end goes into a file and the checkpoint at once, whatever the period:
+    a checkpoint still saying "running" would make a reconnection take it again."""
+    out = RotatingOutput(tmp_path, slot="s", publications=("p",), every=3600)
+    out.open()
+    out.mark_snapshot({"state": "running"})
+    out.write(b'{"lsn": "0/10", "xid": 1, "data": "00", "snapshot": true}\n')
+    out.commit(0x10, 1, 1, snapshot={"state": "done", "lsn": "0/10"})
+    assert out.checkpoint.snapshot_state == "done" and out.checkpoint.lsn == 0x10
+    assert (tmp_path / capture_file_name(0, 0x10)).exists()
+    out.close()

@@ -188,7 +188,9 @@ class RotatingOutput(DurableOutput):
         else:
             _, u, c, s = self._pending
             self._pending = (lsn, u + units, c + changes, snapshot if snapshot is not None else s)
-        self.settle()
+        # a snapshot's end is made durable at once: the checkpoint must not say "running"
+        # once the slot streams (a reconnection would take the snapshot again)
+        self.settle(force=snapshot is not None)
         return self.checkpoint
 
     def due(self) -> bool:
