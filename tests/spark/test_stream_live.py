@@ -101,7 +101,7 @@ class Setup:
             elif kind < 0.6:
                 conn.run("UPDATE acct SET balance = balance + 1 WHERE id % 3 = :r",
                          r=rng.randrange(3))
-                conn.run("UPDATE item SET qty = qty * 2, note = NULL WHERE id % 5 = :r",
+                conn.run("UPDATE item SET qty = (qty * 2) % 1000003, note = NULL WHERE id % 5 = :r",
                          r=rng.randrange(5))
                 if noted:
                     conn.run("UPDATE acct SET note = 'changed' WHERE id % 4 = :r",
@@ -237,7 +237,7 @@ def run_end_to_end(spark: SparkSession, setup: Setup, scale: int) -> dict[str, i
         setup.transactions(10 * scale, noted=True)
         acct = queries[1 + list(TABLES).index("acct")]
         wait_for("the acct query to refuse the new column", lambda: acct.exception() is not None,
-                 timeout=180)
+                 timeout=120 + 120 * scale)
         assert "public.acct.note" in str(acct.exception())
         for query in queries:
             query.stop()
@@ -259,7 +259,7 @@ def run_end_to_end(spark: SparkSession, setup: Setup, scale: int) -> dict[str, i
             ehi, elo = (int(x, 16) for x in end_lsn.split("/"))
             return (hi << 32 | lo) >= (ehi << 32 | elo) - 0x10000 and files(setup) > 0
 
-        wait_for("the capture to catch up", caught_up)
+        wait_for("the capture to catch up", caught_up, timeout=120 + 60 * scale)
         time.sleep(1)
         capture.send_signal(signal.SIGINT)
         _, err = capture.communicate(timeout=60)
