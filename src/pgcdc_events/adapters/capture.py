@@ -33,6 +33,7 @@ from pgcdc_events.adapters.errors import (
     SnapshotError,
 )
 from pgcdc_events.adapters.pg8000 import ResolvedOptions, SlotInfo, SlotReader, SlotStatus
+from pgcdc_events.adapters.rotating import RotatingOutput
 from pgcdc_events.adapters.snapshot import SNAPSHOT_MODES, read_snapshot
 from pgcdc_events.adapters.units import SchemaTracker, Unit
 from pgcdc_events.errors import ConfigurationError
@@ -340,9 +341,11 @@ def run_capture(
                 stats.changes += changes
                 stats.lsn = Lsn(after)
             stats.batches += 1
-            if advance and after is not None:
+            # a rotating output holds units back until their file is in place
+            durable = output.settle() if isinstance(output, RotatingOutput) else after
+            if advance and durable is not None:
                 before = reader.confirmed_lsn
-                moved = reader.advance(after) != before
+                moved = reader.advance(durable) != before
             failing_since, backoff = None, 0.1
             report()
             if reached_max:

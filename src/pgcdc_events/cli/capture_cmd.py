@@ -30,6 +30,7 @@ from pgcdc_events.adapters import (
     run_capture,
 )
 from pgcdc_events.adapters.names import split_identifiers
+from pgcdc_events.adapters.rotating import RotatingOutput
 from pgcdc_events.adapters.snapshot import DEFAULT_SNAPSHOT_MODE, SNAPSHOT_MODES
 from pgcdc_events.adapters.stream import StreamReader
 from pgcdc_events.errors import ConfigurationError
@@ -124,6 +125,13 @@ def register(commands: Any) -> None:
                         help="output file, or a directory for capture.jsonl / events.jsonl")
     parser.add_argument("--decode", action="store_true",
                         help="write Debezium records instead of capture rows")
+    rotate = parser.add_argument_group(
+        "rotating files (a directory of whole-transaction capture files, each renamed into "
+        "place once durable: a source for Spark's file stream; see docs/operations.md)")
+    rotate.add_argument("--rotate-every", type=float, metavar="SECONDS",
+                        help="finalize the current file SECONDS after its first transaction")
+    rotate.add_argument("--rotate-size", type=float, metavar="MB",
+                        help="finalize the current file once it holds MB megabytes")
     _common(parser)
     parser.set_defaults(run=lambda args: run(args, "capture"))
 
@@ -193,6 +201,23 @@ def read_dsn(args: argparse.Namespace) -> str:
                                  f"{getattr(exc, 'strerror', None) or exc}") from None
 
 
+def _rotating(args: argparse.Namespace, publications: tuple[str, ...], every: float | None,
+              size: float | None, name: str) -> RotatingOutput:
+    """The rotating output of ``--rotate-every`` / ``--rotate-size``, opened."""
+    if size is not None and size <= 0:
+        raise ConfigurationError(f"--rotate-size must be positive, got {size:g}")
+    output = RotatingOutput(args.output, slot=args.slot, publications=publications,
+                            every=every, size=None if size is None else max(1, int(size * 1e6)))
+    checkpoint = output.open()
+    if not args.quiet:
+        at = "the slot's position" if checkpoint.lsn is None else f"{Lsn(checkpoint.lsn)}"
+        done = f", finished {len(output.recovered)} renamed file" if output.recovered else ""
+        print(f"pgcdc-events {name}: {output.directory}: {checkpoint.offset} files, "
+              f"{checkpoint.changes} changes so far; continuing after {at}{done}",
+              file=sys.stderr, flush=True)
+    return output
+
+
 def run(args: argparse.Namespace, name: str) -> int:
     """Run capture or tail."""
     # as pgoutput reads publication_names: unquoted folded to lower case, "a,b" one name
@@ -237,7 +262,14 @@ def run(args: argparse.Namespace, name: str) -> int:
                           options=options, memory_limit=memory)
     output: Output
     to_stdout = args.output in (None, "-")
-    if to_stdout:
+    every, size = getattr(args, "rotate_every", None), getattr(args, "rotate_size", None)
+    if every is not None or size is not None:
+        if decode or to_stdout:
+            raise ConfigurationError("--rotate-every and --rotate-size write capture files "
+                                     "into a directory: not with --decode or standard output")
+        output = _rotating(args, publications, every, size, name)
+        advance = True
+    elif to_stdout:
         output = StreamOutput(kind=sink.kind, slot=args.slot, publications=publications)
         advance = bool(getattr(args, "advance", False))
     else:

@@ -61,6 +61,9 @@ def register(commands: Any) -> None:
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="no progress on stderr, no Spark INFO/WARN lines or progress bars")
     parser.set_defaults(run=run)
+    from pgcdc_events.cli import spark_stream_cmd  # noqa: PLC0415
+
+    spark_stream_cmd.register(sub)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,7 +7,9 @@ pure-Python :class:`~pgcdc_events.events.EventDecoder` produces;
 :func:`spark_type` and friends map Kafka Connect schemas to Spark types in the
 *literal* or *semantic* flavour; :func:`flatten` is Debezium's
 ExtractNewRecordState; :func:`latest_state` reduces events to a table's
-current rows; :func:`session` starts a SparkSession whose workers find this library.
+current rows; :func:`decode_stream` decodes a live capture with Structured
+Streaming (:mod:`pgcdc_events.spark.stream`, targets in :mod:`pgcdc_events.spark.apply`);
+:func:`session` starts a SparkSession whose workers find this library.
 See docs/spark.md.
 """
 
@@ -34,12 +36,14 @@ from pgcdc_events.spark.schema import (
     struct_type,
 )
 from pgcdc_events.spark.state import latest_state
+from pgcdc_events.spark.stream import DecodedStream, decode_stream, read_capture_stream
 from pgcdc_events.spark.udf import message_udf
 from pgcdc_events.spark.values import ValueConverter
 
 __all__ = [
     "CAPTURE_TYPE",
     "DecodedCapture",
+    "DecodedStream",
     "SparkDecodeError",
     "SparkSchemaOptions",
     "TableLayout",
@@ -47,6 +51,7 @@ __all__ = [
     "capture_dataframe",
     "catalog_table_schemas",
     "decode_capture",
+    "decode_stream",
     "envelope_type",
     "flatten",
     "json_record_type",
@@ -55,6 +60,7 @@ __all__ = [
     "latest_state",
     "message_udf",
     "read_capture",
+    "read_capture_stream",
     "session",
     "spark_type",
     "struct_type",

@@ -24,7 +24,7 @@ from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.spark.errors import SparkDecodeError
 
 __all__ = ["CAPTURE_TYPE", "capture_dataframe", "capture_table", "check_capture",
-           "read_capture", "write_capture_parquet"]
+           "parse_capture_lines", "read_capture", "write_capture_parquet"]
 
 #: How many lines of a JSON Lines capture :func:`check_capture` parses before Spark starts.
 CHECKED_LINES: Final = 10_000
@@ -36,6 +36,11 @@ CAPTURE_TYPE: Final = StructType([
     StructField("snapshot", BooleanType(), False),
 ])
 _JSON_FIELDS: Final = "lsn string, xid string, data string, snapshot boolean"
+#: Why :func:`~pgcdc_events.spark.stream.decode_stream` refuses a snapshot line.
+STREAM_SNAPSHOT_REFUSED: Final = (
+    "it holds an initial snapshot (lines with \"snapshot\": true), which decode_stream does "
+    "not read: decode the snapshot with decode_capture or `pgcdc-events decode`, and follow "
+    "a capture made with `--snapshot-mode no_data`")
 
 
 def capture_table(rows: Iterable[CaptureRow], *, start: int = 0) -> pa.Table:
@@ -144,19 +149,34 @@ def read_capture(spark: SparkSession, path: str, *, order_by: str = "position") 
     """
     if check_capture(path, order_by=order_by) == "jsonl":
         lines = spark.read.text(path).filter(F.trim(F.col("value")) != "")
-        parsed = F.from_json(F.col("value"), _JSON_FIELDS)
-        rows = lines.select(F.monotonically_increasing_id().alias("position"),
-                            F.col("value"), parsed.alias("r"))
-        bad = (F.col("r").isNull() | F.col("r.data").isNull() | F.col("r.lsn").isNull()
-               | F.col("r.data").rlike("[^0-9a-fA-F]"))
-        checked = F.when(bad, F.raise_error(F.concat(
-            F.lit("capture line is not {lsn, xid, data} JSON with hex data: "),
-            F.substring(F.col("value"), 1, 120))))
-        return rows.select("position", F.coalesce(checked, F.col("r.lsn")).alias("lsn"),
-                           F.col("r.xid").cast("long").alias("xid"),
-                           F.unhex(F.col("r.data")).alias("data"),
-                           F.coalesce(F.col("r.snapshot"), F.lit(False)).alias("snapshot"))
+        return parse_capture_lines(
+            lines.select(F.monotonically_increasing_id().alias("position"), F.col("value")),
+            where=path)
     return spark.read.parquet(path)
+
+
+def parse_capture_lines(lines: DataFrame, *, where: str, snapshots: bool = True
+                        ) -> DataFrame:
+    """Capture JSON Lines (column ``value``) as the capture columns ``lsn`` (text),
+    ``xid``, ``data`` (binary) and ``snapshot`` (boolean), keeping the other columns; a
+    line that is not one fails the job that reads it (naming ``where`` and the line), and
+    so does a snapshot line when ``snapshots`` is false (a reader that cannot take them)."""
+    others = [c for c in lines.columns if c != "value"]
+    parsed = F.from_json(F.col("value"), _JSON_FIELDS)
+    rows = lines.select(*others, F.col("value"), parsed.alias("r"))
+    bad = (F.col("r").isNull() | F.col("r.data").isNull() | F.col("r.lsn").isNull()
+           | F.col("r.data").rlike("[^0-9a-fA-F]"))
+    snapshot = F.coalesce(F.col("r.snapshot"), F.lit(False))
+    checked = F.when(bad, F.raise_error(F.concat(
+        F.lit("capture line is not {lsn, xid, data} JSON with hex data: "),
+        F.substring(F.col("value"), 1, 120))))
+    if not snapshots:
+        checked = checked.when(snapshot, F.raise_error(F.concat(
+            F.lit(f"{where}: {STREAM_SNAPSHOT_REFUSED}; the first such line: "),
+            F.substring(F.col("value"), 1, 120))))
+    return rows.select(*others, F.coalesce(checked, F.col("r.lsn")).alias("lsn"),
+                       F.col("r.xid").cast("long").alias("xid"),
+                       F.unhex(F.col("r.data")).alias("data"), snapshot.alias("snapshot"))
 
 
 def _is_parquet(path: str) -> bool:

@@ -168,9 +168,11 @@ class RecordsFunction:
 class EventsFunction:
     """The ``mapInArrow`` function of a table's projection: its records in, events out."""
 
-    def __init__(self, layout: TableLayout, tombstones: bool = True) -> None:
+    def __init__(self, layout: TableLayout, tombstones: bool = True, *,
+                 strict: bool = False) -> None:
         self.layout = layout
         self.tombstones = tombstones
+        self.strict = strict  # refuse a column the layout does not have (a stream's)
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
@@ -179,7 +181,7 @@ class EventsFunction:
                     batch.column("position").to_pylist(), batch.column("index").to_pylist(),
                     batch.column("kind").to_pylist(), batch.column("lsn").to_pylist(),
                     batch.column("payload").to_pylist(), strict=True),
-                    tombstones=self.tombstones)
+                    tombstones=self.tombstones, strict=self.strict)
 
 
 def capture_tables(schema: Iterable[tuple[int, int, Any]], config: EventConfig,
@@ -292,10 +294,12 @@ def by_position(table: Any) -> Any:
     return table.take(pc.sort_indices(keys, sort_keys=[("m", "ascending"), ("i", "ascending")]))
 
 
-def normalize_capture(df: DataFrame, order_by: str = "position") -> DataFrame:
+def normalize_capture(df: DataFrame, order_by: str = "position", *,
+                      keep: tuple[str, ...] = ()) -> DataFrame:
     """The capture columns as the layer reads them: ``position`` (long, from ``order_by``),
     ``lsn`` (long; ``X/Y`` strings are parsed), ``data`` (binary; hex text is decoded) and
-    ``snapshot`` (boolean: false when the column is absent or null)."""
+    ``snapshot`` (boolean: false when the column is absent or null), then the columns
+    ``keep`` as they are."""
     fields = {f.name: f.dataType for f in df.schema.fields}
     for required in ("lsn", "data", order_by):
         if required not in fields:
@@ -329,7 +333,8 @@ def normalize_capture(df: DataFrame, order_by: str = "position") -> DataFrame:
                                    f"{fields['snapshot'].simpleString()}")
         snapshot = F.coalesce(F.col("snapshot"), F.lit(False))
     return df.select(F.col(f"`{order_by}`").cast("long").alias("position"), lsn.alias("lsn"),
-                     data.alias("data"), snapshot.alias("snapshot"))
+                     data.alias("data"), snapshot.alias("snapshot"),
+                     *(F.col(f"`{name}`") for name in keep))
 
 
 def _chunk_column(position: Column, bounds: tuple[int, ...], lo: int = 0,

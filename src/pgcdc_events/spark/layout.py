@@ -233,11 +233,13 @@ class TableLayout:
         return pa.StructArray.from_arrays(children, fields=list(dtype), mask=mask)
 
     def batch(self, rows: Iterable[tuple[int, int, str, int, bytes]], *,
-              tombstones: bool = True) -> Any:
+              tombstones: bool = True, strict: bool = False) -> Any:
         """An Arrow batch of :meth:`output_type` from records ``(position, index, kind, lsn,
         payload)`` (:func:`record_payload`, or :func:`run_payload` for a :data:`RUN_KIND`
-        row); ``tombstones=False`` drops the tombstones of runs."""
-        parts = self.batches(rows, tombstones=tombstones)
+        row); ``tombstones=False`` drops the tombstones of runs. ``strict`` refuses a record
+        with a column the layout does not have (a layout not built from the records' own
+        schemas)."""
+        parts = self.batches(rows, tombstones=tombstones, strict=strict)
         if len(parts) == 1:
             return parts[0]
         if not parts:
@@ -246,7 +248,7 @@ class TableLayout:
         return table.to_batches()[0]
 
     def batches(self, rows: Iterable[tuple[int, int, str, int, bytes]], *,
-                tombstones: bool = True) -> list[Any]:
+                tombstones: bool = True, strict: bool = False) -> list[Any]:
         """:meth:`batch`, as several Arrow batches (runs are not copied into one)."""
         parts: list[Any] = []
         pending: list[tuple[int, int, str, int, bytes]] = []
@@ -255,17 +257,31 @@ class TableLayout:
                 pending.append(row)
                 continue
             if pending:
-                parts.append(self._records(pending))
+                parts.append(self._records(pending, strict))
                 pending = []
-            run = self._run(_load_run(row[4]), tombstones)
+            run = self._run(_load_run(row[4]), tombstones, strict)
             if run.num_rows:
                 parts.append(run)
         if pending:
-            parts.append(self._records(pending))
+            parts.append(self._records(pending, strict))
         return parts
 
-    def _run(self, run: Any, tombstones: bool) -> Any:
+    def _unknown(self, columns: Iterable[str]) -> None:
+        """Refuse a change with a column the layout does not have (``strict``)."""
+        known = {f.name for f in self.value_fields}
+        unknown = [c for c in columns if c not in known]
+        if unknown:
+            raise SparkDecodeError(
+                "a change has a column the table's schema does not (an ALTER TABLE after the"
+                " catalog was taken?): restart the query with a catalog that has it",
+                table=self.table, column=unknown[0])
+
+    def _run(self, run: Any, tombstones: bool, strict: bool = False) -> Any:
         """A column-wise run's batch (Connect values in Arrow) as events."""
+        if strict:
+            for part in ("before", "after"):
+                if run.column(part).null_count < run.num_rows:
+                    self._unknown(f.name for f in run.column(part).type)
         if not tombstones:
             run = run.filter(pc.not_equal(run.column("kind"), "tombstone"))
         schema = arrow_schema(self.output_type())
@@ -314,7 +330,8 @@ class TableLayout:
         return pa.StructArray.from_arrays(children, fields=list(dtype),
                                           mask=array.is_null() if array.null_count else None)
 
-    def _records(self, rows: Iterable[tuple[int, int, str, int, bytes]]) -> Any:
+    def _records(self, rows: Iterable[tuple[int, int, str, int, bytes]], strict: bool = False
+                 ) -> Any:
         positions: list[int] = []
         indexes: list[int] = []
         kinds: list[str] = []
@@ -324,6 +341,10 @@ class TableLayout:
         related: list[Any] = []
         for position, index, kind, lsn, payload in rows:
             key, value, rel = _load_payload(payload)
+            if strict and value is not None:
+                for row in (value.get("before"), value.get("after")):
+                    if row is not None:
+                        self._unknown(row)
             positions.append(position)
             indexes.append(index)
             kinds.append(kind)

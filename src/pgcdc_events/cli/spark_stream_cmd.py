@@ -1,0 +1,217 @@
+"""``pgcdc-events spark stream``: follow a directory of rotating capture files with Spark
+Structured Streaming and keep one target per table equal to the source table.
+
+The capture files come from ``pgcdc-events capture --follow --rotate-every S``; each table's
+events are applied to a Parquet directory under ``--output`` (and, with ``--target-dsn``,
+to the PostgreSQL table of the same name there). ``--checkpoint`` holds the queries'
+checkpoints and the decoder's state: a stopped or killed run continues where it was.
+One progress line per decoded micro-batch goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from pgcdc_events.cli.decode_cmd import load_config
+from pgcdc_events.errors import ConfigurationError, PgCdcError
+from pgcdc_events.protocol.lsn import Lsn
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    """Add ``stream`` to the ``spark`` subcommands."""
+    parser = sub.add_parser(
+        "stream", help="follow rotating capture files; keep per-table targets up to date",
+        description="Decode a directory of rotating capture files (capture --follow "
+        "--rotate-every S) continuously with Spark Structured Streaming and apply each "
+        "table's changes to a Parquet directory under OUTPUT (and to PostgreSQL with "
+        "--target-dsn), exactly once across restarts from --checkpoint.")
+    parser.add_argument("--input", required=True, metavar="DIR",
+                        help="the directory of rotating capture files")
+    parser.add_argument("--catalog", required=True,
+                        help="catalog snapshot JSON (the tables' shapes; take it again after "
+                        "an ALTER TABLE and restart)")
+    parser.add_argument("--config", help="connector .properties file")
+    parser.add_argument("-c", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="a connector property (repeatable; wins over --config)")
+    parser.add_argument("--output", "-o", required=True,
+                        help="directory: records/ and one Parquet table directory per table")
+    parser.add_argument("--checkpoint", required=True, metavar="DIR",
+                        help="checkpoint location of the queries (and the decoder's state)")
+    parser.add_argument("--tables", help="comma-separated schema.table names (default: the "
+                        "catalog's tables the configuration includes)")
+    parser.add_argument("--target-dsn", metavar="DSN",
+                        help="also apply to the PostgreSQL tables of the same names there "
+                        "(created beforehand, with a primary key)")
+    parser.add_argument("--buckets", type=int, default=16,
+                        help="files per Parquet table (rows hashed by key; default 16)")
+    parser.add_argument("--trigger", type=float, default=1.0, metavar="S",
+                        help="seconds between micro-batches (default 1)")
+    parser.add_argument("--max-files-per-trigger", type=int, metavar="N",
+                        help="capture files per micro-batch at most")
+    parser.add_argument("--stop-when-idle", type=float, metavar="S",
+                        help="stop once no new capture row came for S seconds (default: run "
+                        "until Ctrl-C)")
+    parser.add_argument("--master", help="Spark master (default: local[*])")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the streaming queries; Spark errors become one line."""
+    try:
+        from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # noqa: PLC0415
+        from pyspark.errors import PySparkException  # noqa: PLC0415
+    except ImportError:
+        raise PgCdcError("pgcdc-events spark needs pyspark: install the 'spark' extra "
+                         "(pip install 'pgcdc-events[spark]')") from None
+    from pgcdc_events.cli.spark_cmd import _spark_message  # noqa: PLC0415
+
+    try:
+        return _run(args)
+    except (PySparkException, Py4JJavaError) as exc:
+        raise PgCdcError(_spark_message(exc)) from None
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    if n < 1024:
+        return f"{n} B"
+    return f"{n / 1024:,.1f} kB" if n < 1 << 20 else f"{n / (1 << 20):,.1f} MB"
+
+
+def _input_lsn(directory: str) -> int | None:
+    """The LSN the capture has reached (its checkpoint), if readable."""
+    import json  # noqa: PLC0415
+
+    try:
+        with open(os.path.join(directory, "_capture.checkpoint.json"), encoding="utf-8") as fh:
+            text = json.load(fh).get("lsn")
+        return None if text is None else int(Lsn.parse(text))
+    except (OSError, ValueError, PgCdcError):
+        return None
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pgcdc_events.spark import session  # noqa: PLC0415
+    from pgcdc_events.spark.apply import ParquetTarget, PostgresTarget  # noqa: PLC0415
+    from pgcdc_events.spark.stream import (  # noqa: PLC0415
+        BatchProgress,
+        decode_stream,
+        read_capture_stream,
+    )
+    from pgcdc_events.spark.write import table_directory  # noqa: PLC0415
+    from pgcdc_events.types.catalog import CatalogSnapshot  # noqa: PLC0415
+
+    if args.trigger < 0 or args.buckets < 1:
+        raise ConfigurationError("--trigger must not be negative, --buckets must be positive")
+    if not os.path.isdir(args.input):
+        raise ConfigurationError(f"--input {args.input}: not a directory (the --output of "
+                                 "capture --rotate-every)")
+    config = load_config(args.config, args.overrides)
+    catalog = CatalogSnapshot.load(args.catalog)
+    logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
+    spark = session(args.master or "local[*]", "pgcdc-events spark stream", quiet=True,
+                    log_level="off", conf={"spark.ui.showConsoleProgress": "false"})
+    last_row = [time.monotonic()]
+
+    def progress(batch: BatchProgress) -> None:
+        if batch.rows:
+            last_row[0] = time.monotonic()
+        if args.quiet or batch.skipped:
+            return
+        input_lsn = _input_lsn(args.input)
+        lag = (None if input_lsn is None or batch.lsn is None
+               else max(0, input_lsn - batch.lsn))
+        seconds = batch.lag_seconds
+        print(f"pgcdc-events spark stream: batch {batch.batch_id}: {batch.rows:,} rows, "
+              f"{batch.records:,} records, {batch.pending:,} waiting; lsn "
+              f"{Lsn(batch.lsn) if batch.lsn is not None else '-'}, lag {_size(lag)}"
+              + (f", {seconds:.1f} s" if seconds is not None else "")
+              + f" ({batch.seconds:.2f} s)", file=sys.stderr, flush=True)
+
+    source = read_capture_stream(spark, args.input,
+                                 max_files_per_trigger=args.max_files_per_trigger)
+    stream = decode_stream(source, config, catalog=catalog, path=args.output,
+                           checkpoint=os.path.join(args.checkpoint, "decode"),
+                           progress=progress)
+    keyed = [t for t in stream.tables if stream.layout(t).key_type is not None]
+    wanted = keyed
+    if args.tables:
+        wanted = [t.strip() for t in args.tables.split(",") if t.strip()]
+        for name in wanted:
+            if stream.layout(name).key_type is None:  # (an unknown table is named too)
+                raise ConfigurationError(f"{name} has no key (no primary key, no "
+                                         "message.key.columns): its changes cannot be applied")
+    elif not args.quiet:
+        for name in stream.tables:
+            if name not in keyed:
+                print(f"pgcdc-events spark stream: {name} has no key (no primary key, no "
+                      "message.key.columns): not applied", file=sys.stderr, flush=True)
+    queries = [stream.start(trigger_seconds=args.trigger)]
+    for table in wanted:
+        parquet = ParquetTarget(os.path.join(args.output, "tables", table_directory(table)),
+                                buckets=args.buckets)
+        pg = None
+        if args.target_dsn:
+            from pgcdc_events.adapters.connection import parse_conninfo  # noqa: PLC0415
+
+            settings = parse_conninfo(args.target_dsn)
+            pg = PostgresTarget(lambda settings=settings: settings.connect()[0], table)
+        queries.append(stream.table(table).writeStream
+                       .foreachBatch(_Both(parquet, pg))
+                       .option("checkpointLocation", os.path.join(
+                           args.checkpoint, "tables", table_directory(table)))
+                       .trigger(processingTime=f"{args.trigger} seconds").start())
+    stop = [False]
+
+    def handler(signum: int, frame: Any) -> None:
+        stop[0] = True
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not stop[0]:
+            for query in queries:
+                if query.exception() is not None:
+                    raise query.exception()  # type: ignore[misc]
+            if args.stop_when_idle is not None and \
+                    time.monotonic() - last_row[0] > args.stop_when_idle:
+                for query in queries:
+                    query.processAllAvailable()
+                break
+            time.sleep(0.2)
+    finally:
+        for s, old in previous.items():
+            signal.signal(s, old)
+        for query in queries:
+            query.stop()
+    if not args.quiet:
+        print(f"pgcdc-events spark stream: stopped; {len(wanted)} tables under "
+              f"{os.path.join(args.output, 'tables')}", file=sys.stderr, flush=True)
+    return 0
+
+
+class _Both:
+    """Apply a batch to the Parquet target, then to PostgreSQL (if any)."""
+
+    def __init__(self, parquet: Any, pg: Any) -> None:
+        self.parquet, self.pg = parquet, pg
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        from pgcdc_events.spark._session import to_arrow_table  # noqa: PLC0415
+
+        last = self.parquet.last_batch()
+        events = None
+        if last is None or batch_id > last:
+            events = to_arrow_table(df)
+            self.parquet.apply(events, batch_id)
+        if self.pg is not None:
+            self.pg.apply(events if events is not None else to_arrow_table(df), batch_id)

@@ -1,0 +1,246 @@
+"""Apply a table's change events to a target, micro-batch by micro-batch: the target follows
+the source table.
+
+:class:`ParquetTarget` and :class:`PostgresTarget` are ``foreachBatch`` functions for a
+table's events DataFrame (:meth:`DecodedStream.table
+<pgcdc_events.spark.stream.DecodedStream.table>`, or a batch one). Each batch is reduced
+to its net effect in the decoder's order (:func:`net_changes`): the latest row per key,
+deletes, and a truncate (which empties the table before what follows it); the target
+then takes that effect, which is idempotent, and records the batch id, so a batch Spark
+replays after a failure is skipped (or, if the failure came before the id was recorded,
+applied again to the same result).
+
+- :class:`ParquetTarget`: a directory of ``bucket-NNNNN.parquet`` files, the rows hashed
+  by key into ``buckets`` files; a batch rewrites only the files of the keys it touches
+  (every file on a truncate), each written hidden, ``fsync``\\ ed and renamed into place.
+  Read it with ``spark.read.option("mergeSchema", "true").parquet(path)``.
+- :class:`PostgresTarget`: a PostgreSQL table, through pg8000 (the ``pg`` extra): upserts
+  by key (``INSERT ... ON CONFLICT``), deletes, ``TRUNCATE``, and the batch id in a
+  bookkeeping table, all in one transaction.
+
+Debezium's default ``skipped.operations=t`` drops truncates: use
+``skipped.operations=none`` for a target that follows truncates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import zlib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
+from pyspark.sql import DataFrame
+
+from pgcdc_events.spark._session import to_arrow_table
+from pgcdc_events.spark.errors import SparkDecodeError
+from pgcdc_events.spark.stream import write_atomic
+
+__all__ = ["NetChanges", "ParquetTarget", "PostgresTarget", "net_changes"]
+
+_BUCKET: Final = re.compile(r"bucket-(\d{5})\.parquet")
+
+
+class NetChanges:
+    """The net effect of a run of events: ``truncated`` (the table was emptied first),
+    ``rows`` (key -> the row after, or ``None`` for deleted), the key columns and the
+    Arrow type of a row."""
+
+    def __init__(self, key_columns: tuple[str, ...], row_type: Any) -> None:
+        self.key_columns = key_columns
+        self.row_type = row_type
+        self.truncated = False
+        self.rows: dict[tuple[Any, ...], dict[str, Any] | None] = {}
+        self.events = 0
+
+    def key_of(self, row: Mapping[str, Any]) -> tuple[Any, ...]:
+        """A row's key (its key columns' values)."""
+        return tuple(_hashable(row.get(c)) for c in self.key_columns)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def net_changes(events: Any) -> NetChanges:
+    """The net effect of a table's events (an Arrow table with the columns of a table's
+    events DataFrame), applied in ``_position`` order."""
+    if "key" not in events.column_names:
+        raise SparkDecodeError("the table has no key, so its changes cannot be applied per row; "
+                               "give it one with message.key.columns")
+    key_type = events.schema.field("key").type
+    row_type = events.schema.field("after").type
+    net = NetChanges(tuple(key_type.field(i).name for i in range(key_type.num_fields)),
+                     row_type)
+    positions = events.column("_position").to_pylist()
+    order = sorted(range(events.num_rows),
+                   key=lambda i: (positions[i]["message"], positions[i]["index"]))
+    ops = events.column("op").to_pylist()
+    kinds = events.column("_kind").to_pylist()
+    keys = events.column("key").to_pylist()
+    afters = events.column("after").to_pylist()
+    for i in order:
+        op = ops[i]
+        if kinds[i] == "tombstone" or op is None:
+            continue
+        net.events += 1
+        if op == "t":
+            net.truncated = True
+            net.rows.clear()
+        elif op == "d":
+            net.rows[net.key_of(keys[i])] = None
+        elif op in ("c", "u", "r"):
+            net.rows[net.key_of(keys[i])] = afters[i]
+    return net
+
+
+def _bucket(key: tuple[Any, ...], buckets: int) -> int:
+    text = json.dumps(key, default=str, separators=(",", ":"))
+    return zlib.crc32(text.encode("utf-8")) % buckets
+
+
+def _widen_rows(rows: Iterable[dict[str, Any]], names: Iterable[str]) -> list[dict[str, Any]]:
+    fields = list(names)
+    return [{name: row.get(name) for name in fields} for row in rows]
+
+
+def _parquet_writer(table: Any) -> Any:
+    return lambda path: pq.write_table(table, path)
+
+
+class ParquetTarget:
+    """A ``foreachBatch`` function keeping a Parquet directory equal to the source table
+    (see the module docstring). ``buckets`` is the number of files the rows are spread
+    over (fixed for the life of the directory)."""
+
+    def __init__(self, path: str, *, buckets: int = 16) -> None:
+        if buckets < 1:
+            raise SparkDecodeError(f"buckets must be positive, got {buckets}")
+        self.path = Path(path)
+        self.buckets = buckets
+        self.marker = self.path / "_applied.json"
+        #: (batch id, events, files rewritten) of the batches applied by this object.
+        self.applied: list[tuple[int, int, int]] = []
+
+    def last_batch(self) -> int | None:
+        """The last batch id applied (``None`` before the first)."""
+        try:
+            return int(json.loads(self.marker.read_text(encoding="utf-8"))["batch"])
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SparkDecodeError(f"{self.marker}: unreadable ({exc})") from None
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        last = self.last_batch()
+        if last is not None and batch_id <= last:
+            return  # applied before: a replay
+        self.apply(to_arrow_table(df), batch_id)
+
+    def apply(self, events: Any, batch_id: int) -> None:
+        """Apply an Arrow table of events as batch ``batch_id``."""
+        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        rewritten = 0
+        if events.num_rows:
+            net = net_changes(events)
+            by_bucket: dict[int, dict[tuple[Any, ...], dict[str, Any] | None]] = {}
+            for key, row in net.rows.items():
+                by_bucket.setdefault(_bucket(key, self.buckets), {})[key] = row
+            touched = set(range(self.buckets)) if net.truncated else set(by_bucket)
+            names = [net.row_type.field(i).name for i in range(net.row_type.num_fields)]
+            schema = pa.schema([net.row_type.field(i) for i in range(net.row_type.num_fields)])
+            for bucket in sorted(touched):
+                file = self.path / f"bucket-{bucket:05d}.parquet"
+                current: dict[tuple[Any, ...], dict[str, Any]] = {}
+                if file.exists() and not net.truncated:
+                    for row in pq.read_table(file).to_pylist():
+                        current[net.key_of(row)] = row
+                for key, row in by_bucket.get(bucket, {}).items():
+                    if row is None:
+                        current.pop(key, None)
+                    else:
+                        current[key] = row
+                table = pa.Table.from_pylist(_widen_rows(current.values(), names), schema=schema)
+                write_atomic(file, _parquet_writer(table))
+                rewritten += 1
+            self.applied.append((batch_id, net.events, rewritten))
+        write_atomic(self.marker, lambda p: Path(p).write_text(
+            json.dumps({"batch": batch_id}), encoding="utf-8"))
+
+
+class PostgresTarget:
+    """A ``foreachBatch`` function keeping a PostgreSQL table equal to the source table,
+    through pg8000: ``connect`` returns a ``pg8000.native.Connection``; ``table`` is the
+    target (``schema.table``, created beforehand with the source's columns and a primary
+    key on the key columns); ``name`` identifies this stream in the bookkeeping table
+    ``pgcdc_applied`` (created if missing)."""
+
+    def __init__(self, connect: Any, table: str, *, name: str | None = None) -> None:
+        self.connect = connect
+        self.schema, _, self.table = table.rpartition(".")
+        self.schema = self.schema or "public"
+        self.name = name or table
+        self.applied: list[tuple[int, int]] = []
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        self.apply(to_arrow_table(df), batch_id)
+
+    def apply(self, events: Any, batch_id: int) -> None:
+        """Apply an Arrow table of events as batch ``batch_id``, in one transaction."""
+        conn = self.connect()
+        try:
+            conn.run("CREATE TABLE IF NOT EXISTS pgcdc_applied (name text PRIMARY KEY, "
+                     "batch bigint NOT NULL)")
+            conn.run("BEGIN")
+            rows = conn.run("SELECT batch FROM pgcdc_applied WHERE name = :n FOR UPDATE",
+                            n=self.name)
+            if rows and batch_id <= rows[0][0]:
+                conn.run("ROLLBACK")
+                return
+            events_applied = 0
+            if events.num_rows:
+                net = net_changes(events)
+                events_applied = net.events
+                self._apply(conn, net)
+            conn.run("INSERT INTO pgcdc_applied VALUES (:n, :b) ON CONFLICT (name) DO UPDATE "
+                     "SET batch = EXCLUDED.batch", n=self.name, b=batch_id)
+            conn.run("COMMIT")
+            self.applied.append((batch_id, events_applied))
+        except BaseException:
+            with contextlib.suppress(Exception):  # the connection may be gone
+                conn.run("ROLLBACK")
+            raise
+        finally:
+            conn.close()
+
+    def _apply(self, conn: Any, net: NetChanges) -> None:
+        target = f"{_quote(self.schema)}.{_quote(self.table)}"
+        if net.truncated:
+            conn.run(f"TRUNCATE {target}")
+        names = [net.row_type.field(i).name for i in range(net.row_type.num_fields)]
+        keys = list(net.key_columns)
+        where = " AND ".join(f"{_quote(k)} = :k{i}" for i, k in enumerate(keys))
+        columns = ", ".join(_quote(n) for n in names)
+        values = ", ".join(f":v{i}" for i in range(len(names)))
+        update = ", ".join(f"{_quote(n)} = EXCLUDED.{_quote(n)}" for n in names
+                           if n not in keys) or f"{_quote(keys[0])} = EXCLUDED.{_quote(keys[0])}"
+        upsert = (f"INSERT INTO {target} ({columns}) VALUES ({values}) ON CONFLICT "
+                  f"({', '.join(_quote(k) for k in keys)}) DO UPDATE SET {update}")
+        delete = f"DELETE FROM {target} WHERE {where}"
+        for key, row in net.rows.items():
+            if row is None:
+                conn.run(delete, **{f"k{i}": v for i, v in enumerate(key)})
+            else:
+                conn.run(upsert, **{f"v{i}": row.get(n) for i, n in enumerate(names)})
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

@@ -1,0 +1,228 @@
+"""``decode_stream`` in Spark: rotating capture files read by Spark's file stream, decoded
+micro-batch by micro-batch, equal record for record to ``EventDecoder`` on the same capture;
+the query stopped and restarted from its checkpoint goes on where it was, nothing doubled;
+the per-table streaming DataFrames equal the batch layer's."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+import itertools
+
+from pyspark.sql import SparkSession
+
+from pgcdc_events.adapters.rotating import capture_file_name
+from pgcdc_events.cli import main
+from pgcdc_events.events import EventConfig
+from pgcdc_events.protocol import CaptureRow, dump_capture_row
+from pgcdc_events.spark import decode_capture
+from pgcdc_events.spark._session import to_arrow_table
+from pgcdc_events.spark.capture import capture_dataframe
+from pgcdc_events.spark.errors import SparkDecodeError
+from pgcdc_events.spark.state import latest_state
+from pgcdc_events.spark.stream import decode_stream, read_capture_stream
+from support.golden import recordings
+from support.spark_records import (
+    CLOCK_NS,
+    RUN_ID,
+    decoder_lines,
+    first_difference,
+    table_rows,
+)
+
+RECORDING = next(r for r in recordings("events") if r.mode == "events-txmeta-truncate-notombstones")
+
+
+def write_files(directory: Path, rows: list[CaptureRow], cuts: list[int], first: int = 0
+                ) -> int:
+    """Capture files of ``rows`` cut at the ``cuts`` (row indexes), as the rotating writer
+    names them (hidden, then renamed); returns the next sequence number."""
+    directory.mkdir(exist_ok=True)
+    seq = first
+    bounds = [0, *cuts, len(rows)]
+    for lo, hi in itertools.pairwise(bounds):
+        if lo == hi:
+            continue
+        temp = directory / f".capture-{seq:010d}.tmp"
+        temp.write_text("".join(dump_capture_row(r) + "\n" for r in rows[lo:hi]))
+        os.rename(temp, directory / capture_file_name(seq, int(rows[hi - 1].lsn)))
+        seq += 1
+    return seq
+
+
+def records_lines(path: Path, spark: SparkSession) -> list[str]:
+    df = spark.read.parquet(str(path / "records"))
+    return [r["line"] for r in df.orderBy("position", "index").select("line").collect()]
+
+
+def test_files_decoded_as_one_decoder(spark: SparkSession, tmp_path: Path) -> None:
+    rows = list(RECORDING.capture)
+    config = EventConfig.from_properties(RECORDING.properties)
+    files, out, checkpoint = tmp_path / "files", tmp_path / "out", tmp_path / "cp"
+    # cut inside transactions: a file here holds part of one (the Kafka layout's case)
+    half = len(rows) // 2
+    write_files(files, rows[:half], [3, 7, half // 2])
+
+    def start() -> Any:
+        stream = decode_stream(read_capture_stream(spark, str(files), max_files_per_trigger=1),
+                               config, catalog=RECORDING.catalog, path=str(out),
+                               checkpoint=str(checkpoint), clock=lambda: CLOCK_NS,
+                               run_id=RUN_ID, lines=True)
+        stream.start()
+        return stream
+
+    stream = start()
+    assert stream.query is not None
+    stream.query.processAllAvailable()
+    first = len(stream.batches)
+    stream.stop()
+    # more files while the query is down; restarted from its checkpoint
+    assert write_files(files, rows[half:], [5, 9], first=4) == 7
+    stream = start()
+    assert stream.query is not None
+    stream.query.processAllAvailable()
+    assert first >= 4 and len(stream.batches) >= 2
+    want = decoder_lines(rows, config, RECORDING.catalog)
+    problem = first_difference(records_lines(out, spark), want)
+    assert not problem, problem
+
+    # each table's streaming DataFrame equals the batch layer's table, row for row
+    batch = decode_capture(capture_dataframe(spark, rows), config, catalog=RECORDING.catalog,
+                           clock=lambda: CLOCK_NS, run_id=RUN_ID)
+    for table in batch.tables:
+        got: list[Any] = []
+        query = (stream.table(table).writeStream
+                 .foreachBatch(lambda df, _id, got=got: got.extend(
+                     table_rows(_arrow(df)) if df.count() else []))
+                 .option("checkpointLocation", str(tmp_path / f"cp-{table}")).start())
+        query.processAllAvailable()
+        query.stop()
+        expected = table_rows(batch.to_arrow([table])[table])
+        got.sort(key=lambda r: (r["_position"]["message"], r["_position"]["index"]))
+        assert [_strip(r) for r in got] == [_strip(r) for r in expected], table
+    batch.unpersist()
+    stream.stop()
+
+
+def _arrow(df: Any) -> Any:
+    return to_arrow_table(df)
+
+
+def _strip(row: dict[str, Any]) -> dict[str, Any]:
+    """A row without its position (the stream's positions are segment << 32 | line)."""
+    return {k: v for k, v in row.items() if k != "_position"}
+
+
+def test_a_column_the_catalog_lacks_fails_the_table_query(spark: SparkSession,
+                                                          tmp_path: Path) -> None:
+    rows = list(RECORDING.capture)
+    config = EventConfig.from_properties(RECORDING.properties)
+    catalog = RECORDING.catalog
+    write_files(tmp_path / "f", rows, [])
+    stream = decode_stream(read_capture_stream(spark, str(tmp_path / "f")), config,
+                           catalog=catalog, path=str(tmp_path / "o"),
+                           checkpoint=str(tmp_path / "c"))
+    stream.start()
+    assert stream.query is not None
+    stream.query.processAllAvailable()
+    stream.stop()
+    # a layout missing one column stands for a catalog taken before ADD COLUMN
+    table = next(t for t in stream.tables if len(stream.layout(t).value_fields) > 1)
+    layout = stream.layout(table)
+    dropped = layout.value_fields.pop()
+    stream.layout = lambda name: layout  # type: ignore[method-assign]
+    query = (stream.table(table).writeStream.format("memory").queryName("strict_check")
+             .option("checkpointLocation", str(tmp_path / "c2")).start())
+    with pytest.raises(Exception, match=f"{table}.{dropped.name}"):
+        query.processAllAvailable()
+    query.stop()
+
+
+def test_a_batch_dataframe_is_refused(spark: SparkSession, tmp_path: Path) -> None:
+    config = EventConfig.from_properties(RECORDING.properties)
+    with pytest.raises(SparkDecodeError, match="streaming DataFrame"):
+        decode_stream(capture_dataframe(spark, list(RECORDING.capture)), config,
+                      catalog=RECORDING.catalog, path=str(tmp_path), checkpoint=str(tmp_path))
+
+
+def test_state_is_under_the_checkpoint(spark: SparkSession, tmp_path: Path) -> None:
+    rows = list(RECORDING.capture)
+    config = EventConfig.from_properties(RECORDING.properties)
+    write_files(tmp_path / "f", rows, [5])
+    stream = decode_stream(read_capture_stream(spark, str(tmp_path / "f")), config,
+                           catalog=RECORDING.catalog, path=str(tmp_path / "o"),
+                           checkpoint=str(tmp_path / "c"))
+    stream.start()
+    assert stream.query is not None
+    stream.query.processAllAvailable()
+    stream.stop()
+    states = sorted(os.listdir(tmp_path / "c" / "_decoder"))
+    assert states and all(s.startswith("state-") for s in states)
+    state = json.loads((tmp_path / "c" / "_decoder" / states[-1]).read_text())
+    assert state["segment"] == 2 and not state["held"]
+
+
+def test_cli_stream(spark: SparkSession, tmp_path: Path,
+                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``pgcdc-events spark stream`` (in this process: the session is the run's) follows the
+    files, prints a progress line per micro-batch and leaves each table's Parquet directory
+    equal to the batch layer's latest state."""
+    rows = list(RECORDING.capture)
+    write_files(tmp_path / "f", rows, [len(rows) // 3, 2 * len(rows) // 3])
+    catalog = tmp_path / "catalog.json"
+    RECORDING.catalog.save(str(catalog))
+    props = tmp_path / "c.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in RECORDING.properties.items()))
+    assert main(["spark", "stream", "--input", str(tmp_path / "f"), "--catalog", str(catalog),
+                 "--config", str(props), "--output", str(tmp_path / "o"),
+                 "--checkpoint", str(tmp_path / "cp"), "--trigger", "0.2", "--buckets", "2",
+                 "--max-files-per-trigger", "1", "--stop-when-idle", "4"]) == 0
+    err = capsys.readouterr().err
+    progress = [line for line in err.splitlines() if ": batch " in line]
+    assert len(progress) >= 3, err
+    assert re.search(r"batch \d+: [\d,]+ rows, [\d,]+ records, \d+ waiting; lsn [0-9A-F]+/"
+                     r"[0-9A-F]+, lag [^,]+, [\d.]+ s", progress[-1]), progress
+    config = EventConfig.from_properties(RECORDING.properties)
+    batch = decode_capture(capture_dataframe(spark, rows), config, catalog=RECORDING.catalog)
+    compared = 0
+    for table in batch.tables:
+        if "key" not in batch.table(table).columns:
+            continue
+        got = to_arrow_table(spark.read.option("mergeSchema", "true").parquet(
+            str(tmp_path / "o" / "tables" / table))) \
+            if (tmp_path / "o" / "tables" / table).exists() else None
+        want = to_arrow_table(latest_state(batch.table(table)))
+        assert sorted(map(str, got.to_pylist() if got is not None else [])) == \
+            sorted(map(str, want.to_pylist())), table
+        compared += 1
+    batch.unpersist()
+    assert compared >= 2
+
+
+def test_a_snapshot_in_the_stream_stops_the_query(spark: SparkSession, tmp_path: Path) -> None:
+    """decode_stream reads stream rows only: a capture file holding an initial snapshot's
+    lines stops the query with an error naming the snapshot, where decoding its rows as
+    stream rows would have made them creates."""
+    recording = next(r for r in recordings("events_snapshot") if r.corpus == "events_snapshot")
+    rows = list(recording.capture)
+    assert any(r.snapshot for r in rows)
+    write_files(tmp_path / "f", rows, [])
+    stream = decode_stream(read_capture_stream(spark, str(tmp_path / "f")),
+                           EventConfig.from_properties(recording.properties),
+                           catalog=recording.catalog, path=str(tmp_path / "o"),
+                           checkpoint=str(tmp_path / "c"))
+    stream.start()
+    assert stream.query is not None
+    with pytest.raises(Exception, match="initial snapshot"):
+        stream.query.processAllAvailable()
+    stream.stop()
+    assert not (tmp_path / "o" / "records").exists() or not any(
+        (tmp_path / "o" / "records").iterdir())

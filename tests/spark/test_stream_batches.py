@@ -1,0 +1,92 @@
+"""The micro-batch step of ``decode_stream`` (``decode_rows``), without Spark, on every golden
+capture: the capture is cut into micro-batches at random rows (inside transactions, inside
+streamed ones, between a Relation and the change that needs it), the state goes through
+its JSON form between batches, and the records must equal one ``EventDecoder``'s, whole.
+With segments (rotating files) delivered out of order, a segment that arrives before the
+one it follows is held back: its changes decode once the Relation before them has come.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pgcdc_events.events import EventConfig
+from pgcdc_events.protocol import CaptureRow
+from pgcdc_events.spark.decode import _Decode
+from pgcdc_events.spark.errors import SparkDecodeError
+from pgcdc_events.spark.stream import StreamState, decode_rows
+from support.golden import Recording, recordings
+from support.spark_records import CLOCK_NS, RUN_ID, decoder_lines, first_difference
+
+RECORDINGS = [r for r in recordings("*") if not r.meta.get("connector_failed")
+              and not r.corpus.startswith("events_snapshot")]
+
+
+def _run(rows: list[CaptureRow], recording: Recording, batches: list[list[tuple]]
+         ) -> tuple[list[str], StreamState]:
+    config = EventConfig.from_properties(recording.properties).with_catalog(recording.catalog)
+    make = _Decode(config, recording.catalog, lambda: CLOCK_NS, RUN_ID)
+    state = StreamState()
+    lines: list[str] = []
+    for batch in batches:
+        out, state, _ = decode_rows(state, batch, make, lines=True)
+        lines += [line for b in out for line in b.column("line").to_pylist()]
+        # the state survives its JSON form (what the checkpoint holds)
+        state = StreamState.from_json(json.loads(json.dumps(state.to_json())), path="x")
+    return lines, state
+
+
+def _want(rows: list[CaptureRow], recording: Recording, state: StreamState) -> list[str]:
+    """The decoder's records of the rows before those still pending."""
+    config = EventConfig.from_properties(recording.properties)
+    done = len(rows) - len(state.pending) - len(state.held)
+    return decoder_lines(rows[:done], config, recording.catalog)
+
+
+@pytest.mark.parametrize("recording", RECORDINGS, ids=[r.key for r in RECORDINGS])
+def test_random_micro_batches(recording: Recording) -> None:
+    rows = list(recording.capture)
+    rng = random.Random(recording.key)
+    batches: list[list[tuple]] = []
+    i = 0
+    while i < len(rows):
+        n = rng.choice((1, 2, 3, 5, 8, 40))
+        batches.append([(None, i + j, int(r.lsn), r.data) for j, r in enumerate(rows[i:i + n])])
+        i += n
+    batches.insert(len(batches) // 2, [])  # an empty micro-batch changes nothing
+    got, state = _run(rows, recording, batches)
+    problem = first_difference(got, _want(rows, recording, state))
+    assert not problem, problem
+    assert len(state.pending) < len(rows) // 2 + 8  # most of the capture was decoded
+
+
+@pytest.mark.parametrize("recording", RECORDINGS[:6], ids=[r.key for r in RECORDINGS[:6]])
+def test_segments_out_of_order(recording: Recording) -> None:
+    """Segments of a few rows each, delivered two at a time in swapped pairs: the later one
+    (whose changes may need the earlier one's Relation) comes a batch before."""
+    rows = list(recording.capture)
+    size = 4
+    segments = [[(k, (k << 32) | j, int(r.lsn), r.data)
+                 for j, r in enumerate(rows[k * size:(k + 1) * size])]
+                for k in range((len(rows) + size - 1) // size)]
+    order = []
+    for k in range(0, len(segments), 2):
+        order += [segments[k + 1]] if k + 1 < len(segments) else []
+        order += [segments[k]]
+    got, state = _run(rows, recording, order)
+    assert not state.held
+    problem = first_difference(got, _want(rows, recording, state))
+    assert not problem, problem
+
+
+def test_a_stream_that_goes_back_is_refused() -> None:
+    recording = RECORDINGS[0]
+    rows = list(recording.capture)
+    batch = [(None, i, int(r.lsn), r.data) for i, r in enumerate(rows[:5])]
+    with pytest.raises(SparkDecodeError, match="the stream goes back"):
+        _run(rows, recording, [batch, batch])
