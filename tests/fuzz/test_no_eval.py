@@ -41,6 +41,9 @@ AUDITED = {
     ("events/tables.py", "compile"): "same generator",
     ("testing/__init__.py", "importlib"): "lazy import of module names from a constant table",
     ("testing/__init__.py", "import_module"): "same",
+    ("cli/__init__.py", "importlib"): "lazy import of the subcommand modules named in the "
+                                      "constant _COMMANDS table (argv only selects a row)",
+    ("cli/__init__.py", "import_module"): "same",
     ("spark/_session.py", "importlib"): "find_spec('pandas'): a constant",
     ("spark/layout.py", "pickle"): "record payloads the decode step wrote, read back with an "
                                    "Unpickler that resolves no global but decimal.Decimal",
