@@ -1,7 +1,7 @@
 """Decoding a capture in chunks (``pgcdc_events.events.chunks``) gives one decoder's records.
 
-Every golden capture is cut as finely as the planner allows (after every ordinary Commit
-outside streamed and prepared transactions); the chunks are decoded in a shuffled order
+Every golden capture is cut as finely as the planner allows (after every commit where no
+other streamed or prepared transaction is open); the chunks are decoded in a shuffled order
 by one ``ChunkDecoder`` (each chunk primed from the plan alone) and, separately, each by
 a fresh one; put back in chunk order the records must be the single decoder's, whole.
 """
@@ -14,6 +14,7 @@ import pytest
 
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.events.chunks import ChunkDecoder, ChunkError, control_messages, plan_chunks
+from pgcdc_events.protocol import CaptureRow, Lsn
 from pgcdc_events.testing import Transaction, op_insert, render, table
 from pgcdc_events.testing.workload import Schedule
 from support.golden import Recording, recordings
@@ -69,7 +70,58 @@ def test_no_cut_while_a_prepared_transaction_is_open() -> None:
     kinds = "".join(chr(r[2][0]) for r in rows)
     assert kinds.count("C") == 2 and kinds.index("K") > kinds.index("C")  # C while prepared
     plan = plan_chunks(control_messages(rows), min_messages=1)
-    assert plan.boundaries == (kinds.rindex("C"),)  # only the Commit after Commit Prepared
+    # not the Commit while the prepared transaction is open; its Commit Prepared, which
+    # ends it, and the Commit after
+    assert plan.boundaries == (kinds.index("K"), kinds.rindex("C"))
+
+
+@pytest.mark.parametrize("last", ["streamed", "prepared", "plain after"])
+def test_streamed_and_prepared_commits_are_cuts(last: str) -> None:
+    """A Stream Commit or Commit Prepared with nothing else open ends a chunk: a reader that
+    decodes up to the last cut (decode_stream) does not hold such a transaction back until
+    a later plain one. The next chunk starts from the commit time and end LSN it left
+    (``source.sequence`` of the plain transaction after it), as one decoder does."""
+    t = table("public.t", {"id": "int4"}, primary_key="id")
+    plain = Transaction((op_insert(t, {"id": 1}),))
+    streamed = Transaction(tuple(op_insert(t, {"id": i}) for i in range(2, 6)),
+                           streamed=True, block_ends=(2, 4))
+    prepared = Transaction((op_insert(t, {"id": 6}),), two_phase=True, gid="g")
+    after = Transaction((op_insert(t, {"id": 7}),))
+    items = [plain, streamed, prepared, after]
+    events: list[tuple[int, tuple[object, ...]]] = [
+        (0, ("end",)), (1, ("block", 0)), (1, ("block", 1)), (1, ("end",)),
+        (2, ("prepare",)), (2, ("end",))]
+    if last == "streamed":
+        items, events = items[:2], events[:4]
+    elif last == "plain after":
+        events.append((3, ("end",)))
+    else:
+        items = items[:3]
+    rows = [(i, int(r.lsn), bytes(r.data))
+            for i, r in enumerate(render([t], items, Schedule(tuple(events))).capture())]
+    kinds = "".join(chr(r[2][0]) for r in rows)
+    plan = plan_chunks(control_messages(rows), min_messages=1)
+    ends = [kinds.index("C"), kinds.index("c")]
+    if last != "streamed":
+        ends.append(kinds.index("K"))
+    if last == "plain after":
+        ends.append(kinds.rindex("C"))
+    assert plan.boundaries == tuple(ends)
+    config = EventConfig.from_properties({"topic.prefix": "p"})
+
+    def make() -> EventDecoder:
+        return EventDecoder(config, clock=lambda: CLOCK_NS, run_id="r")
+
+    render_line = JsonRecordWriter.for_config(config).record_line
+    want = [render_line(r) for r in make().feed_rows(
+        [CaptureRow(Lsn(lsn), None, data) for _, lsn, data in rows])]
+    decoder = ChunkDecoder(plan, make)
+    got = []
+    for chunk in random.Random(3).sample(range(plan.chunks), plan.chunks):
+        part = [row for row in rows if plan.chunk_of(row[0]) == chunk]
+        got.append((chunk, [render_line(r) for _, _, r in decoder.decode(chunk, part)]))
+    assert [line for _, lines in sorted(got) for line in lines] == want
+    assert len(want) == len(items) - 1 + 4
 
 
 def test_a_bad_message_names_its_position() -> None:

@@ -5,10 +5,13 @@ from one message to the next. Between two transactions that state is small: the 
 schemas (Relation and Type messages), the last commit LSN (``source.sequence``) and the
 commit time of the last Begin. :func:`plan_chunks` reads the *control* messages of a
 capture (everything but Insert, Update, Delete, Truncate and logical messages: few) and
-cuts the stream after ordinary Commits where no streamed or prepared transaction is open;
+cuts the stream after a transaction's commit (Commit, Stream Commit or Commit Prepared)
+where no other streamed or prepared transaction is open;
 a :class:`ChunkDecoder` primes a decoder with the state at a chunk's start (its
 *prelude*: the Type and Relation messages in force, then the Begin and Commit of the
-transaction before the cut) and feeds it the chunk's messages. Decoding every chunk and
+transaction before the cut, or a Begin and Commit standing for the streamed or prepared
+transaction whose commit is the cut: the decoder keeps the same commit time and end LSN
+from either) and feeds it the chunk's messages. Decoding every chunk and
 concatenating the records in chunk order gives exactly the records of one decoder fed the
 whole capture; each chunk can be decoded anywhere (a Spark task, a worker process).
 
@@ -135,9 +138,10 @@ def plan_chunks(control: Iterable[tuple[int, int, Message]], *, min_messages: in
                 snapshot: Collection[int] = ()) -> ChunkPlan:
     """Cut a capture, given its control messages ``(position, lsn, parsed message)`` in
     stream order, into chunks of at least ``min_messages`` positions (the last may be
-    shorter), each ending with an ordinary Commit outside any streamed or prepared
-    transaction. ``snapshot`` holds the positions of the capture's snapshot rows: their
-    Begin and Commit are the snapshot block's, never a cut."""
+    shorter), each ending with the commit of a transaction (a Commit, Stream Commit or
+    Commit Prepared) when no other streamed or prepared transaction is open.
+    ``snapshot`` holds the positions of the capture's snapshot rows: their Begin and
+    Commit are the snapshot block's, never a cut."""
     schema: list[tuple[int, int, Relation | Type]] = []
     cuts: list[_Cut] = []
     streams: set[int] = set()
@@ -166,14 +170,25 @@ def plan_chunks(control: Iterable[tuple[int, int, Message]], *, min_messages: in
         elif isinstance(message, StreamAbort):
             if message.subxid == message.xid:
                 streams.discard(message.xid)
-        elif isinstance(message, StreamCommit):
+        elif isinstance(message, (StreamCommit, CommitPrepared)):
             streams.discard(message.xid)
+            prepared.discard(message.xid)
+            if (begin is None and not streams and not prepared
+                    and position - last_cut >= min_messages):
+                # a streamed or prepared transaction's commit ends it as a Commit would:
+                # the decoder then holds its commit time and end LSN, which the Begin and
+                # Commit below carry into the next chunk's prelude
+                cuts.append(_Cut(position, Begin(message.commit_lsn, message.commit_time,
+                                                 message.xid), lsn,
+                                 Commit(0, message.commit_lsn, message.end_lsn,
+                                        message.commit_time), lsn))
+                last_cut = position
         elif isinstance(message, StreamPrepare):
             streams.discard(message.xid)
             prepared.add(message.xid)
         elif isinstance(message, BeginPrepare):
             prepared.add(message.xid)
-        elif isinstance(message, (CommitPrepared, RollbackPrepared)):
+        elif isinstance(message, RollbackPrepared):
             prepared.discard(message.xid)
         elif not isinstance(message, (Prepare, StreamStop)):
             continue

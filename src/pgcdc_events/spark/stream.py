@@ -13,7 +13,7 @@ What a stream carries from one micro-batch to the next (:class:`StreamState`) is
 messages in force, the Begin and Commit of the last transaction decoded, and the rows
 after it that cannot be decoded yet (a transaction not yet whole in the batches seen: a
 streamed or prepared one still open, or one cut by the batch's end). Each batch appends
-its rows, cuts after the last Commit where nothing is open, decodes up to the cut with
+its rows, cuts after the last commit where nothing is open, decodes up to the cut with
 :class:`~pgcdc_events.events.chunks.ChunkDecoder` (the records are
 :class:`~pgcdc_events.events.EventDecoder`'s) and keeps the rest. With a ``segment``
 column (the rotating files' sequence numbers), segments are decoded in order: a file
