@@ -18,6 +18,7 @@ dropped and the read starts again after the checkpoint.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
@@ -228,6 +229,13 @@ def run_capture(
     stats.lsn = None if after is None else Lsn(after)
     limit = batch_rows
     connected = False
+    # A rotating output holds units back until their file is in place, so the slot is
+    # acknowledged later than each unit was read: by then a PREPARE that was unresolved
+    # when the unit was written may have been resolved by a unit not yet in a file. The
+    # hold at each commit (end LSN, earliest unresolved PREPARE then) keeps the slot
+    # behind such a PREPARE until the file holding its resolution is in place.
+    holds: deque[tuple[int, int | None]] = deque()
+    settled_hold: int | None = None  # the hold recorded with the settled position
     failing_since: float | None = None
     last_report = 0.0
     reported: tuple[int, int, int | None] | None = None
@@ -336,6 +344,7 @@ def run_capture(
                 if advance:  # nothing taken behind our back since the last acknowledgement
                     reader.check_position()
                 output.commit(written_end, units, changes)
+                holds.append((written_end, reader.last_batch.hold_lsn))
                 after = written_end
                 stats.units += units
                 stats.changes += changes
@@ -343,6 +352,10 @@ def run_capture(
             stats.batches += 1
             # a rotating output holds units back until their file is in place
             durable = output.settle() if isinstance(output, RotatingOutput) else after
+            while holds and durable is not None and holds[0][0] <= durable:
+                _, settled_hold = holds.popleft()
+            if settled_hold is not None and durable is not None:
+                durable = min(durable, settled_hold)
             if advance and durable is not None:
                 before = reader.confirmed_lsn
                 moved = reader.advance(durable) != before
