@@ -15,6 +15,7 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from pgcdc_events.cli._io import count
@@ -68,6 +69,12 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Decode the capture with Spark and write each table; Spark errors become one line."""
+    return run_spark(_run, args)
+
+
+def run_spark(body: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """``body(args)`` with pyspark required and Spark's errors (a worker's included) as one
+    line: what every ``pgcdc-events spark`` subcommand runs in."""
     try:
         from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # noqa: PLC0415
         from pyspark.errors import PySparkException  # noqa: PLC0415
@@ -75,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         raise PgCdcError("pgcdc-events spark needs pyspark: install the 'spark' extra "
                          "(pip install 'pgcdc-events[spark]')") from None
     try:
-        return _run(args)
+        return body(args)
     except (PySparkException, Py4JJavaError) as exc:
         raise PgCdcError(_spark_message(exc)) from None
 

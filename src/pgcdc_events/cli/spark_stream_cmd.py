@@ -66,18 +66,9 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the streaming queries; Spark errors become one line."""
-    try:
-        from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # noqa: PLC0415
-        from pyspark.errors import PySparkException  # noqa: PLC0415
-    except ImportError:
-        raise PgCdcError("pgcdc-events spark needs pyspark: install the 'spark' extra "
-                         "(pip install 'pgcdc-events[spark]')") from None
-    from pgcdc_events.cli.spark_cmd import _spark_message  # noqa: PLC0415
+    from pgcdc_events.cli.spark_cmd import run_spark  # noqa: PLC0415
 
-    try:
-        return _run(args)
-    except (PySparkException, Py4JJavaError) as exc:
-        raise PgCdcError(_spark_message(exc)) from None
+    return run_spark(_run, args)
 
 
 def _size(n: int | None) -> str:
