@@ -226,10 +226,18 @@ class Workload(threading.Thread):
 
 # ---------------------------------------------------------------- the capture process
 
-CRASH_WRAPPER = textwrap.dedent('''
+def crash_wrapper(imports: str, points: str) -> str:
+    """A script that runs the CLI and SIGKILLs itself at the CRASH_NTH passage through the
+    crash point CRASH_AT: ``points`` (an if/elif chain over ``point`` that patches the
+    code, calling ``passing()`` and ``die()``) after ``imports``."""
+    return CRASH_FRAME.format(imports=textwrap.dedent(imports).strip(),
+                              points=textwrap.dedent(points).strip())
+
+
+CRASH_FRAME = textwrap.dedent('''
     """Run the CLI, SIGKILLing itself at the CRASH_NTH passage through CRASH_AT."""
     import os, signal, sys
-    from pgcdc_events.adapters import checkpoint, pg8000 as slot_reader, stream
+    {imports}
     from pgcdc_events.cli import main
 
     point, nth = os.environ["CRASH_AT"], int(os.environ["CRASH_NTH"])
@@ -243,6 +251,14 @@ CRASH_WRAPPER = textwrap.dedent('''
     def die():
         os.kill(os.getpid(), signal.SIGKILL)
 
+    {points}
+    else:
+        raise SystemExit(f"unknown crash point {{point}}")
+    sys.exit(main(sys.argv[1:]))
+''')
+
+CRASH_WRAPPER = crash_wrapper(
+    "from pgcdc_events.adapters import checkpoint, pg8000 as slot_reader, stream", '''
     Out = checkpoint.DurableOutput
     write, commit, store = Out.write, Out.commit, Out._store
     readers = (slot_reader.SlotReader, stream.StreamReader)  # each has its own advance
@@ -283,9 +299,6 @@ CRASH_WRAPPER = textwrap.dedent('''
                     die()
                 return result
             Reader.advance = advanced
-    else:
-        raise SystemExit(f"unknown crash point {point}")
-    sys.exit(main(sys.argv[1:]))
 ''')
 
 

@@ -11,7 +11,6 @@ import os
 import random
 import signal
 import stat
-import textwrap
 import time
 from pathlib import Path
 
@@ -31,23 +30,7 @@ from pgcdc_events.testing.cluster import TempCluster
 cluster = test_delivery.cluster  # the fixture: a cluster of its own with the referee slot
 ROTATE = ("--rotate-every", "0.2", "--rotate-size", "0.02")
 
-CRASH_WRAPPER = textwrap.dedent('''
-    """Run the CLI, SIGKILLing itself at the CRASH_NTH passage through CRASH_AT."""
-    import os, signal, sys
-    from pgcdc_events.adapters import rotating, stream
-    from pgcdc_events.cli import main
-
-    point, nth = os.environ["CRASH_AT"], int(os.environ["CRASH_NTH"])
-    calls = 0
-
-    def passing():
-        global calls
-        calls += 1
-        return calls == nth
-
-    def die():
-        os.kill(os.getpid(), signal.SIGKILL)
-
+CRASH_WRAPPER = test_delivery.crash_wrapper("from pgcdc_events.adapters import rotating, stream", '''
     Out = rotating.RotatingOutput
     finalize, store, rename = Out._finalize, Out._store, os.rename
     if point == "torn-write":  # half a unit reaches the temporary file
@@ -77,9 +60,6 @@ CRASH_WRAPPER = textwrap.dedent('''
                 die()
             return advance(self, lsn)
         stream.StreamReader.advance = advanced
-    else:
-        raise SystemExit(f"unknown crash point {point}")
-    sys.exit(main(sys.argv[1:]))
 ''')
 
 
