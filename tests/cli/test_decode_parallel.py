@@ -34,14 +34,14 @@ def _clock() -> int:
     return _CLOCK
 
 
-def _decode(job: DecodeJob, lines: list[str], workers: int, **sizes: int) -> str:
-    out = io.StringIO()
+def _decode(job: DecodeJob, lines: list[bytes], workers: int, **sizes: int) -> bytes:
+    out = io.BytesIO()
     run_decode(job, lines, out, workers=workers, **sizes)
     return out.getvalue()
 
 
-def _lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines(keepends=True)
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
 
 
 @pytest.mark.parametrize("recording", RECORDINGS, ids=[r.key for r in RECORDINGS])
@@ -50,16 +50,16 @@ def test_golden_recordings_decode_the_same_in_parallel(recording) -> None:  # ty
     job = DecodeJob(config, recording.catalog, None, None, None, "run", _clock)
     lines = _lines(recording.path / "capture.jsonl")
     single = _decode(job, lines, 1)
-    assert single.count("\n") >= len(recording.records) - 20  # not an empty comparison
+    assert single.count(b"\n") >= len(recording.records) - 20  # not an empty comparison
     assert _decode(job, lines, 2, chunk_lines=3, big_lines=4) == single
     assert _decode(job, lines, 2) == single
     tallies = []
     for workers in (1, 2):
         tally: Counter[tuple[str, str]] = Counter()
-        run_decode(job, lines, io.StringIO(), workers=workers, tally=tally, chunk_lines=3)
+        run_decode(job, lines, io.BytesIO(), workers=workers, tally=tally, chunk_lines=3)
         tallies.append(tally)
     assert tallies[0] == tallies[1]
-    assert sum(tallies[0].values()) == single.count("\n")
+    assert sum(tallies[0].values()) == single.count(b"\n")
 
 
 @pytest.mark.parametrize("capture", INDEX, ids=[c["name"] for c in INDEX])
@@ -83,16 +83,17 @@ def test_an_error_keeps_what_came_before_and_names_the_line(tmp_path: Path) -> N
     lines = _lines(recording.path / "capture.jsonl")
     bad_at = len(lines) - 3
     row = CaptureRow.from_line(lines[bad_at - 1])
-    lines[bad_at - 1] = dump_capture_row(CaptureRow(Lsn(row.lsn), row.xid, b"I\x00")) + "\n"
+    lines[bad_at - 1] = (dump_capture_row(CaptureRow(Lsn(row.lsn), row.xid, b"I\x00"))
+                         + "\n").encode()
     outputs = []
     for workers, sizes in ((1, {}), (2, {"chunk_lines": 3})):
-        out = io.StringIO()
+        out = io.BytesIO()
         with pytest.raises(CaptureError) as info:
             run_decode(job, lines, out, workers=workers, **sizes)
         assert info.value.line == bad_at
         outputs.append((out.getvalue(), str(info.value)))
     assert outputs[0] == outputs[1]
-    assert outputs[0][0].count("\n") > 10
+    assert outputs[0][0].count(b"\n") > 10
 
 
 def test_cli_workers_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,9 @@ non-transactional message after it (which Debezium counts as a commit). A fresh
 :class:`~pgcdc_events.events.EventDecoder` fed the prelude (its records dropped) holds
 exactly the state the single decoder held at the chunk's start: table schemas, the
 last commit LSN (``source.sequence``) and the last Begin. The worker writes the chunk's
-JsonConverter lines; the parent writes the chunks in order.
+JsonConverter lines (UTF-8) to a private temporary file; the parent copies the chunks'
+files into the output in order, in the kernel (``copy_file_range`` or ``sendfile``):
+the output never crosses a pipe, and only the parent writes the output.
 
 What the prelude cannot carry is decoded in the parent, by one primed decoder, as
 before: streamed and two-phase transactions (from the first such message to the end
@@ -19,8 +21,12 @@ form also ends the parallel part, so that its error is the single decoder's.
 
 from __future__ import annotations
 
+import errno
+import itertools
 import multiprocessing
 import os
+import shutil
+import tempfile
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.pool import AsyncResult, Pool
@@ -33,19 +39,23 @@ from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.yugabyte import make_decoder
 from pgcdc_events.protocol import CaptureError, CaptureRow, wire
+from pgcdc_events.protocol.capture import read_canonical
 from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = ["DecodeJob", "default_workers", "record_label", "run_decode"]
 
-_DATA = '"data": "'
+_DATA = b'"data": "'
 # The type bytes of messages whose state a prelude carries, as the hex in capture lines.
-_PLAIN = frozenset(t.hex() for t in (wire.BEGIN, wire.COMMIT, wire.INSERT, wire.UPDATE,
-                                      wire.DELETE, wire.TRUNCATE, wire.ORIGIN, wire.MESSAGE,
-                                      wire.RELATION, wire.TYPE))
-_BEGIN, _COMMIT, _RELATION, _TYPE = (t.hex() for t in (wire.BEGIN, wire.COMMIT,
-                                                       wire.RELATION, wire.TYPE))
+_PLAIN = frozenset(t.hex().encode() for t in (wire.BEGIN, wire.COMMIT, wire.INSERT,
+                                              wire.UPDATE, wire.DELETE, wire.TRUNCATE,
+                                              wire.ORIGIN, wire.MESSAGE, wire.RELATION,
+                                              wire.TYPE))
+_BEGIN, _COMMIT, _RELATION, _TYPE, _MESSAGE = (t.hex().encode() for t in (
+    wire.BEGIN, wire.COMMIT, wire.RELATION, wire.TYPE, wire.MESSAGE))
 #: What marks the lines of an initial snapshot (protocol.capture).
-_SNAPSHOT = '"snapshot": true'
+_SNAPSHOT = b'"snapshot": true'
+#: Records rendered between two writes of the output.
+_BATCH = 512
 
 
 @attrs.frozen
@@ -77,15 +87,15 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-def _line_type(line: str) -> str | None:
+def _line_type(line: bytes) -> bytes | None:
     """The message type of a canonical capture line, as two hex digits (None otherwise)."""
     at = line.find(_DATA)
-    if at < 0 or not line.startswith('{"lsn": "'):
+    if at < 0 or not line.startswith(b'{"lsn": "'):
         return None
     return line[at + 9:at + 11]
 
 
-def _oid(line: str) -> str:
+def _oid(line: bytes) -> bytes:
     at = line.find(_DATA) + 9
     return line[at + 2:at + 10]
 
@@ -97,36 +107,69 @@ def record_label(record: ChangeRecord) -> str:
     return record.op or record.kind
 
 
-def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, str]],
-                render: Callable[[Any], str], emit: Callable[[str], object],
+def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, bytes]],
+                writer: JsonRecordWriter, out: Callable[[list[bytes]], object],
                 report: Callable[[int, int], None] | None = None,
-                tally: Counter[tuple[str, str]] | None = None) -> tuple[int, int]:
-    """The single decoder's loop: messages and records counted; errors name the line.
-    ``report`` gets the counts every 4,096 messages; ``tally`` counts records by topic
-    and :func:`record_label`."""
+                tally: Counter[tuple[str, str]] | None = None
+                ) -> tuple[int, int, CaptureError | None]:
+    """The single decoder's loop: messages and records counted, and the error (naming
+    the line) that ended it. The records' lines go to ``out`` as lists of pieces, a few
+    hundred records at a time, all of them before the error is returned. ``report`` gets
+    the counts every 4,096 messages; ``tally`` counts records by topic and
+    :func:`record_label`."""
     messages = records = 0
-    for number, line in lines:
-        if not line.strip():
-            continue
-        row = CaptureRow.from_line(line, line_number=number)
-        try:
-            # lazily: a big streamed transaction is written as it is read back
-            for record in decoder.iter_feed(row.data, row.lsn, snapshot=row.snapshot):
-                emit(render(record) + "\n")
-                records += 1
-                if tally is not None:
-                    tally[record.topic, record_label(record)] += 1
-        except CaptureError:
-            raise
-        except PgCdcError as exc:
-            raise CaptureError(str(exc), line=number) from None
-        messages += 1
-        if report is not None and not messages & 4095:
-            report(messages, records)
-    return messages, records
+    parts: list[bytes] = []
+    line_parts = writer.line_parts
+    feed = decoder.iter_feed
+    batch = records + _BATCH
+    error: CaptureError | None = None
+    try:
+        for number, line in lines:
+            canonical = read_canonical(line)
+            if canonical is None:
+                row = _general_row(line, number)
+                if row is None:
+                    continue
+                canonical = row.lsn, row.data, row.snapshot
+            lsn, data, snapshot = canonical
+            try:
+                # lazily: a big streamed transaction is written as it is read back
+                for record in feed(data, lsn, snapshot=snapshot):
+                    line_parts(record, parts)
+                    records += 1
+                    if tally is not None:
+                        tally[record.topic, record_label(record)] += 1
+            except CaptureError:
+                raise
+            except PgCdcError as exc:
+                raise CaptureError(str(exc), line=number) from None
+            messages += 1
+            if records >= batch:
+                out(parts)
+                parts = []
+                batch = records + _BATCH
+            if report is not None and not messages & 4095:
+                report(messages, records)
+    except CaptureError as exc:
+        error = exc
+    if parts:  # what came before an error is written
+        out(parts)
+    return messages, records, error
 
 
-def _prime(decoder: EventDecoder, prelude: Iterable[str]) -> EventDecoder:
+def _general_row(line: bytes, number: int) -> CaptureRow | None:
+    """A line that is not in the canonical form: read as :meth:`CaptureRow.from_line`
+    reads it (None for a blank line), errors naming the line."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CaptureError("valid JSON", line=number, detail=f"not UTF-8: {exc}") from None
+    if not text.strip():
+        return None
+    return CaptureRow.from_line(text, line_number=number)
+
+
+def _prime(decoder: EventDecoder, prelude: Iterable[bytes]) -> EventDecoder:
     """Feed prelude lines, dropping their records."""
     for line in prelude:
         row = CaptureRow.from_line(line)
@@ -135,77 +178,182 @@ def _prime(decoder: EventDecoder, prelude: Iterable[str]) -> EventDecoder:
     return decoder
 
 
-#: A chunk's output: its text, messages and records, the error that ended it, its tally.
-_Result = tuple[str, int, int, "CaptureError | None", "Counter[tuple[str, str]] | None"]
+#: A chunk's output: the file holding its lines and their size, messages and records,
+#: the error that ended it, its tally.
+_Result = tuple[str, int, int, int, "CaptureError | None", "Counter[tuple[str, str]] | None"]
 
 
 # -- the worker side: one decoder and writer per process, kept from chunk to chunk -------
 class _Worker:
-    def __init__(self, job: DecodeJob) -> None:
+    def __init__(self, job: DecodeJob, spool: str) -> None:
         self.job = job
+        self.spool = spool
         self.decoder = job.decoder()
-        self.render = JsonRecordWriter.for_config(job.config).record_line
-        self.fed: dict[str, str] = {}  # the Relation/Type line this decoder last had, by OID
+        self.writer = JsonRecordWriter.for_config(job.config)
+        self.fed: dict[bytes, bytes] = {}  # the Relation/Type line this decoder last had, by OID
 
-    def run(self, prelude: list[str], first: int, lines: list[str], tally: bool) -> _Result:
+    def run(self, prelude: list[bytes], first: int, lines: list[bytes], tally: bool
+            ) -> _Result:
         changed = []
         for line in prelude:
             kind = _line_type(line)
             if kind in (_RELATION, _TYPE):
-                key = f"{kind}{_oid(line)}"
+                key = kind + _oid(line)
                 if self.fed.get(key) == line:
                     continue
                 self.fed[key] = line
             changed.append(line)
         _prime(self.decoder, changed)
-        parts: list[str] = []
         counts: Counter[tuple[str, str]] | None = Counter() if tally else None
-        try:
-            messages, records = _feed_lines(self.decoder, enumerate(lines, first), self.render,
-                                            parts.append, tally=counts)
-        except CaptureError as exc:  # what was written before the error is kept
-            return "".join(parts), 0, len(parts), exc, counts
+        path = os.path.join(self.spool, f"{first}.jsonl")
+        # the chunk's lines go to a file of this run's private directory, never to a pipe
+        with _Spool(path) as spool:
+            messages, records, error = _feed_lines(self.decoder, enumerate(lines, first),
+                                                   self.writer, spool.write, tally=counts)
+        if error is not None:  # what was written before the error is kept
+            return path, spool.size, 0, records, error, counts
         for line in lines:  # the chunk's own Relations and Types are now this decoder's
             kind = _line_type(line)
             if kind in (_RELATION, _TYPE):
-                self.fed[f"{kind}{_oid(line)}"] = line
-        return "".join(parts), messages, records, None, counts
+                self.fed[kind + _oid(line)] = line
+        return path, spool.size, messages, records, None, counts
+
+
+class _Spool:
+    """A new file, 0600, written from lists of pieces; counts its bytes."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        self.size = 0
+
+    def write(self, parts: list[bytes]) -> None:
+        data = b"".join(parts)
+        _write_all(self.fd, data)
+        self.size += len(data)
+
+    def __enter__(self) -> _Spool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 _WORKER: _Worker | None = None
 
 
-def _init(job: DecodeJob) -> None:
+def _init(job: DecodeJob, spool: str) -> None:
     global _WORKER  # noqa: PLW0603 - one decoder per worker process
-    _WORKER = _Worker(job)
+    _WORKER = _Worker(job, spool)
 
 
-def _work(task: tuple[list[str], int, list[str], bool]) -> _Result:
+def _work(task: tuple[list[bytes], int, list[bytes], bool]) -> _Result:
     assert _WORKER is not None
     return _WORKER.run(*task)
+
+
+class _Output:
+    """The output: lines written from pieces, and chunks' files copied in by the kernel
+    (``copy_file_range``, else ``sendfile``, else read and write)."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+        try:
+            self.fd = out.fileno()
+        except (AttributeError, OSError, ValueError):  # an in-memory stream
+            self.fd = -1
+        self.copies = [_copy_file_range, _sendfile] if self.fd >= 0 else []
+
+    def write(self, parts: list[bytes]) -> None:
+        self.out.write(b"".join(parts))
+
+    def splice(self, path: str, size: int) -> None:
+        """Append the ``size`` bytes of the file at ``path``, then delete it."""
+        src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.unlink(path)
+            done = 0
+            if self.copies:
+                self.out.flush()
+            while self.copies and done < size:
+                try:
+                    done = self.copies[0](src, self.fd, done, size)
+                except _UnsupportedError:  # this output or file system: the next way, for good
+                    del self.copies[0]
+            while done < size:
+                block = os.pread(src, min(size - done, 1 << 20), done)
+                if not block:
+                    raise OSError(f"{path}: {size - done} bytes missing")
+                self.out.write(block)
+                done += len(block)
+        finally:
+            os.close(src)
+
+
+class _UnsupportedError(Exception):
+    """The kernel cannot copy between these two files this way."""
+
+
+_UNSUPPORTED = frozenset({errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS,
+                          errno.EBADF, errno.ENOTSUP})
+
+
+def _copy_file_range(src: int, dst: int, done: int, size: int) -> int:
+    """Copy from ``src`` at ``done`` up to ``size`` to ``dst``'s position; the new ``done``."""
+    while done < size:
+        try:
+            n = os.copy_file_range(src, dst, size - done, done)
+        except OSError as exc:
+            if exc.errno in _UNSUPPORTED:
+                raise _UnsupportedError from None
+            raise
+        if n == 0:
+            raise _UnsupportedError
+        done += n
+    return done
+
+
+def _sendfile(src: int, dst: int, done: int, size: int) -> int:
+    while done < size:
+        try:
+            n = os.sendfile(dst, src, done, size - done)
+        except OSError as exc:
+            if exc.errno in _UNSUPPORTED:
+                raise _UnsupportedError from None
+            raise
+        if n == 0:
+            raise _UnsupportedError
+        done += n
+    return done
 
 
 class _Splitter:
     """Cuts the capture into chunks of whole transactions and keeps the prelude."""
 
-    def __init__(self, job: DecodeJob, out: IO[str], workers: int,
+    def __init__(self, job: DecodeJob, out: _Output, workers: int,
                  report: Callable[[int, int], None], tally: Counter[tuple[str, str]] | None,
                  chunk_lines: int, big_lines: int) -> None:
         self.job, self.out, self.workers, self.report = job, out, workers, report
         self.tally = tally
         self.chunk_lines, self.big_lines = chunk_lines, big_lines
-        self.render = JsonRecordWriter.for_config(job.config).record_line
+        self.writer = JsonRecordWriter.for_config(job.config)
         self.messages = self.records = 0
-        self.relations: dict[str, str] = {}
-        self.types: dict[str, str] = {}
+        self.relations: dict[bytes, bytes] = {}
+        self.types: dict[bytes, bytes] = {}
         # What the last commit LSN (source.sequence) and the last Begin come from: the Begin
         # and Commit of the last complete transaction, and a non-transactional message after it
-        self.last_tx: list[str] = []
-        self.chunk: list[str] = []
+        self.last_tx: list[bytes] = []
+        self.chunk: list[bytes] = []
         self.chunk_first = 1
-        self.chunk_prelude: list[str] = []
+        self.chunk_prelude: list[bytes] = []
         self.pending: deque[AsyncResult[_Result]] = deque()
         self.pool: Pool | None = None
+        self.spool: str | None = None
 
     def add(self, messages: int, records: int) -> None:
         self.messages += messages
@@ -214,8 +362,8 @@ class _Splitter:
 
     def drain(self, keep: int) -> None:
         while len(self.pending) > keep:
-            text, messages, records, error, counts = self.pending.popleft().get()
-            self.out.write(text)
+            path, size, messages, records, error, counts = self.pending.popleft().get()
+            self.out.splice(path, size)
             self.add(messages, records)
             if self.tally is not None and counts:
                 self.tally.update(counts)
@@ -226,28 +374,34 @@ class _Splitter:
         if self.pool is None:
             context = multiprocessing.get_context(
                 "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-            self.pool = context.Pool(self.workers, initializer=_init, initargs=(self.job,))
+            self.spool = tempfile.mkdtemp(prefix="pgcdc-decode-")  # 0700, this run's only
+            self.pool = context.Pool(self.workers, initializer=_init,
+                                     initargs=(self.job, self.spool))
         task = (self.chunk_prelude, self.chunk_first, self.chunk, self.tally is not None)
         self.pending.append(self.pool.apply_async(_work, (task,)))
         self.chunk = []
         self.drain(2 * self.workers)
 
-    def here(self, lines: Iterable[tuple[int, str]]) -> None:
+    def here(self, lines: Iterable[tuple[int, bytes]]) -> None:
         """The chunk so far, then ``lines``, in this process after every chunk sent."""
         self.drain(0)
         decoder = _prime(self.job.decoder(), self.chunk_prelude)
-        self.add(*_feed_lines(decoder, [*enumerate(self.chunk, self.chunk_first), *lines],
-                              self.render, self.out.write, tally=self.tally))
+        messages, records, error = _feed_lines(
+            decoder, itertools.chain(enumerate(self.chunk, self.chunk_first), lines),
+            self.writer, self.out.write, tally=self.tally)
+        self.add(messages, records)
+        if error is not None:
+            raise error
         self.chunk = []
 
-    def note(self, kind: str | None, line: str) -> None:
+    def note(self, kind: bytes | None, line: bytes) -> None:
         if kind == _RELATION:
             self.relations[_oid(line)] = line
         elif kind == _TYPE:
             self.types[_oid(line)] = line
 
-    def run(self, numbered: Iterator[tuple[int, str]]) -> None:
-        begin: str | None = None
+    def run(self, numbered: Iterator[tuple[int, bytes]]) -> None:
+        begin: bytes | None = None
         tx_lines = 0
         for number, line in numbered:
             if not self.chunk:
@@ -257,7 +411,7 @@ class _Splitter:
             kind = _line_type(line)
             if _SNAPSHOT in line:
                 # an initial snapshot's block (one marker sequence): here, up to its Commit
-                tail: list[str] = []
+                tail: list[bytes] = []
                 self.here(_chain((number, line), self._until_commit(numbered, tail)))
                 if not tail:
                     return
@@ -279,7 +433,7 @@ class _Splitter:
                 begin = None
                 if len(self.chunk) >= self.chunk_lines:
                     self.send()
-            elif kind == "4d" and begin is None:  # non-transactional: its own transaction
+            elif kind == _MESSAGE and begin is None:  # non-transactional: its own transaction
                 self.last_tx = [*self.last_tx[:2], line]
                 if len(self.chunk) >= self.chunk_lines:
                     self.send()
@@ -299,8 +453,8 @@ class _Splitter:
                 self.send()
         self.drain(0)
 
-    def _until_commit(self, numbered: Iterator[tuple[int, str]], tail: list[str]
-                      ) -> Iterator[tuple[int, str]]:
+    def _until_commit(self, numbered: Iterator[tuple[int, bytes]], tail: list[bytes]
+                      ) -> Iterator[tuple[int, bytes]]:
         """Lines up to the open transaction's Commit (put in ``tail``); the rest of the
         capture when a message the prelude cannot carry comes first."""
         for number, line in numbered:
@@ -318,26 +472,32 @@ class _Splitter:
         if self.pool is not None:
             self.pool.terminate()
             self.pool.join()
+        if self.spool is not None:
+            shutil.rmtree(self.spool, ignore_errors=True)
 
 
-def run_decode(job: DecodeJob, src: Iterable[str], out: IO[str], *, workers: int,
+def run_decode(job: DecodeJob, src: Iterable[bytes], out: IO[bytes], *, workers: int,
                report: Callable[[int, int], None] = lambda m, r: None,
                tally: Counter[tuple[str, str]] | None = None,
                chunk_lines: int = 4000, big_lines: int = 50_000) -> tuple[int, int]:
-    """Decode capture lines from ``src`` into ``out``; returns (messages, records).
+    """Decode capture lines from ``src`` (bytes, as a binary file gives them) into the
+    binary ``out`` (UTF-8 lines); returns (messages, records).
 
     ``workers`` above one decodes whole transactions in that many processes; the output
-    is the same as with one, record for record. ``report(messages, records)`` is called
+    is the same as with one, byte for byte. ``report(messages, records)`` is called
     as they are written; ``tally`` counts records by topic and :func:`record_label`.
     """
-    numbered: Iterator[tuple[int, str]] = enumerate(src, 1)
+    numbered: Iterator[tuple[int, bytes]] = enumerate(src, 1)
+    output = _Output(out)
     if workers <= 1:
-        render = JsonRecordWriter.for_config(job.config).record_line
-        messages, records = _feed_lines(job.decoder(), numbered, render, out.write, report,
-                                        tally)
+        writer = JsonRecordWriter.for_config(job.config)
+        messages, records, error = _feed_lines(job.decoder(), numbered, writer, output.write,
+                                               report, tally)
         report(messages, records)
+        if error is not None:
+            raise error
         return messages, records
-    splitter = _Splitter(job, out, workers, report, tally, chunk_lines, big_lines)
+    splitter = _Splitter(job, output, workers, report, tally, chunk_lines, big_lines)
     try:
         splitter.run(numbered)
     finally:
@@ -345,7 +505,7 @@ def run_decode(job: DecodeJob, src: Iterable[str], out: IO[str], *, workers: int
     return splitter.messages, splitter.records
 
 
-def _chain(first: tuple[int, str], rest: Iterator[tuple[int, str]]
-           ) -> Iterator[tuple[int, str]]:
+def _chain(first: tuple[int, bytes], rest: Iterator[tuple[int, bytes]]
+           ) -> Iterator[tuple[int, bytes]]:
     yield first
     yield from rest

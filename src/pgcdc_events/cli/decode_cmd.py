@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 from pgcdc_events.cli._io import count as counted
-from pgcdc_events.cli._io import open_input, open_output
+from pgcdc_events.cli._io import open_binary_input, open_binary_output
 from pgcdc_events.cli._parallel import DecodeJob, default_workers, run_decode
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.events import EventConfig
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{lines / (now - started):,.0f} messages/s", file=sys.stderr)
 
     _refuse_same_file(args.capture, args.output)
-    with open_input(args.capture) as src, open_output(args.output) as out:
+    with open_binary_input(args.capture) as src, open_binary_output(args.output) as out:
         lines, count = run_decode(job, src, out, report=report, tally=tally,
                                   workers=args.workers or default_workers())
     if tally is not None:

@@ -30,6 +30,9 @@ __all__ = ["JsonRecordWriter", "jackson_string", "json_text", "record_to_json"]
 
 _b64 = base64.b64encode
 Writer = Callable[[Any], str]
+#: key schema, value schema, headers (identities checked), key writer, line start, value
+#: writer, between key and value, line end (writers None: no fast path for these schemas)
+_Frame = tuple[Any, Any, Any, "Writer | None", bytes, "Writer | None", bytes, bytes]
 
 
 def json_text(obj: Any) -> str:
@@ -60,7 +63,7 @@ def _double(value: float) -> str:
 
 
 def _bytes(value: bytes) -> str:
-    return '"' + _b64(value).decode("ascii") + '"'
+    return f'"{_b64(value).decode("ascii")}"'
 
 
 def _bool(value: Any) -> str:
@@ -95,6 +98,7 @@ class _Compiler:
         self.namespace: dict[str, Any] = {
             "_s": jackson_string, "_d": _double, "_b": _bytes, "_bool": _bool, "_str": str,
             "_e": encode_basestring, "_u": upper_escape,
+            "_dtb": decimal_to_bytes, "_unscaled": unscaled_value,
         }
         self.sources: dict[int, tuple[Schema, str, str]] = {}
         self._writers: dict[int, tuple[Schema, Writer]] = {}
@@ -119,6 +123,8 @@ class _Compiler:
         kind = schema.type
         if schema.name == DECIMAL_LOGICAL:
             scale = int(schema.params.get("scale", "0"))
+            if self.config.decimal_format != "NUMERIC":  # BASE64, without a helper's frame
+                return f"_b(_dtb(_unscaled({var}, {scale})))"
             helper = f"_dec{scale}_{self.config.decimal_format}"
             if helper not in self.namespace:
                 self.namespace[helper] = _decimal_writer(scale, self.config.decimal_format)
@@ -154,15 +160,21 @@ class _Compiler:
             if not fields:
                 lines.append("    return '{}'")
             else:
-                lines.append("    a = v.values")
+                # the values unpacked into locals, each written to a local, then one
+                # f-string (a single allocation, where a chain of + builds one a field)
+                names = ", ".join(f"x{i}" for i in range(len(fields)))
+                lines.append(f"    {names}{',' if len(fields) == 1 else ''} = v.values")
                 parts = []
                 for i, field in enumerate(fields):
                     null = repr(self._null(field.schema))
+                    value = self._value(field.schema, f"x{i}")
+                    conversion = ""
+                    if value == f"_str(x{i})":  # an integer: str() by the f-string's !s
+                        value, conversion = f"x{i}", "!s"
+                    lines.append(f"    y{i} = {null} if x{i} is None else {value}")
                     prefix = ("{" if i == 0 else ",") + jackson_string(field.name) + ":"
-                    parts.append(repr(prefix))
-                    parts.append(f"({null} if (x{i} := a[{i}]) is None else "
-                                 f"{self._value(field.schema, f'x{i}')})")
-                lines.append("    return " + " + ".join(parts) + " + '}'")
+                    parts.append(_fstring_literal(prefix) + f"{{y{i}{conversion}}}")
+                lines.append("    return f" + repr("".join(parts) + "}}"))
         elif kind == "array":
             assert schema.items is not None
             null = repr(self._null(schema.items))
@@ -185,6 +197,11 @@ class _Compiler:
         return "\n".join(lines) + "\n"
 
 
+def _fstring_literal(text: str) -> str:
+    """``text`` as the literal part of an f-string (braces doubled)."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
 def _placeholder(value: Any) -> str:
     raise RuntimeError("recursive schema")
 
@@ -205,6 +222,7 @@ class JsonRecordWriter:
         self._schema_text: dict[int, tuple[Schema, str]] = {}
         self._compiler = _Compiler(self.config)
         self._headers: dict[int, tuple[tuple[Header, ...], str]] = {}
+        self._frames: dict[tuple[str, int, int, int], _Frame] = {}
         self._key = self if key is None or key == self.config else JsonRecordWriter(key)
         self._header_writer = (self if headers is None or headers == self.config
                                else JsonRecordWriter(headers))
@@ -254,6 +272,57 @@ class JsonRecordWriter:
         if len(self._headers) < 4096:
             self._headers[id(headers)] = (headers, text)
         return text
+
+    def line_parts(self, record: ChangeRecord, parts: list[bytes]) -> None:
+        """Append the record's :meth:`record_line`, UTF-8 and with its newline, to ``parts``
+        as pieces (``b"".join(parts)`` is the lines). The pieces around the key and value
+        payloads (topic, schemas, headers) are rendered once per topic, schemas and
+        headers, and shared from record to record."""
+        key, value = record.key, record.value
+        key_schema, value_schema, headers = record.key_schema, record.value_schema, record.headers
+        frame = self._frames.get((record.topic, id(key_schema), id(value_schema), id(headers)))
+        if (frame is None or frame[0] is not key_schema or frame[1] is not value_schema
+                or frame[2] is not headers):
+            frame = self._frame(record)
+        key_writer, value_writer = frame[3], frame[5]
+        if key is None or value is None or key_writer is None or value_writer is None:
+            parts.append(self.record_line(record).encode() + b"\n")
+            return
+        parts += (frame[4], key_writer(key).encode(), frame[6], value_writer(value).encode(),
+                  frame[7])
+
+    def record_bytes(self, record: ChangeRecord) -> bytes:
+        """:meth:`record_line` as UTF-8, with its newline."""
+        parts: list[bytes] = []
+        self.line_parts(record, parts)
+        return b"".join(parts)
+
+    def _frame(self, record: ChangeRecord) -> _Frame:
+        """The constant pieces of the records of one topic, schemas and headers, and the
+        key and value payload writers (None when either schema is: no fast path)."""
+        key_schema, value_schema, headers = record.key_schema, record.value_schema, record.headers
+        frame: _Frame
+        if key_schema is None or value_schema is None:
+            frame = (key_schema, value_schema, headers, None, b"", None, b"", b"")
+        else:
+            key_writer, value_writer = self._key._compiler, self._compiler
+            key_open, key_close = self._key._envelope(key_schema)
+            value_open, value_close = self._envelope(value_schema)
+            frame = (key_schema, value_schema, headers, key_writer.writer(key_schema),
+                     f'{{"topic":{jackson_string(record.topic)},"key":{key_open}'.encode(),
+                     value_writer.writer(value_schema),
+                     f'{key_close},"value":{value_open}'.encode(),
+                     f'{value_close},"headers":{{{self._header_text(headers)}}}}}\n'.encode())
+        if len(self._frames) >= 4096:
+            self._frames.clear()
+        self._frames[record.topic, id(key_schema), id(value_schema), id(headers)] = frame
+        return frame
+
+    def _envelope(self, schema: Schema) -> tuple[str, str]:
+        """The text before and after a payload of ``schema`` in :meth:`converted`."""
+        if not self.config.schemas_enable:
+            return "", ""
+        return f'{{"schema":{self.schema_text(schema)},"payload":', "}"
 
     def record_line(self, record: ChangeRecord) -> str:
         """The record as one line of ``decode`` output: topic, key, value and headers."""

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import re
+from binascii import Error as _HexError
+from binascii import unhexlify
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, Final
 
@@ -33,6 +35,7 @@ __all__ = [
     "dump_capture_row",
     "iter_capture",
     "line_middle",
+    "read_canonical",
     "write_capture",
 ]
 
@@ -63,6 +66,36 @@ _CANONICAL = re.compile(
     r'\{"lsn": "([0-9A-F]{1,8})/([0-9A-F]{1,8})", "xid": (null|[1-9][0-9]{0,9}|0), '
     r'"data": "([0-9a-f]*)"(, "snapshot": true)?\}\r?\n?'
 ).fullmatch
+
+
+# The same lines as bytes, up to the data's hex: read_canonical's fast path.
+_CANONICAL_HEAD = re.compile(
+    rb'\{"lsn": "([0-9A-F]{1,8})/([0-9A-F]{1,8})", "xid": (?:null|[1-9][0-9]{0,9}|0), '
+    rb'"data": "'
+).match
+_STREAM_END = b'"}\n'
+_SNAPSHOT_END = b'", "snapshot": true}\n'
+
+
+def read_canonical(line: bytes) -> tuple[Lsn, bytes, bool] | None:
+    """``(lsn, data, snapshot)`` of a capture line as :func:`dump_capture_row` writes it,
+    with its newline; None for any other line, which :meth:`CaptureRow.from_line` reads
+    (the same row, when valid) or refuses with the error naming what is wrong."""
+    match = _CANONICAL_HEAD(line)
+    if match is None:
+        return None
+    if line.endswith(_SNAPSHOT_END):
+        hexdata, snapshot = line[match.end():-len(_SNAPSHOT_END)], True
+    elif line.endswith(_STREAM_END):
+        hexdata, snapshot = line[match.end():-len(_STREAM_END)], False
+    else:
+        return None
+    try:  # hex digits only, in pairs: nothing else can sit in the data's JSON string
+        data = unhexlify(hexdata)
+    except _HexError:
+        return None
+    hi, lo = match.groups()
+    return Lsn((int(hi, 16) << 32) | int(lo, 16)), data, snapshot
 
 
 @attrs.frozen(slots=True)
