@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import tempfile
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -110,3 +113,63 @@ def test_cli_workers_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert main(["decode", "--capture", str(recording.path / "capture.jsonl"),
                  "--workers", "0"]) == 1
     assert "--workers must be at least 1" in capsys.readouterr().err
+
+
+def _to_file(job: DecodeJob, lines: list[bytes], path: Path, workers: int, mode: str = "wb",
+             **sizes: int) -> bytes:
+    with open(path, mode) as out:
+        run_decode(job, lines, out, workers=workers, **sizes)
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("schemas", ["true", "false"])
+def test_chunks_are_copied_into_files_and_pipes_in_order(tmp_path: Path, schemas: str) -> None:
+    """The workers' chunk files reach a real file (copy_file_range), a file opened for
+    appending (where copy_file_range refuses) and a pipe (sendfile) in order, between
+    lines the parent writes (big transactions), and nothing of them is left behind."""
+    config = EventConfig.from_properties({
+        "topic.prefix": "p", "provide.transaction.metadata": "true",
+        "converter.schemas.enable": schemas})
+    job = DecodeJob(config, None, 1, None, None, "run", _clock)
+    lines = _lines(CAPTURES / "basic_v1.jsonl")
+    single = _decode(job, lines, 1)
+    assert single.count(b"\n") > 40
+    assert _to_file(job, lines, tmp_path / "one", 1) == single
+    assert _to_file(job, lines, tmp_path / "two", 2, chunk_lines=3, big_lines=4) == single
+    (tmp_path / "append").write_bytes(b"before\n")
+    assert _to_file(job, lines, tmp_path / "append", 2, "ab", chunk_lines=5) == (
+        b"before\n" + single)
+    read, write = os.pipe()
+    got = bytearray()
+    reader = threading.Thread(target=lambda: got.extend(b"".join(iter_read(read))))
+    reader.start()
+    with open(write, "wb") as out:
+        run_decode(job, lines, out, workers=2, chunk_lines=4, big_lines=3)
+    reader.join()
+    os.close(read)
+    assert bytes(got) == single
+    assert not list(Path(tempfile.gettempdir()).glob("pgcdc-decode-*/*.jsonl"))
+
+
+def iter_read(fd: int) -> list[bytes]:
+    blocks = []
+    while block := os.read(fd, 1 << 16):
+        blocks.append(block)
+    return blocks
+
+
+def test_cli_output_is_created_private_and_bad_bytes_name_the_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recording = next(r for r in RECORDINGS if r.corpus == "events")
+    out = tmp_path / "out.jsonl"
+    assert main(["decode", "--capture", str(recording.path / "capture.jsonl"),
+                 "--catalog", str(recording.path / "catalog.json"),
+                 "--config", str(recording.path / "connector.properties"),
+                 "--workers", "2", "-o", str(out), "-q"]) == 0
+    assert out.stat().st_mode & 0o777 == 0o600
+    assert out.read_bytes().count(b"\n") > 40
+    capture = tmp_path / "bad.jsonl"
+    lines = _lines(recording.path / "capture.jsonl")
+    capture.write_bytes(b"".join(lines[:4]) + b'{"lsn": "0/1", "xid": \xff}\n')
+    assert main(["decode", "--capture", str(capture), "-o", str(tmp_path / "o2")]) == 1
+    assert "line 5: valid JSON (not UTF-8" in capsys.readouterr().err
