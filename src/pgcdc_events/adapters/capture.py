@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -44,9 +44,13 @@ from pgcdc_events.protocol.lsn import Lsn
 if TYPE_CHECKING:  # the event layer is imported by EventSink alone (a capture starts faster)
     from pgcdc_events.events.config import EventConfig
     from pgcdc_events.events.decoder import EventDecoder
+    from pgcdc_events.events.records import ChangeRecord
     from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = ["CaptureSink", "CaptureStats", "EventSink", "Sink", "run_capture"]
+
+#: Records rendered to one write of the output by EventSink.
+_BATCH = 512
 
 
 class Sink(Protocol):
@@ -119,7 +123,7 @@ class EventSink:
         self.config = config
         self.catalog = catalog
         self.memory_limit = memory_limit
-        self.writer = JsonRecordWriter(config.json)
+        self.writer = JsonRecordWriter.for_config(config)  # key and header converters too
         self.decoder: EventDecoder | None = None
         self.schema = SchemaTracker()
         self.records = 0
@@ -134,33 +138,43 @@ class EventSink:
                                         streaming=options.streaming,
                                         memory_limit=self.memory_limit)
 
-    def _lines(self, unit: Unit) -> Iterator[bytes]:
-        """The unit's records as JSON lines, one at a time (a big streamed transaction is
-        read back from the decoder's spill file as it is written, never held whole)."""
+    def _records(self, unit: Unit) -> Iterator[ChangeRecord]:
+        """The unit's records, one at a time (a big streamed transaction is read back from
+        the decoder's spill file as it is written, never held whole)."""
         assert self.decoder is not None, "start() was not called"
         feed = self.decoder.iter_feed
-        line = self.writer.record_line
         for row in self.schema.rows(unit):
-            for record in feed(row.data, row.lsn):
-                yield line(record).encode("utf-8") + b"\n"
+            yield from feed(row.data, row.lsn)
+
+    def _write(self, records: Iterable[ChangeRecord], output: Output) -> None:
+        """Records as JSON lines, a few hundred to a write."""
+        parts: list[bytes] = []
+        line_parts = self.writer.line_parts
+        count = 0
+        for record in records:
+            line_parts(record, parts)
+            count += 1
+            if count == _BATCH:
+                output.write(b"".join(parts))
+                self.records += count
+                parts, count = [], 0
+        if parts:
+            output.write(b"".join(parts))
+            self.records += count
 
     def write(self, unit: Unit, output: Output) -> None:
         """The unit's records as JSON lines."""
-        for data in self._lines(unit):
-            output.write(data)
-            self.records += 1
+        self._write(self._records(unit), output)
 
     def write_row(self, row: CaptureRow, output: Output) -> None:
         """A snapshot row's records (read events) as JSON lines."""
         assert self.decoder is not None, "start() was not called"
-        for record in self.decoder.feed(row.data, row.lsn, snapshot=row.snapshot):
-            output.write(self.writer.record_line(record).encode("utf-8") + b"\n")
-            self.records += 1
+        self._write(self.decoder.feed(row.data, row.lsn, snapshot=row.snapshot), output)
 
     def replay(self, unit: Unit) -> None:
         """Decode and drop (a lone COMMIT PREPARED has nothing to decode)."""
         if not unit.partial:
-            for _ in self._lines(unit):
+            for _ in self._records(unit):
                 pass
 
 
