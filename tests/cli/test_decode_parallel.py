@@ -11,6 +11,7 @@ small "big transaction" threshold so that transactions decoded in the parent are
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -173,3 +174,25 @@ def test_cli_output_is_created_private_and_bad_bytes_name_the_line(
     capture.write_bytes(b"".join(lines[:4]) + b'{"lsn": "0/1", "xid": \xff}\n')
     assert main(["decode", "--capture", str(capture), "-o", str(tmp_path / "o2")]) == 1
     assert "line 5: valid JSON (not UTF-8" in capsys.readouterr().err
+
+
+def _stable(text: str) -> list[tuple[str, object, object]]:
+    """Topic, key and value's op of each line (time and run id vary from run to run)."""
+    out = []
+    for line in text.splitlines():
+        record = json.loads(line)
+        value = record["value"]
+        out.append((record["topic"], record["key"], value and value["payload"]["op"]))
+    return out
+
+
+def test_standard_output_of_text_only_takes_the_same_lines(tmp_path: Path) -> None:
+    """Standard output redirected to a text stream (no binary buffer) gets the lines."""
+    args = ["decode", "--capture", str(CAPTURES / "basic_v1.jsonl"), "-q", "--workers", "2"]
+    out = tmp_path / "out.jsonl"
+    assert main([*args, "-o", str(out)]) == 0
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        assert main(args) == 0
+    assert len(_stable(text.getvalue())) > 20
+    assert _stable(text.getvalue()) == _stable(out.read_text())

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO
+from typing import IO, Any, cast
 
 
 @contextmanager
@@ -52,11 +53,32 @@ def open_binary_output(path: str | None) -> Iterator[IO[bytes]]:
     created 0600)."""
     if path is None or path == "-":
         sys.stdout.flush()  # text written before goes first
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
+        binary: IO[bytes] | None = getattr(sys.stdout, "buffer", None)
+        if binary is None:  # a text-only stream (contextlib.redirect_stdout to a StringIO)
+            binary = cast("IO[bytes]", _TextBytes(sys.stdout))
+        yield binary
+        binary.flush()
         return
     with open(_create(path), "wb") as fh:
         yield fh
+
+
+class _TextBytes(io.RawIOBase):
+    """UTF-8 bytes written to a text stream."""
+
+    def __init__(self, text: IO[str]) -> None:
+        super().__init__()
+        self.text = text
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self.text.write(bytes(data).decode("utf-8"))
+        return len(data)
+
+    def flush(self) -> None:
+        self.text.flush()
 
 
 def count(n: int, word: str, plural: str | None = None) -> str:
