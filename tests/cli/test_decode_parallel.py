@@ -15,8 +15,12 @@ import contextlib
 import io
 import json
 import os
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -196,3 +200,29 @@ def test_standard_output_of_text_only_takes_the_same_lines(tmp_path: Path) -> No
         assert main(args) == 0
     assert len(_stable(text.getvalue())) > 20
     assert _stable(text.getvalue()) == _stable(out.read_text())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_run_leaves_no_worker_files(tmp_path: Path, sig: signal.Signals) -> None:
+    """SIGTERM (or Ctrl-C, to the process group) during a parallel run: one line on
+    stderr, no traceback, and the workers' chunk files removed."""
+    lines = _lines(CAPTURES / "basic_v1.jsonl")
+    first = lines[:4]  # the first transaction, with its Relation; then its rows, again
+    capture = tmp_path / "big.jsonl"
+    capture.write_bytes(b"".join(first) + b"".join(lines[4:]) * 3000)
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    env = {**os.environ, "TMPDIR": str(spool)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pgcdc_events.cli", "decode", "--capture", str(capture),
+         "-q", "--workers", "2", "-o", str(tmp_path / "out.jsonl")],
+        env=env, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not any(spool.glob("pgcdc-decode-*/*.jsonl")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run ended before the signal"
+    os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err.decode() == "pgcdc-events decode: interrupted\n"
+    assert not list(spool.iterdir())

@@ -26,6 +26,7 @@ import itertools
 import multiprocessing
 import os
 import shutil
+import signal
 import tempfile
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -261,6 +262,10 @@ _WORKER: _Worker | None = None
 
 def _init(job: DecodeJob, spool: str) -> None:
     global _WORKER  # noqa: PLW0603 - one decoder per worker process
+    # Ctrl-C reaches the whole process group: the parent stops the workers (SIGTERM) and
+    # removes their files, and a worker has no traceback to print
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, if it has one
     _WORKER = _Worker(job, spool)
 
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from pgcdc_events.cli._io import count as counted
@@ -111,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
                   f"{lines / (now - started):,.0f} messages/s", file=sys.stderr)
 
     _refuse_same_file(args.capture, args.output)
-    with open_binary_input(args.capture) as src, open_binary_output(args.output) as out:
+    with open_binary_input(args.capture) as src, open_binary_output(args.output) as out, \
+            _terminate_as_interrupt():
         lines, count = run_decode(job, src, out, report=report, tally=tally,
                                   workers=args.workers or default_workers())
     if tally is not None:
@@ -122,6 +127,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"pgcdc-events decode: done, {counted(lines, 'message')}, "
               f"{counted(count, 'record')}", file=sys.stderr)
     return 0
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the run as Ctrl-C does: the worker processes are stopped and their
+    temporary files removed (the default action would leave both behind)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 #: Column order of the summary: Debezium's ops, then the other kinds of record.
