@@ -30,7 +30,7 @@ import signal
 import tempfile
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from multiprocessing.pool import AsyncResult, Pool
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import IO, Any
 
 import attrs
@@ -372,8 +372,8 @@ class _Splitter:
         self.chunk: list[bytes] = []
         self.chunk_first = 1
         self.chunk_prelude: list[bytes] = []
-        self.pending: deque[AsyncResult[_Result]] = deque()
-        self.pool: Pool | None = None
+        self.pending: deque[Future[_Result]] = deque()
+        self.pool: ProcessPoolExecutor | None = None
         self.spool: str | None = None
 
     def add(self, messages: int, records: int) -> None:
@@ -383,7 +383,7 @@ class _Splitter:
 
     def drain(self, keep: int) -> None:
         while len(self.pending) > keep:
-            path, size, messages, records, error, counts = self.pending.popleft().get()
+            path, size, messages, records, error, counts = self.pending.popleft().result()
             self.out.splice(path, size)
             self.add(messages, records)
             if self.tally is not None and counts:
@@ -396,10 +396,13 @@ class _Splitter:
             context = multiprocessing.get_context(
                 "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
             self.spool = tempfile.mkdtemp(prefix="pgcdc-decode-")  # 0700, this run's only
-            self.pool = context.Pool(self.workers, initializer=_init,
-                                     initargs=(self.job, self.spool))
+            # an executor, not a multiprocessing.Pool: a worker that dies (SIGTERM to the
+            # process group) breaks it, where Pool.terminate can wait forever on a lock
+            # the dead worker held
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=context,
+                                            initializer=_init, initargs=(self.job, self.spool))
         task = (self.chunk_prelude, self.chunk_first, self.chunk, self.tally is not None)
-        self.pending.append(self.pool.apply_async(_work, (task,)))
+        self.pending.append(self.pool.submit(_work, task))
         self.chunk = []
         self.drain(2 * self.workers)
 
@@ -490,9 +493,8 @@ class _Splitter:
                 return
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
+        if self.pool is not None:  # the chunks being decoded end (a moment), the rest never start
+            self.pool.shutdown(wait=True, cancel_futures=True)
         if self.spool is not None:
             shutil.rmtree(self.spool, ignore_errors=True)
 
