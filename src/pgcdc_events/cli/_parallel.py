@@ -303,9 +303,14 @@ class _Output:
                 self.out.flush()
             while self.copies and done < size:
                 try:
-                    done = self.copies[0](src, self.fd, done, size)
-                except _UnsupportedError:  # this output or file system: the next way, for good
+                    copied = self.copies[0](src, self.fd, size - done, done)
+                except OSError as exc:
+                    if exc.errno not in _UNSUPPORTED:
+                        raise
+                    copied = 0
+                if not copied:  # not between these files: the next way, for good
                     del self.copies[0]
+                done += copied
             while done < size:
                 block = os.pread(src, min(size - done, 1 << 20), done)
                 if not block:
@@ -316,41 +321,19 @@ class _Output:
             os.close(src)
 
 
-class _UnsupportedError(Exception):
-    """The kernel cannot copy between these two files this way."""
-
-
+#: What copy_file_range and sendfile fail with where they cannot copy between two files.
 _UNSUPPORTED = frozenset({errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS,
                           errno.EBADF, errno.ENOTSUP})
 
 
-def _copy_file_range(src: int, dst: int, done: int, size: int) -> int:
-    """Copy from ``src`` at ``done`` up to ``size`` to ``dst``'s position; the new ``done``."""
-    while done < size:
-        try:
-            n = os.copy_file_range(src, dst, size - done, done)
-        except OSError as exc:
-            if exc.errno in _UNSUPPORTED:
-                raise _UnsupportedError from None
-            raise
-        if n == 0:
-            raise _UnsupportedError
-        done += n
-    return done
+def _copy_file_range(src: int, dst: int, count: int, offset: int) -> int:
+    """Up to ``count`` bytes of ``src`` from ``offset`` to ``dst``'s position; how many."""
+    return os.copy_file_range(src, dst, count, offset)
 
 
-def _sendfile(src: int, dst: int, done: int, size: int) -> int:
-    while done < size:
-        try:
-            n = os.sendfile(dst, src, done, size - done)
-        except OSError as exc:
-            if exc.errno in _UNSUPPORTED:
-                raise _UnsupportedError from None
-            raise
-        if n == 0:
-            raise _UnsupportedError
-        done += n
-    return done
+def _sendfile(src: int, dst: int, count: int, offset: int) -> int:
+    """As :func:`_copy_file_range`, by ``sendfile`` (which a pipe takes)."""
+    return os.sendfile(dst, src, offset, count)
 
 
 class _Splitter:
