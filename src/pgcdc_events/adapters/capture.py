@@ -49,8 +49,9 @@ if TYPE_CHECKING:  # the event layer is imported by EventSink alone (a capture s
 
 __all__ = ["CaptureSink", "CaptureStats", "EventSink", "Sink", "run_capture"]
 
-#: Records rendered to one write of the output by EventSink.
-_BATCH = 512
+#: Records rendered to one write of the output by EventSink: a few dozen, so that the joined
+#: bytes stay below malloc's mmap threshold (each larger join costs page faults).
+_BATCH = 24
 
 
 class Sink(Protocol):
