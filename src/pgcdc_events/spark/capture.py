@@ -10,7 +10,7 @@ stream's order, which a DataFrame does not keep.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -30,7 +30,9 @@ from pyspark.sql.types import (
 )
 
 from pgcdc_events.errors import PgCdcError
+from pgcdc_events.events.columnar import binary_buffers
 from pgcdc_events.protocol.capture import CaptureRow
+from pgcdc_events.spark._session import map_in_arrow
 from pgcdc_events.spark.errors import SparkDecodeError
 
 __all__ = ["CAPTURE_TYPE", "FileCapture", "capture_dataframe", "capture_table", "check_capture",
@@ -197,6 +199,24 @@ class FileCapture:
         fs, base = filesystem(self.path)
         return ds.dataset(base, filesystem=fs, format="parquet")
 
+    def control(self, spark: SparkSession, types: Collection[int]) -> list[Any]:
+        """The rows ``(position, lsn, data, snapshot)`` whose message type is one of
+        ``types``, by a Spark job whose tasks read the files' row groups themselves."""
+        pieces = [(fragment.path, group.id) for fragment in self._dataset().get_fragments()
+                  for group in fragment.row_groups]
+        if not pieces:
+            return []
+        frame = spark.createDataFrame(pieces, "path string, grp int").repartition(
+            min(len(pieces), spark.sparkContext.defaultParallelism * 2))
+        return map_in_arrow(frame, _ControlFunction(self, bytes(sorted(types))),
+                            _CONTROL).collect()
+
+    def read_group(self, path: str, group: int, columns: list[str]) -> Any:
+        """One row group of one of the files."""
+        fs, _ = filesystem(self.path)
+        with fs.open_input_file(path) as handle:
+            return pq.ParquetFile(handle).read_row_group(group, columns=columns)
+
     def rows(self, bounds: Sequence[int], chunks: Iterable[int]
              ) -> Iterator[tuple[Any, Any, Any, Any, Any]]:
         """The rows of ``chunks`` (a chunk ``k`` holds the positions after ``bounds[k - 1]``
@@ -237,6 +257,53 @@ class FileCapture:
                             if self.snapshot else None)
                 yield (np.searchsorted(cuts, positions, side="left"), positions,
                        batch.column("lsn").to_numpy(), batch.column("data"), snapshot)
+
+
+_CONTROL: Final = StructType([
+    StructField("position", LongType(), False), StructField("lsn", LongType(), False),
+    StructField("data", BinaryType(), False), StructField("snapshot", BooleanType(), False),
+])
+_CONTROL_ARROW: Final = pa.schema([
+    pa.field("position", pa.int64(), False), pa.field("lsn", pa.int64(), False),
+    pa.field("data", pa.binary(), False), pa.field("snapshot", pa.bool_(), False),
+])
+
+
+class _ControlFunction:
+    """The ``mapInArrow`` function of :meth:`FileCapture.control`: row groups in, the
+    rows of the control messages out."""
+
+    def __init__(self, files: FileCapture, types: bytes) -> None:
+        self.files, self.types = files, types
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        files = self.files
+        wanted = np.zeros(256, np.bool_)
+        wanted[list(self.types)] = True
+        columns = [files.order_by, "lsn", "data"] + (["snapshot"] if files.snapshot else [])
+        for batch in batches:
+            for path, group in zip(batch.column("path").to_pylist(),
+                                   batch.column("grp").to_pylist(), strict=True):
+                table = files.read_group(path, group, columns)
+                data = table.column("data").combine_chunks()
+                offsets, buf = binary_buffers(data)
+                begins = offsets[:-1]
+                sizes = np.diff(offsets)
+                first = buf[np.minimum(begins, len(buf) - 1)]
+                keep = (sizes > 0) & wanted[first]
+                if not bool(keep.any()):
+                    continue
+                mask = pa.array(keep)
+                snapshot = (pc.fill_null(table.column("snapshot"), False) if files.snapshot
+                            else pa.repeat(pa.scalar(False), table.num_rows))
+                yield pa.RecordBatch.from_arrays([
+                    pc.filter(table.column(files.order_by), mask).cast(pa.int64())
+                    .combine_chunks(),
+                    pc.filter(table.column("lsn"), mask).cast(pa.int64()).combine_chunks(),
+                    pc.filter(data, mask),
+                    pc.filter(snapshot, mask).combine_chunks()
+                    if isinstance(snapshot, pa.ChunkedArray) else pc.filter(snapshot, mask),
+                ], schema=_CONTROL_ARROW)
 
 
 def _spans(chunks: list[int]) -> Iterator[tuple[int, int]]:

@@ -448,7 +448,8 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
     the capture over eight chunks per core, at least 20,000).
 
     Runs one Spark job, which collects the control messages (Begin, Commit, Relation...
-    few); decoding runs when the records or a table are first used.
+    few; the tasks read a Parquet capture from ``read_capture`` themselves, row group by
+    row group); decoding runs when the records or a table are first used.
     """
     options = options or SparkSchemaOptions(flavour)
     if config.plugin_name != "pgoutput":  # the YugabyteDB connector's rules are not here
@@ -458,8 +459,12 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
             "pgcdc_events.spark.yugabyte (docs/yugabytedb.md)")
     config = config.with_catalog(catalog)
     raw = normalize_capture(df, order_by)
-    first = F.substring(F.col("data"), 1, 1)
-    control_rows = raw.filter(first.isin(*(bytes([t]) for t in CONTROL_TYPES))).collect()
+    files = file_capture(df, order_by)
+    if files is not None:  # the tasks read the files' row groups themselves
+        control_rows = files.control(raw.sparkSession, CONTROL_TYPES)
+    else:
+        first = F.substring(F.col("data"), 1, 1)
+        control_rows = raw.filter(first.isin(*(bytes([t]) for t in CONTROL_TYPES))).collect()
     control = sorted((r["position"], r["lsn"], bytes(r["data"])) for r in control_rows)
     snapshot = frozenset(r["position"] for r in control_rows if r["snapshot"])
     parsed = list(parse_control(control))
@@ -473,7 +478,6 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
     spark = raw.sparkSession
     partitions = max(1, min(plan.chunks, 2 * spark.sparkContext.defaultParallelism))
     shared = spark.sparkContext.broadcast(plan)
-    files = file_capture(df, order_by)
     if files is not None:
         # the tasks read their chunks' rows from the files, by position: consecutive
         # chunks in each task, no shuffle, no sort
