@@ -11,15 +11,23 @@ ordering column; later runs reuse both. One run of each, in one process:
 - the pure-Python :class:`EventDecoder` over the capture held in memory (one core);
 - a no-op ``mapInArrow`` over the Parquet capture DataFrame: the transfer floor
   (Parquet scan, JVM -> Python -> JVM Arrow exchange) on local[2];
-- the Spark decoder: ``decode_capture`` (its control-message job) plus one table's
-  events written to Spark's ``noop`` sink (every value computed, nothing stored);
+- the Spark decoder: ``decode_capture`` of the capture ``read_capture`` gives (its tasks
+  read the file by positions: no shuffle), not persisted, plus one table's events
+  written to Spark's ``noop`` sink (every value computed, nothing stored): decoding
+  and projection in one pass;
+- the same with the records persisted and the table projected from them (the default);
+  the same from a plain ``spark.read.parquet`` DataFrame (shuffled into chunks); and
+  ``decode_capture`` + ``write_tables`` (every table's Parquet written in one pass);
 - the same task functions in this process on Arrow batches (one core: the chunked
-  ``EventDecoder`` pass, then the table's projection), to show where the time goes:
-  transfer floor + decode / 2 cores is what local[2] can reach;
+  ``EventDecoder`` pass, then the table's projection), and the per-batch column-wise
+  decoder alone (``RunDecoder``, one core, wall and CPU seconds);
 - table scaling: the same number of inserts (``--table-inserts``) into 1 table and into
   each count of ``--tables`` six-column tables, each capture written by
   ``pgcdc-events spark decode`` (Parquet, every table), in this one Spark session; the
   ratio of each to the 1-table run.
+
+``--skip-reference`` leaves out the slow references (the pure-Python decoder and the
+task functions record by record).
 """
 
 from __future__ import annotations
