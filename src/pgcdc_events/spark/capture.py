@@ -206,9 +206,10 @@ class FileCapture:
                   for group in fragment.row_groups]
         if not pieces:
             return []
-        frame = spark.createDataFrame(pieces, "path string, grp int").repartition(
-            min(len(pieces), spark.sparkContext.defaultParallelism * 2))
-        return map_in_arrow(frame, _ControlFunction(self, bytes(sorted(types))),
+        # the row groups by number (the function holds the list): no data to ship
+        frame = spark.range(0, len(pieces), 1,
+                            min(len(pieces), spark.sparkContext.defaultParallelism * 2))
+        return map_in_arrow(frame, _ControlFunction(self, bytes(sorted(types)), pieces),
                             _CONTROL).collect()
 
     def read_group(self, path: str, group: int, columns: list[str]) -> Any:
@@ -273,8 +274,9 @@ class _ControlFunction:
     """The ``mapInArrow`` function of :meth:`FileCapture.control`: row groups in, the
     rows of the control messages out."""
 
-    def __init__(self, files: FileCapture, types: bytes) -> None:
-        self.files, self.types = files, types
+    def __init__(self, files: FileCapture, types: bytes, pieces: list[tuple[str, int]]
+                 ) -> None:
+        self.files, self.types, self.pieces = files, types, pieces
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         files = self.files
@@ -282,8 +284,8 @@ class _ControlFunction:
         wanted[list(self.types)] = True
         columns = [files.order_by, "lsn", "data"] + (["snapshot"] if files.snapshot else [])
         for batch in batches:
-            for path, group in zip(batch.column("path").to_pylist(),
-                                   batch.column("grp").to_pylist(), strict=True):
+            for number in batch.column("id").to_pylist():
+                path, group = self.pieces[number]
                 table = files.read_group(path, group, columns)
                 data = table.column("data").combine_chunks()
                 offsets, buf = binary_buffers(data)
@@ -335,11 +337,14 @@ def file_capture(df: DataFrame, order_by: str) -> FileCapture | None:
             and isinstance(fields.get("data"), BinaryType)
             and isinstance(fields.get("snapshot", BooleanType()), BooleanType)):
         return None
+    files = FileCapture(path, order_by, "snapshot" in fields)
     try:
-        filesystem(path)
+        stored = set(files._dataset().schema.names)  # the files' own columns
     except (pa.ArrowException, ValueError, OSError):
-        return None
-    return FileCapture(path, order_by, "snapshot" in fields)
+        return None  # a filesystem pyarrow does not know, or files it cannot read
+    if not {order_by, "lsn", "data"} <= stored:
+        return None  # e.g. a column from the directory names (Hive partitioning)
+    return files
 
 
 def parse_capture_lines(lines: DataFrame, *, where: str, snapshots: bool = True
