@@ -11,15 +11,23 @@ ordering column; later runs reuse both. One run of each, in one process:
 - the pure-Python :class:`EventDecoder` over the capture held in memory (one core);
 - a no-op ``mapInArrow`` over the Parquet capture DataFrame: the transfer floor
   (Parquet scan, JVM -> Python -> JVM Arrow exchange) on local[2];
-- the Spark decoder: ``decode_capture`` (its control-message job) plus one table's
-  events written to Spark's ``noop`` sink (every value computed, nothing stored);
+- the Spark decoder: ``decode_capture`` of the capture ``read_capture`` gives (its tasks
+  read the file by positions: no shuffle), not persisted, plus one table's events
+  written to Spark's ``noop`` sink (every value computed, nothing stored): decoding
+  and projection in one pass;
+- the same with the records persisted and the table projected from them (the default);
+  the same from a plain ``spark.read.parquet`` DataFrame (shuffled into chunks); and
+  ``decode_capture`` + ``write_tables`` (every table's Parquet written in one pass);
 - the same task functions in this process on Arrow batches (one core: the chunked
-  ``EventDecoder`` pass, then the table's projection), to show where the time goes:
-  transfer floor + decode / 2 cores is what local[2] can reach;
+  ``EventDecoder`` pass, then the table's projection), and the per-batch column-wise
+  decoder alone (``RunDecoder``, one core, wall and CPU seconds);
 - table scaling: the same number of inserts (``--table-inserts``) into 1 table and into
   each count of ``--tables`` six-column tables, each capture written by
   ``pgcdc-events spark decode`` (Parquet, every table), in this one Spark session; the
   ratio of each to the 1-table run.
+
+``--skip-reference`` leaves out the slow references (the pure-Python decoder and the
+task functions record by record).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -62,16 +71,23 @@ def arrow_batches(rows: list[Any], batch: int = 65_536) -> list[tuple[Any, ...]]
             for part in (numbered[i:i + batch] for i in range(0, len(numbered), batch))]
 
 
-def batch_decoder(batches: list[tuple[Any, ...]], config: EventConfig) -> int:
-    """The column-wise run decoder alone (:class:`RunDecoder`) over the capture's Arrow
-    batches, one chunk: the number of records it gives (runs' rows and single records)."""
-    from pgcdc_events.events.chunks import ChunkDecoder, control_messages, plan_chunks
-    from pgcdc_events.events.columnar import ColumnarRun, RunDecoder
+def batch_plan(batches: list[tuple[Any, ...]]) -> Any:
+    """The chunk plan of the capture's Arrow batches, one chunk (what the driver gives the
+    tasks, made before the per-batch decoder is timed)."""
+    from pgcdc_events.events.chunks import control_messages, plan_chunks
 
     control = ((int(p), int(lsn), d) for _, position, lsns, data in batches
                for p, lsn, d in zip(position, lsns, data.to_pylist(), strict=True)
                if d[:1] not in (b"I", b"U", b"D"))
-    plan = plan_chunks(control_messages(control), min_messages=2**62)
+    return plan_chunks(control_messages(control), min_messages=2**62)
+
+
+def batch_decoder(batches: list[tuple[Any, ...]], plan: Any, config: EventConfig) -> int:
+    """The column-wise run decoder alone (:class:`RunDecoder`) over the capture's Arrow
+    batches, one chunk: the number of records it gives (runs' rows and single records)."""
+    from pgcdc_events.events.chunks import ChunkDecoder
+    from pgcdc_events.events.columnar import ColumnarRun, RunDecoder
+
     runner = RunDecoder(ChunkDecoder(plan, lambda: EventDecoder(config)))
     count = 0
     for chunk, position, lsn, data in batches:
@@ -114,7 +130,6 @@ def make_tables_capture(path: Any, inserts: int, tables: int) -> None:
 
 def table_scaling(counts: list[int], inserts: int, master: str) -> None:
     """Seconds of ``pgcdc-events spark decode`` for the same inserts over 1..N tables."""
-    import tempfile
 
     from pgcdc_events.cli import main as cli
 
@@ -151,14 +166,22 @@ def main() -> None:
                         help="inserts of each scaling capture")
     parser.add_argument("--skip-throughput", action="store_true",
                         help="only the table scaling run")
+    parser.add_argument("--skip-reference", action="store_true",
+                        help="not the slow references (pure-Python decoder, record by record)")
     args = parser.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql.types import LongType, StructField, StructType
 
-    from pgcdc_events.spark import SparkSchemaOptions, decode_capture, write_capture_parquet
+    from pgcdc_events.spark import (
+        SparkSchemaOptions,
+        decode_capture,
+        read_capture,
+        write_capture_parquet,
+    )
     from pgcdc_events.spark._session import local_session, map_in_arrow
     from pgcdc_events.spark.local import decode_to_arrow
+    from pgcdc_events.spark.write import write_tables
 
     # Small input splits, so that every core gets row groups of the one Parquet file.
     spark = local_session(args.master, "bench_spark", conf={
@@ -184,7 +207,8 @@ def main() -> None:
     config = EventConfig.from_properties({"topic.prefix": "bench"})
 
     options = SparkSchemaOptions(args.flavour)
-    df = spark.read.parquet(str(parquet))
+    df = read_capture(spark, str(parquet))  # its tasks read the file by positions
+    plain = spark.read.parquet(str(parquet))  # any DataFrame: shuffled into chunks
     print(f"capture: {jsonl.name}, {len(rows)} messages, {changes} inserts; "
           f"Parquet {parquet.stat().st_size / 1e6:.0f} MB in {df.rdd.getNumPartitions()} "
           f"splits; flavour {args.flavour}; master {args.master}; "
@@ -195,32 +219,49 @@ def main() -> None:
     def floor() -> None:
         map_in_arrow(df, _noop, floor_schema).write.format("noop").mode("overwrite").save()
 
-    def spark_decode() -> tuple[float, float]:
+    def spark_decode(frame: Any = df, persist: bool = False) -> tuple[float, float]:
         started = time.perf_counter()
-        decoded = decode_capture(df, config, options=options)
+        decoded = decode_capture(frame, config, options=options, persist=persist)
         opened = time.perf_counter()
         decoded.table(decoded.tables[0]).write.format("noop").mode("overwrite").save()
         done = time.perf_counter()
         decoded.unpersist()
         return opened - started, done - opened
 
+    def spark_write() -> None:
+        decoded = decode_capture(df, config, options=options, persist=False)
+        with tempfile.TemporaryDirectory() as out:
+            write_tables(decoded, out)
+
     # One untimed pass of each Spark pipeline: JVM JIT, code generation, Python workers.
     floor()
     spark_decode()
 
     print("timing (one run each, after the warm-up pass):", file=sys.stderr)
-    python_s, _ = _timed("pure-Python EventDecoder", lambda: EventDecoder(config).feed_rows(rows))
+    python_s = 0.0
+    if not args.skip_reference:
+        python_s, _ = _timed("pure-Python EventDecoder",
+                             lambda: EventDecoder(config).feed_rows(rows))
     noop_s, _ = _timed("no-op mapInArrow", floor)
     _, (open_s, table_s) = _timed("Spark decode", spark_decode)
     spark_s = open_s + table_s
+    persisted_s, _ = _timed("Spark decode, persisted records",
+                            lambda: sum(spark_decode(persist=True)))
+    shuffled_s, _ = _timed("Spark decode, any DataFrame (shuffled into chunks)",
+                           lambda: sum(spark_decode(plain)))
+    write_s, _ = _timed("decode_capture + write_tables (Parquet)", spark_write)
     local_s, _ = _timed("task functions in process", lambda: decode_to_arrow(
         rows, config, options=options, chunk_messages=len(rows) // 8 + 1))
-    record_s, _ = _timed("task functions, record by record", lambda: decode_to_arrow(
-        rows, config, options=options, chunk_messages=len(rows) // 8 + 1, columnar=False))
+    record_s = 0.0
+    if not args.skip_reference:
+        record_s, _ = _timed("task functions, record by record", lambda: decode_to_arrow(
+            rows, config, options=options, chunk_messages=len(rows) // 8 + 1, columnar=False))
     prepared = arrow_batches(rows)
+    plan = batch_plan(prepared)
+    batch_decoder(prepared[:2], plan, config)  # warm-up (imports, first conversions)
     batch_cpu = time.process_time()
     batch_s, batch_records = _timed("per-batch columnar decoder", lambda: batch_decoder(
-        prepared, config))
+        prepared, plan, config))
     batch_cpu = time.process_time() - batch_cpu
     spark.stop()
 
@@ -228,18 +269,24 @@ def main() -> None:
         print(f"{name:44} {seconds:8.2f} s {count / seconds:12,.0f} rows/s")
 
     print()
-    line("pure-Python EventDecoder (1 process)", python_s, changes)
+    if python_s:
+        line("pure-Python EventDecoder (1 process)", python_s, changes)
     line(f"no-op mapInArrow ({args.master}, transfer floor)", noop_s, len(rows))
     line(f"Spark decode ({args.master}, {args.flavour})", spark_s, changes)
     line("  of which decode_capture (control job)", open_s, changes)
     line("  of which the table's events", table_s, changes)
+    line("Spark decode, persisted records + projection", persisted_s, changes)
+    line("Spark decode, any DataFrame (shuffled)", shuffled_s, changes)
+    line("decode_capture + write_tables (Parquet)", write_s, changes)
     line("the task functions in this process (1 core)", local_s, changes)
-    line("  the same, every message by EventDecoder", record_s, changes)
+    if record_s:
+        line("  the same, every message by EventDecoder", record_s, changes)
     line("the per-batch columnar decoder alone (1 core)", batch_s, batch_records)
     line("  the same, in CPU seconds of this process", batch_cpu, batch_records)
     reachable = noop_s + local_s / 2
     print()
-    print(f"Spark decode / pure-Python decoder:  {python_s / spark_s:5.2f}x faster")
+    if python_s:
+        print(f"Spark decode / pure-Python decoder:  {python_s / spark_s:5.2f}x faster")
     print(f"Spark decode / no-op floor:          {spark_s / noop_s:5.2f}x the floor's time "
           f"({noop_s / spark_s:4.2f}x the floor's speed)")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")

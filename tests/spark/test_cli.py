@@ -16,7 +16,8 @@ from pyspark.sql import SparkSession
 
 from pgcdc_events.cli import main
 from pgcdc_events.events import EventConfig
-from pgcdc_events.spark import decode_capture, read_capture
+from pgcdc_events.protocol import iter_capture
+from pgcdc_events.spark import decode_capture, read_capture, write_capture_parquet
 from pgcdc_events.spark._session import nullable_type
 from pgcdc_events.types.catalog import CatalogSnapshot
 
@@ -37,7 +38,15 @@ def _normalized(line: str) -> dict[str, Any]:
     return record  # type: ignore[no-any-return]
 
 
-def test_json_output_equals_decode(tmp_path: Path, spark: SparkSession) -> None:
+@pytest.mark.parametrize("stored", ["jsonl", "parquet"])
+def test_json_output_equals_decode(tmp_path: Path, spark: SparkSession, stored: str) -> None:
+    """The same records from the JSON Lines capture (shuffled into chunks) and from it as
+    Parquet (read by the tasks themselves, by position)."""
+    capture = CAPTURE
+    if stored == "parquet":
+        capture = str(tmp_path / "capture.parquet")
+        with open(CAPTURE, encoding="utf-8") as fh:
+            write_capture_parquet(iter_capture(fh), capture, rows_per_group=4)
     reference = tmp_path / "decode.jsonl"
     assert main(["decode", "--capture", CAPTURE, "--catalog", CATALOG, "-o", str(reference),
                  "-q"]) == 0
@@ -46,7 +55,7 @@ def test_json_output_equals_decode(tmp_path: Path, spark: SparkSession) -> None:
         record = _normalized(line)
         by_topic.setdefault(record["topic"], []).append(record)
     out = tmp_path / "spark"
-    assert main(["spark", "decode", "--capture", CAPTURE, "--catalog", CATALOG,
+    assert main(["spark", "decode", "--capture", capture, "--catalog", CATALOG,
                  "--output", str(out), "--format", "json", "-q"]) == 0
     written = sorted(p.name for p in out.iterdir())
     assert written == ["public.customers", "public.orders"]

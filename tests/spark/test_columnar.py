@@ -139,3 +139,20 @@ def test_spark_session_runs_equal_the_decoder(spark: SparkSession, tmp_path: Any
         assert_same_events({"public.t": back}, want, exact=False)
     finally:
         decoded.unpersist()
+
+
+@pytest.mark.parametrize("flavour", ["semantic", "literal"])
+@pytest.mark.parametrize("fraction", ["", ".5", ".123456", ".000001"])
+def test_runs_of_timestamps_of_one_length(fraction: str, flavour: str) -> None:
+    """Runs whose timestamptz values all have one length (the bytes moved at once when the
+    fraction has the converter's width, else the string functions): equal to the decoder."""
+    tz = table("public.z", {"id": "int8", "at": "timestamptz", "label": "text"},
+               primary_key="id")
+    rows = [{"id": i, "at": f"20{i % 90 + 10:02d}-0{i % 9 + 1}-1{i % 10} 0{i % 10}:3{i % 10}:"
+             f"{i % 60:02d}{fraction}+00", "label": "x" * (i % 3)} for i in range(1, 81)]
+    workload = render([tz], [Transaction(tuple(op_insert(tz, r) for r in rows))])
+    config, catalog, capture = workload.decoder().config, workload.catalog, workload.capture()
+    assert _runs(capture, config, catalog, min_run=32, batch_size=1000) == 1
+    assert_same_events(_tables(capture, config, catalog, columnar=True, min_run=32,
+                               batch_size=1000, flavour=flavour),
+                       _tables(capture, config, catalog, columnar=False, flavour=flavour))

@@ -10,21 +10,34 @@ stream's order, which a DataFrame does not keep.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from typing import Any, Final
 
+import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
+import pyarrow.compute as pc  # type: ignore[import-untyped]
+import pyarrow.fs as pafs  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
-from pyspark.sql.types import BinaryType, BooleanType, LongType, StructField, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    IntegralType,
+    LongType,
+    StructField,
+    StructType,
+)
 
 from pgcdc_events.errors import PgCdcError
+from pgcdc_events.events.columnar import binary_buffers
 from pgcdc_events.protocol.capture import CaptureRow
+from pgcdc_events.spark._session import map_in_arrow
 from pgcdc_events.spark.errors import SparkDecodeError
 
-__all__ = ["CAPTURE_TYPE", "capture_dataframe", "capture_table", "check_capture",
-           "parse_capture_lines", "read_capture", "write_capture_parquet"]
+__all__ = ["CAPTURE_TYPE", "FileCapture", "capture_dataframe", "capture_table", "check_capture",
+           "file_capture", "filesystem", "parse_capture_lines", "read_capture",
+           "write_capture_parquet"]
 
 #: How many lines of a JSON Lines capture :func:`check_capture` parses before Spark starts.
 CHECKED_LINES: Final = 10_000
@@ -152,7 +165,186 @@ def read_capture(spark: SparkSession, path: str, *, order_by: str = "position") 
         return parse_capture_lines(
             lines.select(F.monotonically_increasing_id().alias("position"), F.col("value")),
             where=path)
-    return spark.read.parquet(path)
+    frame = spark.read.parquet(path)
+    # the tasks may read the files themselves, by position (file_capture); a DataFrame
+    # derived from this one is another DataFrame, without the mark
+    setattr(frame, _FILES, path)
+    return frame
+
+
+#: The attribute marking a DataFrame that is a Parquet capture as read_capture read it.
+_FILES: Final = "_pgcdc_events_capture_files"
+
+
+def filesystem(path: str) -> tuple[Any, str]:
+    """The ``pyarrow.fs`` filesystem of ``path`` (a local path or a URI it knows) and the
+    path in it."""
+    if "://" not in path:
+        path = os.path.abspath(path)
+    return pafs.FileSystem.from_uri(path if "://" in path else f"file://{path}")  # type: ignore[no-any-return]
+
+
+class FileCapture:
+    """A Parquet capture the Spark tasks read themselves, by position ranges: each task
+    reads the rows of its chunks (whole transactions) with ``pyarrow.dataset``, the row
+    groups outside the range skipped by their statistics, so that no shuffle brings a
+    chunk's rows together. Picklable."""
+
+    def __init__(self, path: str, order_by: str, snapshot: bool) -> None:
+        self.path, self.order_by, self.snapshot = path, order_by, snapshot
+
+    def _dataset(self) -> Any:
+        import pyarrow.dataset as ds  # type: ignore[import-untyped]  # noqa: PLC0415
+
+        fs, base = filesystem(self.path)
+        return ds.dataset(base, filesystem=fs, format="parquet")
+
+    def control(self, spark: SparkSession, types: Collection[int]) -> list[Any]:
+        """The rows ``(position, lsn, data, snapshot)`` whose message type is one of
+        ``types``, by a Spark job whose tasks read the files' row groups themselves."""
+        pieces = [(fragment.path, group.id) for fragment in self._dataset().get_fragments()
+                  for group in fragment.row_groups]
+        if not pieces:
+            return []
+        # the row groups by number (the function holds the list): no data to ship
+        frame = spark.range(0, len(pieces), 1,
+                            min(len(pieces), spark.sparkContext.defaultParallelism * 2))
+        return map_in_arrow(frame, _ControlFunction(self, bytes(sorted(types)), pieces),
+                            _CONTROL).collect()
+
+    def read_group(self, path: str, group: int, columns: list[str]) -> Any:
+        """One row group of one of the files."""
+        fs, _ = filesystem(self.path)
+        with fs.open_input_file(path) as handle:
+            return pq.ParquetFile(handle).read_row_group(group, columns=columns)
+
+    def rows(self, bounds: Sequence[int], chunks: Iterable[int]
+             ) -> Iterator[tuple[Any, Any, Any, Any, Any]]:
+        """The rows of ``chunks`` (a chunk ``k`` holds the positions after ``bounds[k - 1]``
+        up to ``bounds[k]``), in chunk and position order, as batches ``(chunk, position,
+        lsn, data, snapshot)``: numpy arrays and the Arrow binary ``data``."""
+        import pyarrow.dataset as ds  # noqa: PLC0415
+
+        dataset = self._dataset()
+        cuts = np.asarray(bounds, np.int64)
+        position = ds.field(self.order_by)
+        columns = {"position": position.cast(pa.int64()), "lsn": ds.field("lsn").cast(pa.int64()),
+                   "data": ds.field("data")}
+        if self.snapshot:
+            columns["snapshot"] = ds.field("snapshot")
+        for first, last in _spans(sorted(set(chunks))):
+            where = None
+            if first > 0:
+                where = position > int(cuts[first - 1])
+            if last < len(cuts):
+                below = position <= int(cuts[last])
+                where = below if where is None else where & below
+            # the positions first (one column): in order as stored, the rows are streamed
+            # as they are read, else the range is sorted in memory
+            held = dataset.to_table(columns={"position": columns["position"]}, filter=where
+                                    ).column(0).to_numpy()
+            if len(held) and bool(np.all(held[1:] > held[:-1])):
+                batches = dataset.scanner(columns=columns, filter=where,
+                                          batch_size=1 << 16).to_batches()
+            else:
+                batches = dataset.to_table(columns=columns, filter=where).sort_by(
+                    "position").to_batches(max_chunksize=1 << 16)
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                positions = batch.column("position").to_numpy()
+                snapshot = (np.asarray(pc.fill_null(batch.column("snapshot"), False)
+                                       .to_numpy(zero_copy_only=False), np.bool_)
+                            if self.snapshot else None)
+                yield (np.searchsorted(cuts, positions, side="left"), positions,
+                       batch.column("lsn").to_numpy(), batch.column("data"), snapshot)
+
+
+_CONTROL: Final = StructType([
+    StructField("position", LongType(), False), StructField("lsn", LongType(), False),
+    StructField("data", BinaryType(), False), StructField("snapshot", BooleanType(), False),
+])
+_CONTROL_ARROW: Final = pa.schema([
+    pa.field("position", pa.int64(), False), pa.field("lsn", pa.int64(), False),
+    pa.field("data", pa.binary(), False), pa.field("snapshot", pa.bool_(), False),
+])
+
+
+class _ControlFunction:
+    """The ``mapInArrow`` function of :meth:`FileCapture.control`: row groups in, the
+    rows of the control messages out."""
+
+    def __init__(self, files: FileCapture, types: bytes, pieces: list[tuple[str, int]]
+                 ) -> None:
+        self.files, self.types, self.pieces = files, types, pieces
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        files = self.files
+        wanted = np.zeros(256, np.bool_)
+        wanted[list(self.types)] = True
+        columns = [files.order_by, "lsn", "data"] + (["snapshot"] if files.snapshot else [])
+        for batch in batches:
+            for number in batch.column("id").to_pylist():
+                path, group = self.pieces[number]
+                table = files.read_group(path, group, columns)
+                data = table.column("data").combine_chunks()
+                offsets, buf = binary_buffers(data)
+                begins = offsets[:-1]
+                sizes = np.diff(offsets)
+                first = buf[np.minimum(begins, len(buf) - 1)]
+                keep = (sizes > 0) & wanted[first]
+                if not bool(keep.any()):
+                    continue
+                mask = pa.array(keep)
+                snapshot = (pc.fill_null(table.column("snapshot"), False) if files.snapshot
+                            else pa.repeat(pa.scalar(False), table.num_rows))
+                yield pa.RecordBatch.from_arrays([
+                    pc.filter(table.column(files.order_by), mask).cast(pa.int64())
+                    .combine_chunks(),
+                    pc.filter(table.column("lsn"), mask).cast(pa.int64()).combine_chunks(),
+                    pc.filter(data, mask),
+                    pc.filter(snapshot, mask).combine_chunks()
+                    if isinstance(snapshot, pa.ChunkedArray) else pc.filter(snapshot, mask),
+                ], schema=_CONTROL_ARROW)
+
+
+def _spans(chunks: list[int]) -> Iterator[tuple[int, int]]:
+    """Runs of consecutive numbers, as ``(first, last)``."""
+    start = None
+    previous = None
+    for chunk in chunks:
+        if start is None:
+            start = chunk
+        elif chunk != previous + 1:  # type: ignore[operator]
+            yield start, previous  # type: ignore[misc]
+            start = chunk
+        previous = chunk
+    if start is not None:
+        yield start, previous  # type: ignore[misc]
+
+
+def file_capture(df: DataFrame, order_by: str) -> FileCapture | None:
+    """The Parquet files of ``df`` when it is a capture :func:`read_capture` read (not a
+    DataFrame derived from one) whose columns the tasks can read as they are (an integer
+    ``order_by`` and ``lsn``, binary ``data``), on a filesystem ``pyarrow`` knows; else
+    ``None``."""
+    path = getattr(df, _FILES, None)
+    if not isinstance(path, str):
+        return None
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    if not (isinstance(fields.get(order_by), IntegralType)
+            and isinstance(fields.get("lsn"), IntegralType)
+            and isinstance(fields.get("data"), BinaryType)
+            and isinstance(fields.get("snapshot", BooleanType()), BooleanType)):
+        return None
+    files = FileCapture(path, order_by, "snapshot" in fields)
+    try:
+        stored = set(files._dataset().schema.names)  # the files' own columns
+    except (pa.ArrowException, ValueError, OSError):
+        return None  # a filesystem pyarrow does not know, or files it cannot read
+    if not {order_by, "lsn", "data"} <= stored:
+        return None  # e.g. a column from the directory names (Hive partitioning)
+    return files
 
 
 def parse_capture_lines(lines: DataFrame, *, where: str, snapshots: bool = True

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
+import attrs
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 from pyspark.sql import Column, DataFrame
@@ -51,11 +52,13 @@ from pgcdc_events.events.jsonconv import JsonRecordWriter
 from pgcdc_events.events.tables import TableSchema
 from pgcdc_events.protocol.messages import Relation
 from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
+from pgcdc_events.spark.capture import FileCapture, file_capture
 from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.layout import (
     RUN_KIND,
     TABLE_KINDS,
     TableLayout,
+    record_parts,
     record_payload,
     record_table,
     run_payload,
@@ -63,7 +66,8 @@ from pgcdc_events.spark.layout import (
 from pgcdc_events.spark.schema import Flavour, SparkSchemaOptions
 from pgcdc_events.types.catalog import CatalogSnapshot
 
-__all__ = ["RECORDS_TYPE", "DecodedCapture", "capture_tables", "decode_capture"]
+__all__ = ["RECORDS_TYPE", "DecodedCapture", "DecodingSource", "capture_tables",
+           "decode_capture", "decode_items"]
 
 #: One row per record: where it goes, what it is, where it came from, and its contents
 #: (``payload``: key, value and related key for :class:`TableLayout`; ``line``: the
@@ -99,6 +103,36 @@ class _Decode:
                             run_id=self.run_id)
 
 
+def decode_items(plan: ChunkPlan, make: _Decode, batches: Iterator[Any], *,
+                 files: FileCapture | None = None, columnar: bool = True,
+                 min_run: int = MIN_RUN) -> Iterator[tuple[int, Any]]:
+    """A task's decoding: its rows in (Arrow batches ``(_chunk, position, lsn, data[,
+    snapshot])`` in chunk and position order; with ``files``, batches of chunk numbers
+    (column ``id``) whose rows the task reads itself), the
+    :class:`~pgcdc_events.events.columnar.RunDecoder`'s items out, each with its chunk."""
+    runner = RunDecoder(ChunkDecoder(plan, make.decoder), min_run=min_run, columnar=columnar)
+    if files is not None:
+        chunks = [int(c) for batch in batches for c in batch.column("id").to_pylist()]
+        for chunk_ids, positions, lsns, data, snapshot in files.rows(plan.boundaries, chunks):
+            for item in runner.feed(chunk_ids, positions, lsns, data, snapshot):
+                yield runner.chunk or 0, item
+    else:
+        for batch in batches:
+            for item in runner.feed(batch.column("_chunk").to_numpy(zero_copy_only=False),
+                                    batch.column("position").to_numpy(zero_copy_only=False),
+                                    batch.column("lsn").to_numpy(zero_copy_only=False),
+                                    batch.column("data"),
+                                    batch.column("snapshot").to_numpy(zero_copy_only=False)
+                                    if "snapshot" in batch.schema.names else None):
+                yield runner.chunk or 0, item
+    runner.finish()
+
+
+def _plan(plan: Any) -> ChunkPlan:
+    """A broadcast plan's value (or the plan itself)."""
+    return plan if isinstance(plan, ChunkPlan) else plan.value
+
+
 class RecordsFunction:
     """The ``mapInArrow`` function of the decoding pass: rows ``(_chunk, position, lsn, data,
     snapshot)`` sorted by chunk and position in, :data:`RECORDS_TYPE` batches out.
@@ -109,53 +143,47 @@ class RecordsFunction:
     rows are rendered as JSON lines (``lines``)."""
 
     def __init__(self, plan: Any, make: _Decode, *, payload: bool, lines: bool,
-                 columnar: bool = True, min_run: int = MIN_RUN) -> None:
+                 columnar: bool = True, min_run: int = MIN_RUN,
+                 files: FileCapture | None = None) -> None:
         self.plan = plan  # a broadcast ChunkPlan, or the plan itself
         self.make = make
         self.payload = payload
         self.lines = lines
         self.columnar = columnar
         self.min_run = min_run
+        self.files = files  # the tasks read their chunks' rows (batches of chunk numbers in)
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
-        plan = self.plan if isinstance(self.plan, ChunkPlan) else self.plan.value
         # Runs of changes are decoded column-wise into one row each, for the tables'
         # projections; JSON lines are rendered record by record.
-        runner = RunDecoder(ChunkDecoder(plan, self.make.decoder), min_run=self.min_run,
-                            columnar=self.columnar and self.payload and not self.lines)
+        items = decode_items(_plan(self.plan), self.make, batches, files=self.files,
+                             min_run=self.min_run,
+                             columnar=self.columnar and self.payload and not self.lines)
         render = (JsonRecordWriter.for_config(self.make.config).record_line if self.lines
                   else None)
         out: dict[str, list[Any]] = {name: [] for name in _RECORDS_ARROW.names}
         name: str | None = None
-        for batch in batches:
-            items = runner.feed(batch.column("_chunk").to_numpy(zero_copy_only=False),
-                                batch.column("position").to_numpy(zero_copy_only=False),
-                                batch.column("lsn").to_numpy(zero_copy_only=False),
-                                batch.column("data"),
-                                batch.column("snapshot").to_numpy(zero_copy_only=False)
-                                if "snapshot" in batch.schema.names else None)
-            for item in items:
-                if isinstance(item, ColumnarRun):
-                    name = item.qualified
-                    first = item.batch.slice(0, 1).to_pylist()[0]
-                    self._append(out, item.table.topic, name, RUN_KIND, None,
-                                 first["position"], 0, first["lsn"], first["source"]["txId"],
-                                 run_payload(item.batch), None)
-                else:
-                    position, index, record = item
-                    value = record.value
-                    name = record_table(record, name)
-                    table = name is not None
-                    self._append(
-                        out, record.topic, name, record.kind, record.op, position, index,
-                        record.lsn,
-                        value["source"]["txId"] if table and value is not None else None,
-                        record_payload(record) if self.payload and table else None,
-                        render(record) if render is not None else None)
-                if len(out["topic"]) >= _BATCH:
-                    yield pa.RecordBatch.from_pydict(out, schema=_RECORDS_ARROW)
-                    out = {n: [] for n in _RECORDS_ARROW.names}
-        runner.finish()
+        for _, item in items:
+            if isinstance(item, ColumnarRun):
+                name = item.qualified
+                first = item.batch.slice(0, 1).to_pylist()[0]
+                self._append(out, item.table.topic, name, RUN_KIND, None,
+                             first["position"], 0, first["lsn"], first["source"]["txId"],
+                             run_payload(item.batch), None)
+            else:
+                position, index, record = item
+                value = record.value
+                name = record_table(record, name)
+                table = name is not None
+                self._append(
+                    out, record.topic, name, record.kind, record.op, position, index,
+                    record.lsn,
+                    value["source"]["txId"] if table and value is not None else None,
+                    record_payload(record) if self.payload and table else None,
+                    render(record) if render is not None else None)
+            if len(out["topic"]) >= _BATCH:
+                yield pa.RecordBatch.from_pydict(out, schema=_RECORDS_ARROW)
+                out = {n: [] for n in _RECORDS_ARROW.names}
         if out["topic"]:
             yield pa.RecordBatch.from_pydict(out, schema=_RECORDS_ARROW)
 
@@ -182,6 +210,43 @@ class EventsFunction:
                     batch.column("kind").to_pylist(), batch.column("lsn").to_pylist(),
                     batch.column("payload").to_pylist(), strict=True),
                     tombstones=self.tombstones, strict=self.strict)
+
+
+class TableEventsFunction:
+    """The ``mapInArrow`` function decoding the capture and projecting one table in the
+    same task (:meth:`DecodedCapture.table` of a capture not persisted): no records rows
+    in between, runs handed over as Arrow batches."""
+
+    def __init__(self, plan: Any, make: _Decode, layout: TableLayout, tombstones: bool, *,
+                 files: FileCapture | None = None) -> None:
+        self.plan, self.make, self.layout = plan, make, layout
+        self.tombstones, self.files = tombstones, files
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        wanted = self.layout.table
+        pending: list[tuple[int, int, str, int, Any]] = []
+        name: str | None = None
+        for _, item in decode_items(_plan(self.plan), self.make, batches, files=self.files):
+            if isinstance(item, ColumnarRun):
+                name = item.qualified
+                if name != wanted:
+                    continue
+                if pending:
+                    yield from self.layout.batches(pending, tombstones=self.tombstones)
+                    pending = []
+                yield from self.layout.batches([(0, 0, RUN_KIND, 0, item.batch)],
+                                               tombstones=self.tombstones)
+                continue
+            position, index, record = item
+            name = record_table(record, name)
+            if name != wanted or (record.kind == "tombstone" and not self.tombstones):
+                continue
+            pending.append((position, index, record.kind, record.lsn, record_parts(record)))
+            if len(pending) >= _BATCH:
+                yield from self.layout.batches(pending, tombstones=self.tombstones)
+                pending = []
+        if pending:
+            yield from self.layout.batches(pending, tombstones=self.tombstones)
 
 
 def capture_tables(schema: Iterable[tuple[int, int, Any]], config: EventConfig,
@@ -213,8 +278,10 @@ class DecodedCapture:
 
     def __init__(self, records: DataFrame, plan: ChunkPlan,
                  versions: dict[str, list[TableSchema]], config: EventConfig,
-                 options: SparkSchemaOptions, *, tombstones: bool, lines: bool) -> None:
+                 options: SparkSchemaOptions, *, tombstones: bool, lines: bool,
+                 source: DecodingSource | None = None) -> None:
         self.records = records
+        self.source = source
         self.plan = plan
         self.config = config
         self.options = options
@@ -252,8 +319,19 @@ class DecodedCapture:
                                    & F.col("kind").isin(*TABLE_KINDS))
 
     def table(self, table: str) -> DataFrame:
-        """The events of ``table`` (``schema.table``), a lazy projection of :attr:`records`."""
+        """The events of ``table`` (``schema.table``): a lazy projection of :attr:`records`
+        when they are persisted (``decode_capture(persist=True)``, the default), else a
+        decoding pass of its own that keeps only this table's events (no records in
+        between: the fastest way to one table, but each table's DataFrame decodes the
+        capture again)."""
         cached = self._tables.get(table)
+        if cached is None and self.source is not None and not self.records.is_cached:
+            layout = self.layout(table)
+            source = self.source
+            cached = self._tables[table] = map_in_arrow(
+                source.frame, TableEventsFunction(source.plan, source.make, layout,
+                                                  self.tombstones, files=source.files),
+                layout.output_type())
         if cached is None:
             layout = self.layout(table)
             rows = self.table_records(table)
@@ -370,7 +448,8 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
     the capture over eight chunks per core, at least 20,000).
 
     Runs one Spark job, which collects the control messages (Begin, Commit, Relation...
-    few); decoding runs when the records or a table are first used.
+    few; the tasks read a Parquet capture from ``read_capture`` themselves, row group by
+    row group); decoding runs when the records or a table are first used.
     """
     options = options or SparkSchemaOptions(flavour)
     if config.plugin_name != "pgoutput":  # the YugabyteDB connector's rules are not here
@@ -380,8 +459,12 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
             "pgcdc_events.spark.yugabyte (docs/yugabytedb.md)")
     config = config.with_catalog(catalog)
     raw = normalize_capture(df, order_by)
-    first = F.substring(F.col("data"), 1, 1)
-    control_rows = raw.filter(first.isin(*(bytes([t]) for t in CONTROL_TYPES))).collect()
+    files = file_capture(df, order_by)
+    if files is not None:  # the tasks read the files' row groups themselves
+        control_rows = files.control(raw.sparkSession, CONTROL_TYPES)
+    else:
+        first = F.substring(F.col("data"), 1, 1)
+        control_rows = raw.filter(first.isin(*(bytes([t]) for t in CONTROL_TYPES))).collect()
     control = sorted((r["position"], r["lsn"], bytes(r["data"])) for r in control_rows)
     snapshot = frozenset(r["position"] for r in control_rows if r["snapshot"])
     parsed = list(parse_control(control))
@@ -394,13 +477,31 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
     make = _Decode(config, catalog, clock, run_id or str(uuid.uuid4()))
     spark = raw.sparkSession
     partitions = max(1, min(plan.chunks, 2 * spark.sparkContext.defaultParallelism))
-    chunked = (raw.withColumn("_chunk", _chunk_column(F.col("position"), plan.boundaries))
-               .repartition(partitions, "_chunk").sortWithinPartitions("_chunk", "position"))
     shared = spark.sparkContext.broadcast(plan)
-    records = map_in_arrow(chunked.select("_chunk", "position", "lsn", "data", "snapshot"),
-                           RecordsFunction(shared, make, payload=payload, lines=lines),
-                           RECORDS_TYPE)
+    if files is not None:
+        # the tasks read their chunks' rows from the files, by position: consecutive
+        # chunks in each task, no shuffle, no sort
+        frame = spark.range(0, plan.chunks, 1, partitions)
+    else:
+        frame = (raw.withColumn("_chunk", _chunk_column(F.col("position"), plan.boundaries))
+                 .repartition(partitions, "_chunk").sortWithinPartitions("_chunk", "position")
+                 .select("_chunk", "position", "lsn", "data", "snapshot"))
+    source = DecodingSource(frame, shared, make, files)
+    records = map_in_arrow(frame, RecordsFunction(shared, make, payload=payload, lines=lines,
+                                                  files=files), RECORDS_TYPE)
     if persist:
         records = records.persist()
     return DecodedCapture(records, plan, versions, config, options, tombstones=tombstones,
-                          lines=lines)
+                          lines=lines, source=source)
+
+
+@attrs.frozen
+class DecodingSource:
+    """What a decoding pass reads: ``frame`` (the capture's rows cut into chunks, or with
+    ``files`` the chunk numbers whose rows the tasks read), the broadcast ``plan`` and
+    what every task's decoder is made from."""
+
+    frame: DataFrame
+    plan: Any
+    make: _Decode
+    files: FileCapture | None

@@ -51,7 +51,7 @@ from pgcdc_events.types.schema import Schema
 
 __all__ = [
     "BLOCK_TYPE", "POSITION_TYPE", "RUN_KIND", "SOURCE_TYPE", "TableLayout",
-    "catalog_table_schemas", "record_payload", "run_payload",
+    "catalog_table_schemas", "record_parts", "record_payload", "run_payload",
 ]
 
 #: The ``source`` block, the ``transaction`` block and the ordering key of the events.
@@ -90,16 +90,21 @@ def record_table(record: ChangeRecord, previous: str | None) -> str | None:
     return f"{source['schema']}.{source['table']}"
 
 
-def record_payload(record: ChangeRecord) -> bytes:
+def record_parts(record: ChangeRecord) -> tuple[Any, Any, Any]:
     """A table record's key, value and related key (the ``__debezium.newkey``/``oldkey``
-    header), as plain Python data, pickled: what :meth:`TableLayout.batch` reads."""
+    header), as plain Python data: what :meth:`TableLayout.batch` reads (as it is, when
+    decoding and projecting in one task, or pickled by :func:`record_payload`)."""
     related = None
     for header in record.headers:
         if header.name in _RELATED:
             related = header.value.as_dict() if header.value is not None else None
-    return pickle.dumps((record.key.as_dict() if record.key is not None else None,
-                         record.value.as_dict() if record.value is not None else None,
-                         related), protocol=pickle.HIGHEST_PROTOCOL)
+    return (record.key.as_dict() if record.key is not None else None,
+            record.value.as_dict() if record.value is not None else None, related)
+
+
+def record_payload(record: ChangeRecord) -> bytes:
+    """:func:`record_parts`, pickled: the payload of a records row."""
+    return pickle.dumps(record_parts(record), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class _PayloadUnpickler(pickle.Unpickler):
@@ -232,13 +237,13 @@ class TableLayout:
             return pa.nulls(len(rows), dtype) if rows else pa.array([], dtype)
         return pa.StructArray.from_arrays(children, fields=list(dtype), mask=mask)
 
-    def batch(self, rows: Iterable[tuple[int, int, str, int, bytes]], *,
+    def batch(self, rows: Iterable[tuple[int, int, str, int, Any]], *,
               tombstones: bool = True, strict: bool = False) -> Any:
         """An Arrow batch of :meth:`output_type` from records ``(position, index, kind, lsn,
-        payload)`` (:func:`record_payload`, or :func:`run_payload` for a :data:`RUN_KIND`
-        row); ``tombstones=False`` drops the tombstones of runs. ``strict`` refuses a record
-        with a column the layout does not have (a layout not built from the records' own
-        schemas)."""
+        payload)`` (:func:`record_payload` or its :func:`record_parts`; for a
+        :data:`RUN_KIND` row :func:`run_payload` or the run's batch); ``tombstones=False``
+        drops the tombstones of runs. ``strict`` refuses a record with a column the layout
+        does not have (a layout not built from the records' own schemas)."""
         parts = self.batches(rows, tombstones=tombstones, strict=strict)
         if len(parts) == 1:
             return parts[0]
@@ -247,11 +252,11 @@ class TableLayout:
         table = pa.Table.from_batches(parts).combine_chunks()
         return table.to_batches()[0]
 
-    def batches(self, rows: Iterable[tuple[int, int, str, int, bytes]], *,
+    def batches(self, rows: Iterable[tuple[int, int, str, int, Any]], *,
                 tombstones: bool = True, strict: bool = False) -> list[Any]:
         """:meth:`batch`, as several Arrow batches (runs are not copied into one)."""
         parts: list[Any] = []
-        pending: list[tuple[int, int, str, int, bytes]] = []
+        pending: list[tuple[int, int, str, int, Any]] = []
         for row in rows:
             if row[2] != RUN_KIND:
                 pending.append(row)
@@ -259,7 +264,9 @@ class TableLayout:
             if pending:
                 parts.append(self._records(pending, strict))
                 pending = []
-            run = self._run(_load_run(row[4]), tombstones, strict)
+            payload = row[4]
+            run = self._run(_load_run(payload) if isinstance(payload, bytes) else payload,
+                            tombstones, strict)
             if run.num_rows:
                 parts.append(run)
         if pending:
@@ -330,7 +337,7 @@ class TableLayout:
         return pa.StructArray.from_arrays(children, fields=list(dtype),
                                           mask=array.is_null() if array.null_count else None)
 
-    def _records(self, rows: Iterable[tuple[int, int, str, int, bytes]], strict: bool = False
+    def _records(self, rows: Iterable[tuple[int, int, str, int, Any]], strict: bool = False
                  ) -> Any:
         positions: list[int] = []
         indexes: list[int] = []
@@ -340,7 +347,8 @@ class TableLayout:
         values: list[Any] = []
         related: list[Any] = []
         for position, index, kind, lsn, payload in rows:
-            key, value, rel = _load_payload(payload)
+            key, value, rel = (payload if isinstance(payload, tuple)
+                               else _load_payload(payload))
             if strict and value is not None:
                 for row in (value.get("before"), value.get("after")):
                     if row is not None:

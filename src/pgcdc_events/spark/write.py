@@ -11,7 +11,6 @@ schema, or the JsonConverter lines ``pgcdc-events decode`` writes, in the decode
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from collections.abc import Iterator, Sequence
@@ -20,13 +19,16 @@ from typing import Any, Final, Literal
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
 import pyarrow.fs as pafs  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
-from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from pgcdc_events.events.chunks import ChunkPlan
+from pgcdc_events.events.columnar import ColumnarRun
+from pgcdc_events.events.jsonconv import JsonRecordWriter
 from pgcdc_events.spark._session import map_in_arrow
-from pgcdc_events.spark.decode import DecodedCapture
+from pgcdc_events.spark.capture import filesystem
+from pgcdc_events.spark.decode import DecodedCapture, DecodingSource, decode_items
 from pgcdc_events.spark.errors import SparkDecodeError
-from pgcdc_events.spark.layout import TABLE_KINDS, TableLayout
+from pgcdc_events.spark.layout import RUN_KIND, TableLayout, record_parts, record_table
 
 __all__ = ["table_directory", "write_tables"]
 
@@ -35,6 +37,8 @@ _WRITTEN: Final = StructType([StructField("table", StringType(), False),
 _WRITTEN_ARROW: Final = pa.schema([pa.field("table", pa.string(), False),
                                    pa.field("rows", pa.int64(), False)])
 Format = Literal["parquet", "json"]
+#: How many of a table's records (not in runs) a task holds before writing them.
+_PENDING: Final = 4096
 
 
 def table_directory(table: str) -> str:
@@ -42,49 +46,79 @@ def table_directory(table: str) -> str:
     return re.sub(r"[\\/\x00]", "_", table)
 
 
-def _filesystem(path: str) -> tuple[Any, str]:
-    if "://" not in path:
-        path = os.path.abspath(path)
-    return pafs.FileSystem.from_uri(path if "://" in path else f"file://{path}")  # type: ignore[no-any-return]
-
-
 class _Writer:
-    """The ``mapInArrow`` function: one task's records, sorted by table and order, written."""
+    """The ``mapInArrow`` function: one task decodes its chunks and writes its tables' events
+    itself, each table's in the decoder's order, into files named by the chunk they start
+    at (reading a table's files in name order gives the decoder's order)."""
 
-    def __init__(self, root: str, tables: dict[str, tuple[str, TableLayout]], fmt: Format,
-                 token: str, tombstones: bool = True) -> None:
-        self.root, self.tables, self.fmt, self.token = root, tables, fmt, token
-        self.tombstones = tombstones
+    def __init__(self, source: DecodingSource, root: str,
+                 tables: dict[str, tuple[str, TableLayout]], fmt: Format, token: str,
+                 tombstones: bool = True) -> None:
+        # what the tasks need of the source (not its DataFrame)
+        self.plan, self.make, self.files = source.plan, source.make, source.files
+        self.root, self.tables, self.fmt = root, tables, fmt
+        self.token, self.tombstones = token, tombstones
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
-        from pyspark import TaskContext  # noqa: PLC0415
-
-        context = TaskContext.get()
-        part = context.partitionId() if context is not None else 0
-        fs, base = _filesystem(self.root)
+        plan = self.plan if isinstance(self.plan, ChunkPlan) else self.plan.value
+        json = self.fmt == "json"
+        render = JsonRecordWriter.for_config(self.make.config).record_line if json else None
+        fs, base = filesystem(self.root)
         counts: dict[str, int] = {}
-        current: tuple[str, Any] | None = None
+        files: dict[str, Any] = {}
+        pending: dict[str, list[Any]] = {}
+        opened_at = -2  # the chunk the open files start at
+        last = -2
+
+        def flush(table: str) -> None:
+            rows = pending.pop(table, None)
+            if not rows:
+                return
+            out = files.get(table)
+            if out is None:
+                out = files[table] = self._open(fs, base, table, opened_at)
+            if json:
+                out.write("".join(line + "\n" for line in rows).encode("utf-8"))
+                counts[table] = counts.get(table, 0) + len(rows)
+                return
+            for part in self.tables[table][1].batches(rows, tombstones=self.tombstones):
+                out.write_batch(part)
+                counts[table] = counts.get(table, 0) + part.num_rows
 
         def close() -> None:
-            if current is not None:
-                current[1].close()
+            for table in list(pending):
+                flush(table)
+            for out in files.values():
+                out.close()
+            files.clear()
 
+        name: str | None = None
         try:
-            for batch in batches:
-                names = batch.column("table").to_pylist()
-                start = 0
-                while start < len(names):
-                    table = names[start]
-                    end = start
-                    while end < len(names) and names[end] == table:
-                        end += 1
-                    piece = batch.slice(start, end - start)
-                    if current is None or current[0] != table:
+            for chunk, item in decode_items(plan, self.make, batches, files=self.files,
+                                            columnar=not json):
+                if chunk != last:
+                    if chunk != last + 1:  # not the next chunk: files of its own
                         close()
-                        current = (table, self._open(fs, base, table, part))
-                    written = self._write(current[1], table, piece)
-                    counts[table] = counts.get(table, 0) + written
-                    start = end
+                        opened_at = chunk
+                    last = chunk
+                if isinstance(item, ColumnarRun):
+                    name = item.qualified
+                    if name in self.tables:
+                        flush(name)
+                        pending[name] = [(0, 0, RUN_KIND, 0, item.batch)]
+                        flush(name)
+                    continue
+                position, index, record = item
+                name = record_table(record, name)
+                if name is None or name not in self.tables:
+                    continue
+                if record.kind == "tombstone" and not self.tombstones:
+                    continue
+                rows = pending.setdefault(name, [])
+                rows.append(render(record) if render is not None else
+                            (position, index, record.kind, record.lsn, record_parts(record)))
+                if len(rows) >= _PENDING:
+                    flush(name)
         finally:
             close()
         if counts:
@@ -92,28 +126,12 @@ class _Writer:
                                               "rows": list(counts.values())},
                                              schema=_WRITTEN_ARROW)
 
-    def _open(self, fs: Any, base: str, table: str, part: int) -> Any:
+    def _open(self, fs: Any, base: str, table: str, chunk: int) -> Any:
         directory, layout = self.tables[table]
-        name = f"{base}/{directory}/part-{part:05d}-{self.token}"
+        name = f"{base}/{directory}/part-{max(0, chunk):08d}-{self.token}"
         if self.fmt == "json":
             return fs.open_output_stream(name + ".json")
         return pq.ParquetWriter(name + ".parquet", layout.batch([]).schema, filesystem=fs)
-
-    def _write(self, out: Any, table: str, piece: Any) -> int:
-        """Write a piece of ``table``'s records rows; the number of events written."""
-        if self.fmt == "json":
-            out.write("".join(line + "\n" for line in piece.column("line").to_pylist()
-                              ).encode("utf-8"))
-            return int(piece.num_rows)
-        _, layout = self.tables[table]
-        written = 0
-        for part in layout.batches(zip(
-                piece.column("position").to_pylist(), piece.column("index").to_pylist(),
-                piece.column("kind").to_pylist(), piece.column("lsn").to_pylist(),
-                piece.column("payload").to_pylist(), strict=True), tombstones=self.tombstones):
-            out.write_batch(part)
-            written += part.num_rows
-        return written
 
 
 def write_tables(decoded: DecodedCapture, path: str, *, tables: Sequence[str] | None = None,
@@ -127,23 +145,19 @@ def write_tables(decoded: DecodedCapture, path: str, *, tables: Sequence[str] | 
     if fmt == "json" and not decoded.lines:
         raise SparkDecodeError("JSON lines need decode_capture(..., lines=True)")
     chosen = {n: (table_directory(n), decoded.layout(n)) for n in names}
-    fs, base = _filesystem(path)
+    fs, base = filesystem(path)
     for directory, _ in chosen.values():
         target = f"{base}/{directory}"
         if fs.get_file_info(target).type != pafs.FileType.NotFound:
             fs.delete_dir(target)
         fs.create_dir(target, recursive=True)
-    kinds = list(TABLE_KINDS)
-    if fmt == "parquet" and not decoded.tombstones:
-        kinds.remove("tombstone")  # (and from runs, when written)
-    rows = decoded.records.filter(F.col("table").isin(*chosen) & F.col("kind").isin(*kinds))
-    partitions = max(1, min(len(chosen), decoded.spark.sparkContext.defaultParallelism * 2))
-    ordered = (rows.select("table", "position", "index", "kind", "lsn", "payload", "line")
-               .repartition(partitions, "table")
-               .sortWithinPartitions("table", "position", "index"))
-    writer = _Writer(path, chosen, fmt, uuid.uuid4().hex[:12],
+    if decoded.source is None:
+        raise SparkDecodeError("write_tables needs a capture decoded by decode_capture")
+    writer = _Writer(decoded.source, path, chosen, fmt, uuid.uuid4().hex[:12],
                      tombstones=fmt == "json" or decoded.tombstones)
-    written = {r["table"]: r["rows"] for r in map_in_arrow(ordered, writer, _WRITTEN).collect()}
+    written: dict[str, int] = {}
+    for row in map_in_arrow(decoded.source.frame, writer, _WRITTEN).collect():
+        written[row["table"]] = written.get(row["table"], 0) + row["rows"]
     out: dict[str, int] = {}
     for name in names:
         count = written.get(name, 0)
