@@ -20,7 +20,9 @@ Every run uses the connector's default configuration plus transaction metadata
 (``provide.transaction.metadata=true``) and the catalog that ``pgcdc-events catalog``
 wrote (not timed: a user writes it once). In-process figures from the same capture:
 ``PgOutputReader.read`` messages/s and ``EventDecoder.feed_row`` event objects/s, one core.
-Peak RSS is each child's own (``wait4``). Ratios are against Debezium in this run.
+Peak RSS is each child's own (``wait4``). Ratios are against Debezium in this run; the
+in-process figures are rows of the same table, and each figure with a goal (``GOALS``) says
+whether this run meets it.
 
 Our processes start from compiled bytecode, as an installed package does. Each
 ``--python`` interpreter then runs ``decode`` (with schemas, and with
@@ -195,9 +197,6 @@ def main() -> None:
                   f"({lib['messages']:,.0f} messages, {lib['records']:,.0f} records)")
             print(f"  capture alone: {cap_s:.2f} s, {lib['messages'] / cap_s:,.0f} messages/s, "
                   f"peak RSS {cap_mib:,.0f} MiB")
-            print(f"  PgOutputReader.read: {lib['messages'] / lib['read']:,.0f} messages/s; "
-                  f"EventDecoder.feed_row: {lib['records'] / lib['objects']:,.0f} records/s "
-                  "(in process, one core)")
             dbz_rate = None
             if not args.no_debezium:
                 from bench_events import debezium
@@ -207,17 +206,45 @@ def main() -> None:
                 dbz_rate = dbz["records"] / dbz["seconds"]
                 rows.append(("Debezium 3.6.3 embedded, first record to last", dbz["records"],
                              dbz["seconds"], float("nan")))
-            print(f"  {'':44} {'records':>10} {'seconds':>8} {'records/s':>10} "
-                  f"{'vs Debezium':>11} {'peak RSS':>9}")
-            for name, records, seconds, mib in rows:
-                rate = records / seconds
-                ratio = f"{rate / dbz_rate:.2f}x" if dbz_rate else "-"
-                rss = f"{mib:,.0f} MiB" if mib == mib else "-"
-                print(f"  {name:44} {records:>10,.0f} {seconds:>8.2f} {rate:>10,.0f} "
-                      f"{ratio:>11} {rss:>9}")
+            # in process, one core: counted in the same table (messages for the reader)
+            rows.append(("EventDecoder.feed_row (in process, one core)", lib["records"],
+                         lib["objects"], float("nan")))
+            rows.append(("PgOutputReader.read, messages (in process)", lib["messages"],
+                         lib["read"], float("nan")))
+            print_table(rows, dbz_rate)
             if args.python:
                 compare_interpreters(args.python, capture, catalog_path, env, args.repeat,
                                      dbz_rate)
+
+
+#: Issue 14's goals, by row: a ratio to Debezium ("x") or a rate ("/s").
+GOALS: dict[str, tuple[float, str]] = {
+    "decode alone, with schemas": (100_000, "/s"),
+    "capture, then decode (two processes)": (3.0, "x"),
+    "capture --decode": (3.0, "x"),
+    "EventDecoder.feed_row (in process, one core)": (150_000, "/s"),
+    "PgOutputReader.read, messages (in process)": (400_000, "/s"),
+}
+
+
+def print_table(rows: list[tuple[str, float, float, float]], dbz_rate: float | None) -> None:
+    """Every figure with its ratio to Debezium's records/s, its goal and whether it is met."""
+    print(f"  {'':44} {'count':>10} {'seconds':>8} {'per s':>10} "
+          f"{'vs Debezium':>11} {'peak RSS':>9}  goal")
+    for name, count, seconds, mib in rows:
+        rate = count / seconds
+        ratio = f"{rate / dbz_rate:.2f}x" if dbz_rate else "-"
+        rss = f"{mib:,.0f} MiB" if mib == mib else "-"
+        goal = ""
+        if name in GOALS:
+            target, unit = GOALS[name]
+            if unit == "x":
+                met = "?" if not dbz_rate else ("met" if rate / dbz_rate >= target else "not met")
+                goal = f">= {target:g}x Debezium: {met}"
+            else:
+                goal = f">= {target:,.0f}/s: {'met' if rate >= target else 'not met'}"
+        print(f"  {name:44} {count:>10,.0f} {seconds:>8.2f} {rate:>10,.0f} "
+              f"{ratio:>11} {rss:>9}  {goal}")
 
 
 def compare_interpreters(pythons: list[str], capture: Path, catalog_path: Path,
