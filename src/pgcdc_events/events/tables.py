@@ -9,6 +9,7 @@ arrives and reuses it for every change until the next one.
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Callable
 from typing import Any, Final
@@ -23,6 +24,7 @@ from pgcdc_events.events.source import SOURCE_SCHEMA
 from pgcdc_events.protocol.messages import (
     KIND_BINARY,
     KIND_NULL,
+    KIND_TEXT,
     KIND_UNCHANGED_TOAST,
     Relation,
     TupleData,
@@ -30,7 +32,7 @@ from pgcdc_events.protocol.messages import (
 from pgcdc_events.types.catalog import CatalogTable
 from pgcdc_events.types.defaults import null_fallback
 from pgcdc_events.types.mapper import ColumnMapping, TypeMapper, conversion_error
-from pgcdc_events.types.schema import Field, Schema, Struct, struct_schema
+from pgcdc_events.types.schema import Field, Schema, Struct, make_struct, struct_schema
 from pgcdc_events.types.source_type import without_source_parameters
 
 __all__ = ["TRANSACTION_BLOCK_SCHEMA", "ColumnPlan", "TableSchema", "build_table_schema"]
@@ -62,9 +64,11 @@ class ColumnPlan:
 class TableSchema:
     """Schemas and converters of one version of one table."""
 
-    __slots__ = ("_all_text", "_fast_row", "columns", "envelope_schema", "fast_row_source",
-                 "key_positions", "key_schema", "on_error", "qualified", "relation",
-                 "schema_name", "table_name", "topic", "value_positions", "value_schema")
+    __slots__ = ("_all_text", "_fast_row", "_key_values", "_mixed_structs", "_text_structs",
+                 "_value_values", "columns", "envelope_schema", "fast_row_source",
+                 "fast_structs_source", "key_positions", "key_schema", "on_error", "qualified",
+                 "relation", "schema_name", "table_name", "topic", "value_positions",
+                 "value_schema")
 
     def __init__(self, relation: Relation, topic: str, columns: tuple[ColumnPlan, ...],
                  key_positions: tuple[int, ...], value_positions: tuple[int, ...] | None,
@@ -82,6 +86,12 @@ class TableSchema:
         self.value_schema = value_schema
         self.envelope_schema = envelope_schema
         self.fast_row_source, self._fast_row = _compile_fast_row(relation, columns)
+        self._key_values = _picker(key_positions)
+        self._value_values = None if value_positions is None else _picker(value_positions)
+        #: The generated ``structs`` of rows whose columns all came as text, and of rows
+        #: with NULLs too (for reading; :meth:`structs` takes them).
+        self.fast_structs_source, self._text_structs = _compile_structs(self, nulls=False)
+        self._mixed_structs = _compile_structs(self, nulls=True)[1]
         #: Called with each value that does not convert (then ``null`` is used); ``None``
         #: raises instead (``event.converting.failure.handling.mode=fail``).
         self.on_error: Callable[[ConversionError], None] | None = None
@@ -149,13 +159,36 @@ class TableSchema:
         """The key struct of a row (``None`` for tables without a key)."""
         if self.key_schema is None:
             return None
-        return Struct(self.key_schema, tuple(row[i] for i in self.key_positions))
+        return make_struct(self.key_schema, self._key_values(row))
 
     def value(self, row: tuple[Any, ...]) -> Struct:
         """The Value struct of a row."""
-        if self.value_positions is not None:
-            row = tuple(row[i] for i in self.value_positions)
-        return Struct(self.value_schema, row)
+        if self._value_values is not None:
+            row = self._value_values(row)
+        return make_struct(self.value_schema, row)
+
+    def structs(self, tup: TupleData, old: TupleData | None = None
+                ) -> tuple[Struct | None, Struct]:
+        """``(key(row), value(row))`` of ``row = self.row(tup, old)``, straight from the tuple.
+
+        Tuples whose columns are all text, or text and NULL, take a generated path
+        (``fast_structs_source``) that converts each column and builds both structs in
+        one go; any other tuple, or a value that fails to convert there, takes
+        :meth:`row`'s general loop, which names the failing column.
+        """
+        kinds = tup.kinds
+        if kinds == self._all_text:
+            try:
+                return self._text_structs(tup.values)
+            except Exception:
+                pass
+        elif not kinds.translate(None, _TEXT_OR_NULL):
+            try:
+                return self._mixed_structs(tup.values)
+            except Exception:
+                pass
+        row = self._row(tup, old)
+        return self.key(row), self.value(row)
 
 
 def _compile_fast_row(relation: Relation, columns: tuple[ColumnPlan, ...]
@@ -166,6 +199,46 @@ def _compile_fast_row(relation: Relation, columns: tuple[ColumnPlan, ...]
     source = f"def fast_row(v):\n    return ({items})\n"
     exec(compile(source, f"<pgcdc row {relation.namespace}.{relation.name}>", "exec"), namespace)
     return source, namespace["fast_row"]
+
+
+_TEXT_OR_NULL: Final = bytes((KIND_TEXT, KIND_NULL))
+
+
+def _picker(positions: tuple[int, ...]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """``row -> tuple(row[i] for i in positions)``, as one C call where there can be."""
+    if len(positions) > 1:
+        return operator.itemgetter(*positions)
+    if positions:
+        at = positions[0]
+        return lambda row: (row[at],)
+    return lambda row: ()
+
+
+def _compile_structs(table: TableSchema, *, nulls: bool
+                     ) -> tuple[str, Callable[[tuple[bytes | None, ...]],
+                                             tuple[Struct | None, Struct]]]:
+    """Generate ``structs(values)`` (see :meth:`TableSchema.structs`) for text tuples, and
+    with ``nulls`` for tuples of text and NULL columns (a NULL takes the column's
+    ``null_value``, as in the general loop). The source holds only column numbers."""
+    columns = table.columns
+    namespace: dict[str, Any] = {"make": make_struct, "KS": table.key_schema,
+                                 "VS": table.value_schema}
+    steps = []
+    for i, col in enumerate(columns):
+        namespace[f"c{i}"] = col.from_text
+        if nulls:
+            namespace[f"n{i}"] = col.null_value
+            steps.append(f"    x = v[{col.position}]\n    a{i} = n{i} if x is None else c{i}(x)\n")
+        else:
+            steps.append(f"    a{i} = c{i}(v[{col.position}])\n")
+    in_value = range(len(columns)) if table.value_positions is None else table.value_positions
+    value = "".join(f"a{i}, " for i in in_value)
+    key = ("None" if table.key_schema is None else
+           f"make(KS, ({''.join(f'a{i}, ' for i in table.key_positions)}))")
+    source = f"def structs(v):\n{''.join(steps)}    return {key}, make(VS, ({value}))\n"
+    name = f"<pgcdc structs {table.qualified}{' with nulls' if nulls else ''}>"
+    exec(compile(source, name, "exec"), namespace)
+    return source, namespace["structs"]
 
 
 def _binary(col: ColumnPlan) -> Callable[[bytes], Any]:

@@ -11,10 +11,12 @@ for Connect's ``Decimal`` logical type, ``list``, ``dict`` (maps) and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import attrs
+
+from pgcdc_events._frozen import factory
 
 __all__ = [
     "NO_DEFAULT",
@@ -23,6 +25,7 @@ __all__ = [
     "Schema",
     "Struct",
     "array_schema",
+    "make_struct",
     "map_schema",
     "struct_schema",
 ]
@@ -246,6 +249,11 @@ class Struct:
 
     def __repr__(self) -> str:
         return f"Struct({self.as_dict()!r})"
+
+
+#: ``make_struct(schema, values)`` is ``Struct(schema, values)``, built without going
+#: through ``__init__`` (see :mod:`pgcdc_events._frozen`): for code that builds many.
+make_struct: Final[Callable[[Schema, tuple[Any, ...]], Struct]] = factory(Struct)
 
 
 def _plain(value: Any) -> Any:
