@@ -17,34 +17,43 @@ from typing import Any, TypeVar
 
 import attrs
 
-__all__ = ["factory"]
+__all__ = ["factory", "slot_setters"]
 
 _T = TypeVar("_T")
+
+
+def slot_setters(cls: type[Any]) -> tuple[Callable[[Any, Any], None], ...] | None:
+    """The setters of ``cls``'s fields, in field order (``setter(obj, value)``): with
+    ``object.__new__(cls)`` they build what ``cls(*values)`` builds. ``None`` when that
+    would not be the same object (``cls`` is not a slotted ``attrs`` class whose
+    ``__init__`` only sets every field as given)."""
+    if not attrs.has(cls) or "__slots__" not in cls.__dict__ or \
+            hasattr(cls, "__attrs_post_init__") or hasattr(cls, "__attrs_pre_init__"):
+        return None
+    setters: list[Callable[[Any, Any], None]] = []
+    for field in attrs.fields(cls):
+        slot = cls.__dict__.get(field.name)
+        if not field.init or field.validator is not None or field.converter is not None \
+                or field.alias != field.name or slot is None or not hasattr(slot, "__set__"):
+            return None
+        setters.append(slot.__set__)
+    return tuple(setters)
 
 
 def factory(cls: type[_T]) -> Callable[..., _T]:
     """A function ``make(*values)`` that builds ``cls(*values)`` (every field, positionally,
     in field order) without going through ``__init__``; ``cls`` itself when that would not
-    build the same object."""
+    build the same object (see :func:`slot_setters`)."""
     plain: Callable[..., _T] = cls
-    if not attrs.has(cls) or "__slots__" not in cls.__dict__ or \
-            hasattr(cls, "__attrs_post_init__") or hasattr(cls, "__attrs_pre_init__"):
+    setters = slot_setters(cls)
+    if setters is None:
         return plain
-    fields = attrs.fields(cls)
-    setters: list[Callable[[Any, Any], None]] = []
-    for field in fields:
-        slot = cls.__dict__.get(field.name)
-        if not field.init or field.validator is not None or field.converter is not None \
-                or field.alias != field.name or slot is None or not hasattr(slot, "__set__"):
-            return plain
-        setters.append(slot.__set__)
-    new = object.__new__
     # One function per arity, spelled out: a loop over the setters would cost more than
     # the __init__ it replaces. The source holds only argument numbers.
-    args = ", ".join(f"a{i}" for i in range(len(fields)))
-    body = "".join(f"    s{i}(o, a{i})\n" for i in range(len(fields)))
+    args = ", ".join(f"a{i}" for i in range(len(setters)))
+    body = "".join(f"    s{i}(o, a{i})\n" for i in range(len(setters)))
     namespace: dict[str, Any] = {f"s{i}": s for i, s in enumerate(setters)}
-    namespace.update(new=new, cls=cls)
+    namespace.update(new=object.__new__, cls=cls)
     source = f"def make({args}):\n    o = new(cls)\n{body}    return o\n"
     exec(compile(source, f"<pgcdc factory {cls.__qualname__}>", "exec"), namespace)
     make: Callable[..., _T] = namespace["make"]

@@ -65,11 +65,13 @@ from pgcdc_events.protocol.reader import PgOutputReader, Streaming
 from pgcdc_events.types.catalog import CatalogSnapshot, CatalogTable, catalog_table_for
 from pgcdc_events.types.mapper import TypeMapper
 from pgcdc_events.types.registry import TypeRegistry
-from pgcdc_events.types.schema import Schema, Struct, make_struct
+from pgcdc_events.types.schema import STRUCT_SETTERS, Schema, Struct
 
 __all__ = ["EventDecoder"]
 
 _STRING: Final = Schema("string")
+_new: Final = object.__new__
+_set_schema, _set_values = STRUCT_SETTERS
 _LOG: Final = logging.getLogger("pgcdc_events")
 
 
@@ -485,13 +487,13 @@ class EventDecoder:
         if "c" in self.config.skipped_operations:
             self.metrics.events_filtered += 1
             return []
-        key, after = table.structs(message.new)
+        key, after = table.structs(message.new, None)
         return [self._record(table, "c", None, after, key, lsn)]
 
     def _update(self, table: TableSchema, message: Update, lsn: int) -> list[ChangeRecord]:
         old = message.old
         key, after = table.structs(message.new, old if message.old_kind == "O" else None)
-        old_key, before = table.structs(old) if old is not None else (None, None)
+        old_key, before = table.structs(old, None) if old is not None else (None, None)
         if key is not None and old_key is not None and old_key != key:
             assert before is not None
             return self._key_change(table, before, after, old_key, key, lsn)
@@ -527,7 +529,7 @@ class EventDecoder:
         if "d" in self.config.skipped_operations:
             self.metrics.events_filtered += 1
             return []
-        key, before = table.structs(message.old)
+        key, before = table.structs(message.old, None)
         out = [self._record(table, "d", before, None, key, lsn)]
         if self.config.tombstones_on_delete:
             out.append(self._tombstone(table, key, lsn))
@@ -540,6 +542,8 @@ class EventDecoder:
 
     def _record(self, table: TableSchema, op: str, before: Struct | None, after: Struct | None,
                 key: Struct | None, lsn: int, extra: tuple[Header, ...] = ()) -> ChangeRecord:
+        # The structs are built as make_struct builds them, spelled out: this runs for every
+        # change event.
         txn = self._txn
         config = self.config
         block = None
@@ -553,19 +557,24 @@ class EventDecoder:
                 shared = self._shared[table] = _shared_source(config, table, txn)
             if config.provide_transaction_metadata:
                 total, per = txn.next_order(table.qualified)
-                block = make_struct(TRANSACTION_BLOCK_SCHEMA, (f"{txn.xid}:{lsn}", total, per))
+                block = _new(Struct)
+                _set_schema(block, TRANSACTION_BLOCK_SCHEMA)
+                _set_values(block, (f"{txn.xid}:{lsn}", total, per))
         else:
             shared = _shared_source(config, table, None, self.clock() // 1000)
         version, connector, name, ts_ms, db, commit_us, ts_ns, schema, tname, xid, origin, \
             origin_lsn = shared
         last = self._last_commit_lsn
-        source = make_struct(SOURCE_SCHEMA, (
+        source = _new(Struct)
+        _set_schema(source, SOURCE_SCHEMA)
+        _set_values(source, (
             version, connector, name, ts_ms, None, db,
             f'["{last}","{lsn}"]' if last is not None else f'[null,"{lsn}"]',
             commit_us, ts_ns, schema, tname, xid, lsn, None, origin, origin_lsn))
         now = self.clock()
-        value = make_struct(table.envelope_schema,
-                            (before, after, source, block, op, now // 1_000_000, now // 1000, now))
+        value = _new(Struct)
+        _set_schema(value, table.envelope_schema)
+        _set_values(value, (before, after, source, block, op, now // 1_000_000, now // 1000, now))
         metrics = self.metrics
         metrics.events_seen += 1
         metrics.last_event_commit_us = commit_us

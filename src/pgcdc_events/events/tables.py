@@ -32,7 +32,14 @@ from pgcdc_events.protocol.messages import (
 from pgcdc_events.types.catalog import CatalogTable
 from pgcdc_events.types.defaults import null_fallback
 from pgcdc_events.types.mapper import ColumnMapping, TypeMapper, conversion_error
-from pgcdc_events.types.schema import Field, Schema, Struct, make_struct, struct_schema
+from pgcdc_events.types.schema import (
+    STRUCT_SETTERS,
+    Field,
+    Schema,
+    Struct,
+    make_struct,
+    struct_schema,
+)
 from pgcdc_events.types.source_type import without_source_parameters
 
 __all__ = ["TRANSACTION_BLOCK_SCHEMA", "ColumnPlan", "TableSchema", "build_table_schema"]
@@ -64,11 +71,10 @@ class ColumnPlan:
 class TableSchema:
     """Schemas and converters of one version of one table."""
 
-    __slots__ = ("_all_text", "_fast_row", "_key_values", "_mixed_structs", "_text_structs",
-                 "_value_values", "columns", "envelope_schema", "fast_row_source",
-                 "fast_structs_source", "key_positions", "key_schema", "on_error", "qualified",
-                 "relation", "schema_name", "table_name", "topic", "value_positions",
-                 "value_schema")
+    __slots__ = ("_all_text", "_fast_row", "_key_values", "_value_values", "columns",
+                 "envelope_schema", "fast_row_source", "fast_structs_source", "key_positions",
+                 "key_schema", "on_error", "qualified", "relation", "schema_name", "structs",
+                 "table_name", "topic", "value_positions", "value_schema")
 
     def __init__(self, relation: Relation, topic: str, columns: tuple[ColumnPlan, ...],
                  key_positions: tuple[int, ...], value_positions: tuple[int, ...] | None,
@@ -85,17 +91,21 @@ class TableSchema:
         self.key_schema = key_schema
         self.value_schema = value_schema
         self.envelope_schema = envelope_schema
+        self._all_text = bytes((KIND_TEXT,)) * len(relation.columns)
         self.fast_row_source, self._fast_row = _compile_fast_row(relation, columns)
         self._key_values = _picker(key_positions)
         self._value_values = None if value_positions is None else _picker(value_positions)
-        #: The generated ``structs`` of rows whose columns all came as text, and of rows
-        #: with NULLs too (for reading; :meth:`structs` takes them).
-        self.fast_structs_source, self._text_structs = _compile_structs(self, nulls=False)
-        self._mixed_structs = _compile_structs(self, nulls=True)[1]
+        #: ``structs(tup, old=None)``: ``(key(row), value(row))`` of ``row = self.row(tup,
+        #: old)``, straight from the tuple. Tuples whose columns are all text, or text and
+        #: NULL, take a path generated for the table (``fast_structs_source``) that
+        #: converts each column and builds both structs in one go; any other tuple, or a
+        #: value that fails to convert there, takes :meth:`row`'s general loop, which
+        #: names the failing column.
+        self.structs: Callable[[TupleData, TupleData | None], tuple[Struct | None, Struct]]
+        self.fast_structs_source, self.structs = _compile_structs(self)
         #: Called with each value that does not convert (then ``null`` is used); ``None``
         #: raises instead (``event.converting.failure.handling.mode=fail``).
         self.on_error: Callable[[ConversionError], None] | None = None
-        self._all_text = b"t" * len(relation.columns)
 
     def row(self, tup: TupleData, old: TupleData | None = None) -> tuple[Any, ...]:
         """Connect values of the planned columns; ``old`` fills unchanged TOAST (FULL identity).
@@ -167,26 +177,8 @@ class TableSchema:
             row = self._value_values(row)
         return make_struct(self.value_schema, row)
 
-    def structs(self, tup: TupleData, old: TupleData | None = None
-                ) -> tuple[Struct | None, Struct]:
-        """``(key(row), value(row))`` of ``row = self.row(tup, old)``, straight from the tuple.
-
-        Tuples whose columns are all text, or text and NULL, take a generated path
-        (``fast_structs_source``) that converts each column and builds both structs in
-        one go; any other tuple, or a value that fails to convert there, takes
-        :meth:`row`'s general loop, which names the failing column.
-        """
-        kinds = tup.kinds
-        if kinds == self._all_text:
-            try:
-                return self._text_structs(tup.values)
-            except Exception:
-                pass
-        elif not kinds.translate(None, _TEXT_OR_NULL):
-            try:
-                return self._mixed_structs(tup.values)
-            except Exception:
-                pass
+    def _structs(self, tup: TupleData, old: TupleData | None) -> tuple[Struct | None, Struct]:
+        """``structs`` of a tuple its generated path does not take."""
         row = self._row(tup, old)
         return self.key(row), self.value(row)
 
@@ -214,30 +206,48 @@ def _picker(positions: tuple[int, ...]) -> Callable[[tuple[Any, ...]], tuple[Any
     return lambda row: ()
 
 
-def _compile_structs(table: TableSchema, *, nulls: bool
-                     ) -> tuple[str, Callable[[tuple[bytes | None, ...]],
-                                             tuple[Struct | None, Struct]]]:
-    """Generate ``structs(values)`` (see :meth:`TableSchema.structs`) for text tuples, and
-    with ``nulls`` for tuples of text and NULL columns (a NULL takes the column's
-    ``null_value``, as in the general loop). The source holds only column numbers."""
+def _compile_structs(table: TableSchema) -> tuple[
+        str, Callable[[TupleData, TupleData | None], tuple[Struct | None, Struct]]]:
+    """Generate ``structs(tup, old=None)`` (see ``TableSchema.structs``): one branch for
+    tuples whose columns all came as text, one for text and NULL columns (a NULL takes the
+    column's ``null_value``, as in the general loop), the general loop for the rest and
+    for any value that fails to convert. The source holds only column numbers."""
     columns = table.columns
-    namespace: dict[str, Any] = {"make": make_struct, "KS": table.key_schema,
-                                 "VS": table.value_schema}
-    steps = []
+    namespace: dict[str, Any] = {"new": object.__new__, "S": Struct, "KS": table.key_schema,
+                                 "VS": table.value_schema, "TEXT": table._all_text,
+                                 "TEXT_OR_NULL": _TEXT_OR_NULL, "general": table._structs}
+    namespace["ss"], namespace["sv"] = STRUCT_SETTERS
+    text = []
+    mixed = []
     for i, col in enumerate(columns):
         namespace[f"c{i}"] = col.from_text
-        if nulls:
-            namespace[f"n{i}"] = col.null_value
-            steps.append(f"    x = v[{col.position}]\n    a{i} = n{i} if x is None else c{i}(x)\n")
-        else:
-            steps.append(f"    a{i} = c{i}(v[{col.position}])\n")
+        namespace[f"n{i}"] = col.null_value
+        text.append(f"            a{i} = c{i}(v[{col.position}])\n")
+        mixed.append(f"            x = v[{col.position}]\n"
+                     f"            a{i} = n{i} if x is None else c{i}(x)\n")
+    if not columns:
+        text = mixed = ["            pass\n"]
     in_value = range(len(columns)) if table.value_positions is None else table.value_positions
     value = "".join(f"a{i}, " for i in in_value)
-    key = ("None" if table.key_schema is None else
-           f"make(KS, ({''.join(f'a{i}, ' for i in table.key_positions)}))")
-    source = f"def structs(v):\n{''.join(steps)}    return {key}, make(VS, ({value}))\n"
-    name = f"<pgcdc structs {table.qualified}{' with nulls' if nulls else ''}>"
-    exec(compile(source, name, "exec"), namespace)
+    # Struct(KS, key values) and Struct(VS, values), built as make_struct does
+    if table.key_schema is None:
+        key = "            k = None\n"
+    else:
+        key = ("            k = new(S)\n            ss(k, KS)\n"
+               f"            sv(k, ({''.join(f'a{i}, ' for i in table.key_positions)}))\n")
+    built = (f"        else:\n{key}            r = new(S)\n            ss(r, VS)\n"
+             f"            sv(r, ({value}))\n            return k, r\n")
+    source = (
+        "def structs(tup, old=None):\n"
+        "    kinds = tup.kinds\n"
+        "    if kinds == TEXT:\n"
+        "        v = tup.values\n"
+        f"        try:\n{''.join(text)}        except Exception:\n            pass\n{built}"
+        "    elif not kinds.translate(None, TEXT_OR_NULL):\n"
+        "        v = tup.values\n"
+        f"        try:\n{''.join(mixed)}        except Exception:\n            pass\n{built}"
+        "    return general(tup, old)\n")
+    exec(compile(source, f"<pgcdc structs {table.qualified}>", "exec"), namespace)
     return source, namespace["structs"]
 
 

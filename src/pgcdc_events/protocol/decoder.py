@@ -325,7 +325,10 @@ def _insert(data: bytes, in_stream: bool, abort_info: bool | None) -> Insert:
     if pos + 5 > len(data) or data[pos + 4] != _NEW:
         _need(data, pos, 5, "the relation OID and 'N'")
         raise _fail(data, pos + 4, "'N' before the new tuple", repr(bytes([data[pos + 4]])))
-    new, end = _tuple(data, pos + 5)
+    try:  # _tuple's first step, spelled out on the path most messages take
+        new, end = _PARSERS_BY_WIDTH[(data[pos + 5] << 8) | data[pos + 6]](data, pos + 7)
+    except (KeyError, _OtherKindError, IndexError, struct.error):
+        new, end = _tuple(data, pos + 5)
     if end != len(data):
         _end(data, end)
     return _make_insert(_u32(data, pos)[0], new, xid)

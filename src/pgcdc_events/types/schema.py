@@ -16,11 +16,12 @@ from typing import Any, Final
 
 import attrs
 
-from pgcdc_events._frozen import factory
+from pgcdc_events._frozen import factory, slot_setters
 
 __all__ = [
     "NO_DEFAULT",
     "PRIMITIVE_TYPES",
+    "STRUCT_SETTERS",
     "Field",
     "Schema",
     "Struct",
@@ -254,6 +255,12 @@ class Struct:
 #: ``make_struct(schema, values)`` is ``Struct(schema, values)``, built without going
 #: through ``__init__`` (see :mod:`pgcdc_events._frozen`): for code that builds many.
 make_struct: Final[Callable[[Schema, tuple[Any, ...]], Struct]] = factory(Struct)
+#: ``(set_schema, set_values)``: with ``object.__new__(Struct)``, the two steps of
+#: :data:`make_struct`, for generated code that builds structs inline.
+_SETTERS = slot_setters(Struct)
+assert _SETTERS is not None and len(_SETTERS) == 2
+STRUCT_SETTERS: Final[tuple[Callable[[Struct, Schema], None],
+                            Callable[[Struct, tuple[Any, ...]], None]]] = (_SETTERS[0], _SETTERS[1])
 
 
 def _plain(value: Any) -> Any:
