@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-__all__ = ["factory", "slot_setters"]
+__all__ = ["factory", "setters_of", "slot_setters"]
 
 _T = TypeVar("_T")
 
@@ -38,6 +38,16 @@ def slot_setters(cls: type[Any]) -> tuple[Callable[[Any, Any], None], ...] | Non
             return None
         setters.append(slot.__set__)
     return tuple(setters)
+
+
+def setters_of(cls: type[Any], count: int) -> tuple[Callable[[Any, Any], None], ...]:
+    """:func:`slot_setters` of a class known to have ``count`` fields that allow them;
+    ``TypeError`` at import time when it does not (a class changed under its fast path)."""
+    setters = slot_setters(cls)
+    if setters is None or len(setters) != count:
+        raise TypeError(f"{cls.__qualname__} is no longer a slotted attrs class of {count} "
+                        "fields set as given: its fast construction needs revisiting")
+    return setters
 
 
 def factory(cls: type[_T]) -> Callable[..., _T]:

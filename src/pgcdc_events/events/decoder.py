@@ -71,6 +71,7 @@ __all__ = ["EventDecoder"]
 
 _STRING: Final = Schema("string")
 _new: Final = object.__new__
+_NOTHING: Final = object()
 _set_schema, _set_values = STRUCT_SETTERS
 _LOG: Final = logging.getLogger("pgcdc_events")
 
@@ -146,6 +147,10 @@ class EventDecoder:
         self._shared: dict[TableSchema, tuple[Any, ...]] = {}
         self._shared_txn: TransactionContext | None = None
         self._shared_config: EventConfig | None = None
+        self._shared_id = ""  # the transaction block's id up to the LSN: "xid:"
+        #: ``source.sequence`` up to the LSN, for the last commit LSN ``_sequence_for``.
+        self._sequence_for: object = _NOTHING
+        self._sequence_head = ""
 
     # -- input ---------------------------------------------------------------------
     def feed(self, data: bytes | bytearray | memoryview, lsn: int, *, snapshot: bool = False
@@ -552,24 +557,29 @@ class EventDecoder:
             if txn is not self._shared_txn or config is not self._shared_config:
                 self._shared_txn, self._shared_config = txn, config
                 self._shared.clear()
+                self._shared_id = f"{txn.xid}:"
             shared = self._shared.get(table)
             if shared is None:
                 shared = self._shared[table] = _shared_source(config, table, txn)
+            lsn_text = str(lsn)
             if config.provide_transaction_metadata:
                 total, per = txn.next_order(table.qualified)
                 block = _new(Struct)
                 _set_schema(block, TRANSACTION_BLOCK_SCHEMA)
-                _set_values(block, (f"{txn.xid}:{lsn}", total, per))
+                _set_values(block, (self._shared_id + lsn_text, total, per))
         else:
             shared = _shared_source(config, table, None, self.clock() // 1000)
+            lsn_text = str(lsn)
+        last = self._last_commit_lsn
+        if last is not self._sequence_for:  # the sequence's first half changes at commits
+            self._sequence_for = last
+            self._sequence_head = '[null,"' if last is None else f'["{last}","'
         version, connector, name, ts_ms, db, commit_us, ts_ns, schema, tname, xid, origin, \
             origin_lsn = shared
-        last = self._last_commit_lsn
         source = _new(Struct)
         _set_schema(source, SOURCE_SCHEMA)
         _set_values(source, (
-            version, connector, name, ts_ms, None, db,
-            f'["{last}","{lsn}"]' if last is not None else f'[null,"{lsn}"]',
+            version, connector, name, ts_ms, None, db, f'{self._sequence_head}{lsn_text}"]',
             commit_us, ts_ns, schema, tname, xid, lsn, None, origin, origin_lsn))
         now = self.clock()
         value = _new(Struct)

@@ -41,6 +41,7 @@ from pgcdc_events.types.schema import (
     struct_schema,
 )
 from pgcdc_events.types.source_type import without_source_parameters
+from pgcdc_events.types.text import utf8
 
 __all__ = ["TRANSACTION_BLOCK_SCHEMA", "ColumnPlan", "TableSchema", "build_table_schema"]
 
@@ -222,9 +223,11 @@ def _compile_structs(table: TableSchema) -> tuple[
     for i, col in enumerate(columns):
         namespace[f"c{i}"] = col.from_text
         namespace[f"n{i}"] = col.null_value
-        text.append(f"            a{i} = c{i}(v[{col.position}])\n")
+        # utf8 (text, varchar...) is spelled out: a call of it costs more than its work
+        call = "{}.decode('utf-8')" if col.from_text is utf8 else f"c{i}({{}})"
+        text.append(f"            a{i} = {call.format(f'v[{col.position}]')}\n")
         mixed.append(f"            x = v[{col.position}]\n"
-                     f"            a{i} = n{i} if x is None else c{i}(x)\n")
+                     f"            a{i} = n{i} if x is None else {call.format('x')}\n")
     if not columns:
         text = mixed = ["            pass\n"]
     in_value = range(len(columns)) if table.value_positions is None else table.value_positions

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import Final
 
-from pgcdc_events._frozen import factory
+from pgcdc_events._frozen import factory, setters_of
 from pgcdc_events.errors import ProtocolError
 from pgcdc_events.protocol import wire
 from pgcdc_events.protocol.messages import (
@@ -76,7 +77,9 @@ _kind_len = COLUMN_KIND_LENGTH.unpack_from
 _ALL_TEXT: dict[int, bytes] = {}
 _MAX_CACHED_WIDTH = 1664  # PostgreSQL's MaxTupleAttributeNumber
 _make_tuple = factory(TupleData)
-_make_insert = factory(Insert)
+_new = object.__new__
+_TUPLE_SETTERS: Final = setters_of(TupleData, 2)
+_set_relation_id, _set_new, _set_xid = setters_of(Insert, 3)
 _make_update = factory(Update)
 _make_delete = factory(Delete)
 
@@ -167,12 +170,18 @@ def _width_parser(ncols: int) -> Callable[[bytes, int], tuple[TupleData, int]]:
         f"    else:\n"
         f"        raise other\n" for i in range(ncols))
     values = "".join(f"v{i}, " for i in range(ncols))
+    # the TupleData is built as _make_tuple builds it, spelled out
     source = (f"def parse(data, pos):\n    kinds = None\n{steps}"
               f"    if pos > len(data):\n        raise other\n"
-              f"    return make(text if kinds is None else bytes(kinds), ({values})), pos\n")
+              f"    tup = new(TupleData)\n"
+              f"    set_kinds(tup, text if kinds is None else bytes(kinds))\n"
+              f"    set_values(tup, ({values}))\n"
+              f"    return tup, pos\n")
     # the source holds nothing but column numbers and kind bytes
     namespace: dict[str, object] = {"u32": _u32, "other": _OtherKindError, "text": text,
-                                    "make": _make_tuple}
+                                    "new": object.__new__, "TupleData": TupleData,
+                                    "set_kinds": _TUPLE_SETTERS[0],
+                                    "set_values": _TUPLE_SETTERS[1]}
     exec(compile(source, f"<pgcdc tuple parser {ncols}>", "exec"), namespace)
     return namespace["parse"]  # type: ignore[return-value]
 
@@ -331,7 +340,11 @@ def _insert(data: bytes, in_stream: bool, abort_info: bool | None) -> Insert:
         new, end = _tuple(data, pos + 5)
     if end != len(data):
         _end(data, end)
-    return _make_insert(_u32(data, pos)[0], new, xid)
+    insert = _new(Insert)  # as _make_insert builds it, spelled out
+    _set_relation_id(insert, _u32(data, pos)[0])
+    _set_new(insert, new)
+    _set_xid(insert, xid)
+    return insert
 
 
 def _old_kind(data: bytes, pos: int, allowed: bytes, what: str) -> int:

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import attrs
 
-from pgcdc_events._frozen import factory, slot_setters
+from pgcdc_events._frozen import factory, setters_of
 
 __all__ = [
     "NO_DEFAULT",
@@ -257,8 +257,7 @@ class Struct:
 make_struct: Final[Callable[[Schema, tuple[Any, ...]], Struct]] = factory(Struct)
 #: ``(set_schema, set_values)``: with ``object.__new__(Struct)``, the two steps of
 #: :data:`make_struct`, for generated code that builds structs inline.
-_SETTERS = slot_setters(Struct)
-assert _SETTERS is not None and len(_SETTERS) == 2
+_SETTERS = setters_of(Struct, 2)
 STRUCT_SETTERS: Final[tuple[Callable[[Struct, Schema], None],
                             Callable[[Struct, tuple[Any, ...]], None]]] = (_SETTERS[0], _SETTERS[1])
 
