@@ -330,3 +330,49 @@ def test_a_new_configuration_rebuilds_the_shared_source() -> None:
     assert first[-1].value is not None and second[-1].value is not None
     assert first[-1].value["source"]["name"] == "one"
     assert second[-1].value["source"]["name"] == "two"
+
+
+# -- numeric(p, s) text already at its scale ---------------------------------------------------
+
+
+def _numeric_mapping(precision: int, scale: int) -> Any:
+    from pgcdc_events.types.config import TypeConfig  # noqa: PLC0415
+    from pgcdc_events.types.numeric import _numeric  # noqa: PLC0415
+    from pgcdc_events.types.registry import TypeRegistry  # noqa: PLC0415
+
+    pg_type = TypeRegistry(None).resolve(1700)
+    return _numeric(pg_type, ((precision << 16) | scale) + 4, TypeConfig())
+
+
+NUMERIC_TEXTS = [
+    b"1.25", b"-1.25", b"0.00", b"-0.00", b"12345678.99", b"1.2", b"1.250", b"1", b"-1", b"0",
+    b".25", b"-.25", b"1.", b"-1.", b"--1.25", b"1-.25", b"+1.25", b" 1.25", b"1.25 ", b"1_0.25",
+    b"1e5", b"1.2e", b"NaN", b"Infinity", b"-Infinity", b"nan", b"inf", b"sNaN", b"1.2.3",
+    b"", b"-", b".", b"-.", b"\xd9\xa1.25", b"1.2\x00", b"9" * 200 + b".25", b"1,25",
+]
+
+
+@pytest.mark.parametrize("scale", [0, 2, 3])
+def test_numeric_at_its_scale_parses_as_the_pattern_says(scale: int) -> None:
+    """numeric(p, s) text at the column's scale skips the pattern after a cheaper check of
+    the same shape: the same Decimal (exponent included) or the same error as
+    ``convert(_parse_decimal(raw))``, the general path, for valid and damaged text."""
+    from pgcdc_events.types.numeric import _CONTEXT, _parse_decimal  # noqa: PLC0415
+
+    mapping = _numeric_mapping(12, scale)
+    quantum = Decimal(1).scaleb(-scale)
+
+    def general(raw: bytes) -> Any:
+        value = _parse_decimal(raw)
+        if not value.is_finite():
+            return None
+        if value.as_tuple().exponent == -scale:
+            return value
+        return value.quantize(quantum, context=_CONTEXT)
+
+    for raw in NUMERIC_TEXTS:
+        fast, slow = _outcome(mapping.from_text, raw), _outcome(general, raw)
+        if fast[0] == "ok" and slow[0] == "ok":
+            assert (str(fast[1]), typed(fast[1])) == (str(slow[1]), typed(slow[1])), raw
+        else:
+            assert fast == slow, raw
