@@ -39,6 +39,12 @@ AUDITED = {
     ("events/jsonconv.py", "compile"): "same generator",
     ("events/tables.py", "exec"): "row converter generated from column positions (integers)",
     ("events/tables.py", "compile"): "same generator",
+    ("protocol/decoder.py", "exec"): "tuple parser generated from a column count (an integer) "
+                                     "and the kind bytes of protocol.wire",
+    ("protocol/decoder.py", "compile"): "same generator",
+    ("_frozen.py", "exec"): "constructor generated from the field count of one of the "
+                            "library's own attrs classes (argument numbers only)",
+    ("_frozen.py", "compile"): "same generator",
     ("testing/__init__.py", "importlib"): "lazy import of module names from a constant table",
     ("testing/__init__.py", "import_module"): "same",
     ("cli/__init__.py", "importlib"): "lazy import of the subcommand modules named in the "

@@ -22,7 +22,7 @@ import attrs
 from pgcdc_events.errors import ConfigurationError, ConversionError, ProtocolError
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.metrics import StreamingMetrics
-from pgcdc_events.events.records import ChangeRecord, Header
+from pgcdc_events.events.records import ChangeRecord, Header, make_record
 from pgcdc_events.events.snapshot import SnapshotRow, SnapshotSequence, snapshot_records
 from pgcdc_events.events.source import SOURCE_SCHEMA
 from pgcdc_events.events.special import (
@@ -65,11 +65,14 @@ from pgcdc_events.protocol.reader import PgOutputReader, Streaming
 from pgcdc_events.types.catalog import CatalogSnapshot, CatalogTable, catalog_table_for
 from pgcdc_events.types.mapper import TypeMapper
 from pgcdc_events.types.registry import TypeRegistry
-from pgcdc_events.types.schema import Schema, Struct
+from pgcdc_events.types.schema import STRUCT_SETTERS, Schema, Struct
 
 __all__ = ["EventDecoder"]
 
 _STRING: Final = Schema("string")
+_new: Final = object.__new__
+_NOTHING: Final = object()
+_set_schema, _set_values = STRUCT_SETTERS
 _LOG: Final = logging.getLogger("pgcdc_events")
 
 
@@ -139,6 +142,15 @@ class EventDecoder:
         self._headers = self._context_headers(run_id or str(uuid.uuid4()))
         #: The snapshot block being read from a capture (between its Begin and Commit).
         self._snapshot: SnapshotSequence | None = None
+        #: The source fields shared by the changes of the transaction ``_shared_txn`` to
+        #: each table, under ``_shared_config`` (see ``_shared_source``).
+        self._shared: dict[TableSchema, tuple[Any, ...]] = {}
+        self._shared_txn: TransactionContext | None = None
+        self._shared_config: EventConfig | None = None
+        self._shared_id = ""  # the transaction block's id up to the LSN: "xid:"
+        #: ``source.sequence`` up to the LSN, for the last commit LSN ``_sequence_for``.
+        self._sequence_for: object = _NOTHING
+        self._sequence_head = ""
 
     # -- input ---------------------------------------------------------------------
     def feed(self, data: bytes | bytearray | memoryview, lsn: int, *, snapshot: bool = False
@@ -282,6 +294,7 @@ class EventDecoder:
             buffer.origin, buffer.origin_lsn = message.name, message.origin_lsn
         elif self._txn is not None:
             self._txn.origin, self._txn.origin_lsn = message.name, message.origin_lsn
+            self._shared_txn = None  # the source blocks built for it name no origin
         return []
 
     def _commit(self, message: Commit, lsn: int) -> list[ChangeRecord]:
@@ -479,28 +492,25 @@ class EventDecoder:
         if "c" in self.config.skipped_operations:
             self.metrics.events_filtered += 1
             return []
-        row = table.row(message.new)
-        return [self._record(table, "c", None, table.value(row), table.key(row), lsn)]
+        key, after = table.structs(message.new, None)
+        return [self._record(table, "c", None, after, key, lsn)]
 
     def _update(self, table: TableSchema, message: Update, lsn: int) -> list[ChangeRecord]:
         old = message.old
-        row = table.row(message.new, old if message.old_kind == "O" else None)
-        old_row = table.row(old) if old is not None else None
-        key = table.key(row)
-        old_key = table.key(old_row) if old_row is not None else None
+        key, after = table.structs(message.new, old if message.old_kind == "O" else None)
+        old_key, before = table.structs(old, None) if old is not None else (None, None)
         if key is not None and old_key is not None and old_key != key:
-            return self._key_change(table, old_row, row, old_key, key, lsn)
+            assert before is not None
+            return self._key_change(table, before, after, old_key, key, lsn)
         if "u" in self.config.skipped_operations:
             self.metrics.events_filtered += 1
             return []
-        before = table.value(old_row) if old_row is not None else None
-        after = table.value(row)
         if self.config.skip_messages_without_change and before is not None and before == after:
             self.metrics.events_filtered += 1
             return []
         return [self._record(table, "u", before, after, key, lsn)]
 
-    def _key_change(self, table: TableSchema, old_row: Any, row: Any, old_key: Struct,
+    def _key_change(self, table: TableSchema, before: Struct, after: Struct, old_key: Struct,
                     key: Struct, lsn: int) -> list[ChangeRecord]:
         """A primary-key update: delete (+ tombstone) of the old key, create of the new one."""
         assert table.key_schema is not None
@@ -510,23 +520,22 @@ class EventDecoder:
         if "d" in skipped:
             self.metrics.events_filtered += 1
         else:
-            out.append(self._record(table, "d", table.value(old_row), None, old_key, lsn, new_key))
+            out.append(self._record(table, "d", before, None, old_key, lsn, new_key))
             if self.config.tombstones_on_delete:
                 out.append(self._tombstone(table, old_key, lsn, new_key))
         if "c" in skipped:
             self.metrics.events_filtered += 1
         else:
             old_key_header = (Header("__debezium.oldkey", table.key_schema, old_key),)
-            out.append(self._record(table, "c", None, table.value(row), key, lsn, old_key_header))
+            out.append(self._record(table, "c", None, after, key, lsn, old_key_header))
         return out
 
     def _delete(self, table: TableSchema, message: Delete, lsn: int) -> list[ChangeRecord]:
         if "d" in self.config.skipped_operations:
             self.metrics.events_filtered += 1
             return []
-        old_row = table.row(message.old)
-        key = table.key(old_row)
-        out = [self._record(table, "d", table.value(old_row), None, key, lsn)]
+        key, before = table.structs(message.old, None)
+        out = [self._record(table, "d", before, None, key, lsn)]
         if self.config.tombstones_on_delete:
             out.append(self._tombstone(table, key, lsn))
         return out
@@ -538,29 +547,49 @@ class EventDecoder:
 
     def _record(self, table: TableSchema, op: str, before: Struct | None, after: Struct | None,
                 key: Struct | None, lsn: int, extra: tuple[Header, ...] = ()) -> ChangeRecord:
+        # The structs are built as make_struct builds them, spelled out: this runs for every
+        # change event.
         txn = self._txn
         config = self.config
         block = None
         if txn is not None:
-            commit_us, xid, origin, origin_lsn = txn.commit_us, txn.xid, txn.origin, txn.origin_lsn
+            # the source fields a transaction's changes to one table share, built once
+            if txn is not self._shared_txn or config is not self._shared_config:
+                self._shared_txn, self._shared_config = txn, config
+                self._shared.clear()
+                self._shared_id = f"{txn.xid}:"
+            shared = self._shared.get(table)
+            if shared is None:
+                shared = self._shared[table] = _shared_source(config, table, txn)
+            lsn_text = str(lsn)
             if config.provide_transaction_metadata:
                 total, per = txn.next_order(table.qualified)
-                block = Struct(TRANSACTION_BLOCK_SCHEMA, (f"{xid}:{lsn}", total, per))
+                block = _new(Struct)
+                _set_schema(block, TRANSACTION_BLOCK_SCHEMA)
+                _set_values(block, (self._shared_id + lsn_text, total, per))
         else:
-            commit_us, xid, origin, origin_lsn = self.clock() // 1000, None, None, None
+            shared = _shared_source(config, table, None, self.clock() // 1000)
+            lsn_text = str(lsn)
         last = self._last_commit_lsn
-        source = Struct(SOURCE_SCHEMA, (
-            config.version, "postgresql", config.topic_prefix, commit_us // 1000, None,
-            config.database, f'["{last}","{lsn}"]' if last is not None else f'[null,"{lsn}"]',
-            commit_us, commit_us * 1000, table.schema_name, table.table_name, xid, lsn, None,
-            origin, origin_lsn))
+        if last is not self._sequence_for:  # the sequence's first half changes at commits
+            self._sequence_for = last
+            self._sequence_head = '[null,"' if last is None else f'["{last}","'
+        version, connector, name, ts_ms, db, commit_us, ts_ns, schema, tname, xid, origin, \
+            origin_lsn = shared
+        source = _new(Struct)
+        _set_schema(source, SOURCE_SCHEMA)
+        _set_values(source, (
+            version, connector, name, ts_ms, None, db, f'{self._sequence_head}{lsn_text}"]',
+            commit_us, ts_ns, schema, tname, xid, lsn, None, origin, origin_lsn))
         now = self.clock()
-        value = Struct(table.envelope_schema,
-                       (before, after, source, block, op, now // 1_000_000, now // 1000, now))
-        self.metrics.events_seen += 1
-        self.metrics.last_event_commit_us = commit_us
-        return ChangeRecord(table.topic, table.key_schema, key, table.envelope_schema, value,
-                            extra + self._headers if extra else self._headers, lsn)
+        value = _new(Struct)
+        _set_schema(value, table.envelope_schema)
+        _set_values(value, (before, after, source, block, op, now // 1_000_000, now // 1000, now))
+        metrics = self.metrics
+        metrics.events_seen += 1
+        metrics.last_event_commit_us = commit_us
+        return make_record(table.topic, table.key_schema, key, table.envelope_schema, value,
+                           extra + self._headers if extra else self._headers, lsn, "change")
 
     def _truncate(self, pending: _Pending, lsn: int) -> list[ChangeRecord]:
         out = []
@@ -645,6 +674,23 @@ class EventDecoder:
     def buffered_transactions(self) -> int:
         """Streamed and prepared transactions held until their outcome is known."""
         return len(self._streams) + len(self._prepared)
+
+
+def _shared_source(config: EventConfig, table: TableSchema, txn: TransactionContext | None,
+                   commit_us: int = 0) -> tuple[Any, ...]:
+    """The fields of a source block that do not change from one change of a transaction to
+    the next of the same table (all but ``snapshot``, ``sequence``, ``lsn`` and ``xmin``):
+    version, connector, name, ts_ms, db, ts_us, ts_ns, schema, table, txId, origin and
+    origin_lsn. Outside a transaction, the time is ``commit_us`` and the rest is null."""
+    xid: int | None = None
+    origin: str | None = None
+    origin_lsn: int | None = None
+    if txn is not None:
+        commit_us = txn.commit_us
+        xid, origin, origin_lsn = txn.xid, txn.origin, txn.origin_lsn
+    return (config.version, "postgresql", config.topic_prefix, commit_us // 1000,
+            config.database, commit_us, commit_us * 1000, table.schema_name, table.table_name,
+            xid, origin, origin_lsn)
 
 
 def _dml(self: EventDecoder, message: Any, lsn: int) -> list[ChangeRecord]:

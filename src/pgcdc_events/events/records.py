@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
 import attrs
 
+from pgcdc_events._frozen import factory
 from pgcdc_events.types.schema import Schema, Struct
 
-__all__ = ["ChangeRecord", "Header"]
+__all__ = ["ChangeRecord", "Header", "make_record"]
 
 
 @attrs.frozen
@@ -53,3 +55,10 @@ class ChangeRecord:
             if h.name == name:
                 return h.value
         raise KeyError(name)
+
+
+#: ``make_record(topic, key_schema, key, value_schema, value, headers, lsn, kind)`` (every
+#: field, in order) is that :class:`ChangeRecord`, built without going through
+#: ``__init__`` (see :mod:`pgcdc_events._frozen`): for code that builds many.
+make_record: Final[Callable[[str, Schema | None, Struct | None, Schema | None, Struct | None,
+                             tuple[Header, ...], int, str], ChangeRecord]] = factory(ChangeRecord)

@@ -9,6 +9,7 @@ arrives and reuses it for every change until the next one.
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Callable
 from typing import Any, Final
@@ -23,6 +24,7 @@ from pgcdc_events.events.source import SOURCE_SCHEMA
 from pgcdc_events.protocol.messages import (
     KIND_BINARY,
     KIND_NULL,
+    KIND_TEXT,
     KIND_UNCHANGED_TOAST,
     Relation,
     TupleData,
@@ -30,8 +32,16 @@ from pgcdc_events.protocol.messages import (
 from pgcdc_events.types.catalog import CatalogTable
 from pgcdc_events.types.defaults import null_fallback
 from pgcdc_events.types.mapper import ColumnMapping, TypeMapper, conversion_error
-from pgcdc_events.types.schema import Field, Schema, Struct, struct_schema
+from pgcdc_events.types.schema import (
+    STRUCT_SETTERS,
+    Field,
+    Schema,
+    Struct,
+    make_struct,
+    struct_schema,
+)
 from pgcdc_events.types.source_type import without_source_parameters
+from pgcdc_events.types.text import utf8
 
 __all__ = ["TRANSACTION_BLOCK_SCHEMA", "ColumnPlan", "TableSchema", "build_table_schema"]
 
@@ -62,9 +72,10 @@ class ColumnPlan:
 class TableSchema:
     """Schemas and converters of one version of one table."""
 
-    __slots__ = ("_all_text", "_fast_row", "columns", "envelope_schema", "fast_row_source",
-                 "key_positions", "key_schema", "on_error", "qualified", "relation",
-                 "schema_name", "table_name", "topic", "value_positions", "value_schema")
+    __slots__ = ("_all_text", "_fast_row", "_key_values", "_value_values", "columns",
+                 "envelope_schema", "fast_row_source", "fast_structs_source", "key_positions",
+                 "key_schema", "on_error", "qualified", "relation", "schema_name", "structs",
+                 "table_name", "topic", "value_positions", "value_schema")
 
     def __init__(self, relation: Relation, topic: str, columns: tuple[ColumnPlan, ...],
                  key_positions: tuple[int, ...], value_positions: tuple[int, ...] | None,
@@ -81,11 +92,21 @@ class TableSchema:
         self.key_schema = key_schema
         self.value_schema = value_schema
         self.envelope_schema = envelope_schema
+        self._all_text = bytes((KIND_TEXT,)) * len(relation.columns)
         self.fast_row_source, self._fast_row = _compile_fast_row(relation, columns)
+        self._key_values = _picker(key_positions)
+        self._value_values = None if value_positions is None else _picker(value_positions)
+        #: ``structs(tup, old=None)``: ``(key(row), value(row))`` of ``row = self.row(tup,
+        #: old)``, straight from the tuple. Tuples whose columns are all text, or text and
+        #: NULL, take a path generated for the table (``fast_structs_source``) that
+        #: converts each column and builds both structs in one go; any other tuple, or a
+        #: value that fails to convert there, takes :meth:`row`'s general loop, which
+        #: names the failing column.
+        self.structs: Callable[[TupleData, TupleData | None], tuple[Struct | None, Struct]]
+        self.fast_structs_source, self.structs = _compile_structs(self)
         #: Called with each value that does not convert (then ``null`` is used); ``None``
         #: raises instead (``event.converting.failure.handling.mode=fail``).
         self.on_error: Callable[[ConversionError], None] | None = None
-        self._all_text = b"t" * len(relation.columns)
 
     def row(self, tup: TupleData, old: TupleData | None = None) -> tuple[Any, ...]:
         """Connect values of the planned columns; ``old`` fills unchanged TOAST (FULL identity).
@@ -149,13 +170,18 @@ class TableSchema:
         """The key struct of a row (``None`` for tables without a key)."""
         if self.key_schema is None:
             return None
-        return Struct(self.key_schema, tuple(row[i] for i in self.key_positions))
+        return make_struct(self.key_schema, self._key_values(row))
 
     def value(self, row: tuple[Any, ...]) -> Struct:
         """The Value struct of a row."""
-        if self.value_positions is not None:
-            row = tuple(row[i] for i in self.value_positions)
-        return Struct(self.value_schema, row)
+        if self._value_values is not None:
+            row = self._value_values(row)
+        return make_struct(self.value_schema, row)
+
+    def _structs(self, tup: TupleData, old: TupleData | None) -> tuple[Struct | None, Struct]:
+        """``structs`` of a tuple its generated path does not take."""
+        row = self._row(tup, old)
+        return self.key(row), self.value(row)
 
 
 def _compile_fast_row(relation: Relation, columns: tuple[ColumnPlan, ...]
@@ -166,6 +192,66 @@ def _compile_fast_row(relation: Relation, columns: tuple[ColumnPlan, ...]
     source = f"def fast_row(v):\n    return ({items})\n"
     exec(compile(source, f"<pgcdc row {relation.namespace}.{relation.name}>", "exec"), namespace)
     return source, namespace["fast_row"]
+
+
+_TEXT_OR_NULL: Final = bytes((KIND_TEXT, KIND_NULL))
+
+
+def _picker(positions: tuple[int, ...]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """``row -> tuple(row[i] for i in positions)``, as one C call where there can be."""
+    if len(positions) > 1:
+        return operator.itemgetter(*positions)
+    if positions:
+        at = positions[0]
+        return lambda row: (row[at],)
+    return lambda row: ()
+
+
+def _compile_structs(table: TableSchema) -> tuple[
+        str, Callable[[TupleData, TupleData | None], tuple[Struct | None, Struct]]]:
+    """Generate ``structs(tup, old=None)`` (see ``TableSchema.structs``): one branch for
+    tuples whose columns all came as text, one for text and NULL columns (a NULL takes the
+    column's ``null_value``, as in the general loop), the general loop for the rest and
+    for any value that fails to convert. The source holds only column numbers."""
+    columns = table.columns
+    namespace: dict[str, Any] = {"new": object.__new__, "S": Struct, "KS": table.key_schema,
+                                 "VS": table.value_schema, "TEXT": table._all_text,
+                                 "TEXT_OR_NULL": _TEXT_OR_NULL, "general": table._structs}
+    namespace["ss"], namespace["sv"] = STRUCT_SETTERS
+    text = []
+    mixed = []
+    for i, col in enumerate(columns):
+        namespace[f"c{i}"] = col.from_text
+        namespace[f"n{i}"] = col.null_value
+        # utf8 (text, varchar...) is spelled out: a call of it costs more than its work
+        call = "{}.decode('utf-8')" if col.from_text is utf8 else f"c{i}({{}})"
+        text.append(f"            a{i} = {call.format(f'v[{col.position}]')}\n")
+        mixed.append(f"            x = v[{col.position}]\n"
+                     f"            a{i} = n{i} if x is None else {call.format('x')}\n")
+    if not columns:
+        text = mixed = ["            pass\n"]
+    in_value = range(len(columns)) if table.value_positions is None else table.value_positions
+    value = "".join(f"a{i}, " for i in in_value)
+    # Struct(KS, key values) and Struct(VS, values), built as make_struct does
+    if table.key_schema is None:
+        key = "            k = None\n"
+    else:
+        key = ("            k = new(S)\n            ss(k, KS)\n"
+               f"            sv(k, ({''.join(f'a{i}, ' for i in table.key_positions)}))\n")
+    built = (f"        else:\n{key}            r = new(S)\n            ss(r, VS)\n"
+             f"            sv(r, ({value}))\n            return k, r\n")
+    source = (
+        "def structs(tup, old=None):\n"
+        "    kinds = tup.kinds\n"
+        "    if kinds == TEXT:\n"
+        "        v = tup.values\n"
+        f"        try:\n{''.join(text)}        except Exception:\n            pass\n{built}"
+        "    elif not kinds.translate(None, TEXT_OR_NULL):\n"
+        "        v = tup.values\n"
+        f"        try:\n{''.join(mixed)}        except Exception:\n            pass\n{built}"
+        "    return general(tup, old)\n")
+    exec(compile(source, f"<pgcdc structs {table.qualified}>", "exec"), namespace)
+    return source, namespace["structs"]
 
 
 def _binary(col: ColumnPlan) -> Callable[[bytes], Any]:

@@ -55,10 +55,10 @@ class TransactionContext:
 
     def next_order(self, collection: str) -> tuple[int, int]:
         """Advance and return ``(total_order, data_collection_order)`` for one more event."""
-        self.total_order += 1
-        order = self.per_collection.get(collection, 0) + 1
-        self.per_collection[collection] = order
-        return self.total_order, order
+        self.total_order = total = self.total_order + 1
+        counts = self.per_collection
+        counts[collection] = order = counts.get(collection, 0) + 1
+        return total, order
 
     def next_message_order(self, collection: str) -> tuple[int, int]:
         """Like :meth:`next_order` for a logical message, which Debezium counts as a data

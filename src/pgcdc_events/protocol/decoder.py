@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import Final
 
+from pgcdc_events._frozen import factory, setters_of
 from pgcdc_events.errors import ProtocolError
 from pgcdc_events.protocol import wire
 from pgcdc_events.protocol.messages import (
@@ -74,6 +76,12 @@ _kind_len = COLUMN_KIND_LENGTH.unpack_from
 
 _ALL_TEXT: dict[int, bytes] = {}
 _MAX_CACHED_WIDTH = 1664  # PostgreSQL's MaxTupleAttributeNumber
+_make_tuple = factory(TupleData)
+_new = object.__new__
+_TUPLE_SETTERS: Final = setters_of(TupleData, 2)
+_set_relation_id, _set_new, _set_xid = setters_of(Insert, 3)
+_make_update = factory(Update)
+_make_delete = factory(Delete)
 
 
 def _fail(data: bytes, offset: int, expected: str, detail: str | None = None) -> ProtocolError:
@@ -111,7 +119,78 @@ def _xid(data: bytes, in_stream: bool) -> tuple[int | None, int]:
 
 
 def _tuple(data: bytes, pos: int) -> tuple[TupleData, int]:
-    """Parse TupleData at ``pos``: Int16 column count, then per column a kind byte and value."""
+    """Parse TupleData at ``pos``: Int16 column count, then per column a kind byte and value.
+
+    A tuple whose columns are all text or NULL (kinds ``t`` and ``n``) and lie within the
+    message takes a parser generated for its width (one unrolled step per column);
+    anything else (another kind, a truncated or malformed tuple) is parsed again by
+    :func:`_tuple_general`, which checks every step and names what is wrong.
+    """
+    try:
+        ncols = (data[pos] << 8) | data[pos + 1]
+        return _PARSERS_BY_WIDTH[ncols](data, pos + 2)
+    except KeyError:
+        if ncols <= _MAX_UNROLLED:
+            _PARSERS_BY_WIDTH[ncols] = _width_parser(ncols)
+            return _tuple(data, pos)
+    except (_OtherKindError, IndexError, struct.error):
+        pass
+    return _tuple_general(data, pos)
+
+
+class _OtherKindError(Exception):
+    """A tuple has a column of kind ``u`` or ``b``, a byte that is no kind, or runs past
+    the end of the message."""
+
+
+#: Widths up to this get an unrolled parser (wider tuples: the general loop).
+_MAX_UNROLLED = 128
+_PARSERS_BY_WIDTH: dict[int, Callable[[bytes, int], tuple[TupleData, int]]] = {}
+
+
+def _width_parser(ncols: int) -> Callable[[bytes, int], tuple[TupleData, int]]:
+    """``parse(data, pos)`` for ``ncols`` columns of kinds ``t`` and ``n`` from ``pos``
+    (after the count): the tuple and its end. ``_OtherKindError`` at a column of another kind
+    or when the values run past the end (a slice past the end comes out short, it does
+    not fail), ``IndexError`` or ``struct.error`` where the bytes run out."""
+    text = _ALL_TEXT.setdefault(ncols, _ALL_TEXT_KIND * ncols)
+    steps = "".join(
+        f"    k = data[pos]\n"
+        f"    if k == {wire.KIND_TEXT}:\n"
+        f"        (s,) = u32(data, pos + 1)\n"
+        f"        pos += 5\n"
+        f"        v{i} = data[pos:pos + s]\n"
+        f"        pos += s\n"
+        f"    elif k == {wire.KIND_NULL}:\n"
+        f"        pos += 1\n"
+        f"        v{i} = None\n"
+        f"        if kinds is None:\n"
+        f"            kinds = bytearray(text)\n"
+        f"        kinds[{i}] = {wire.KIND_NULL}\n"
+        f"    else:\n"
+        f"        raise other\n" for i in range(ncols))
+    values = "".join(f"v{i}, " for i in range(ncols))
+    # the TupleData is built as _make_tuple builds it, spelled out
+    source = (f"def parse(data, pos):\n    kinds = None\n{steps}"
+              f"    if pos > len(data):\n        raise other\n"
+              f"    tup = new(TupleData)\n"
+              f"    set_kinds(tup, text if kinds is None else bytes(kinds))\n"
+              f"    set_values(tup, ({values}))\n"
+              f"    return tup, pos\n")
+    # the source holds nothing but column numbers and kind bytes
+    namespace: dict[str, object] = {"u32": _u32, "other": _OtherKindError, "text": text,
+                                    "new": object.__new__, "TupleData": TupleData,
+                                    "set_kinds": _TUPLE_SETTERS[0],
+                                    "set_values": _TUPLE_SETTERS[1]}
+    exec(compile(source, f"<pgcdc tuple parser {ncols}>", "exec"), namespace)
+    return namespace["parse"]  # type: ignore[return-value]
+
+
+def _tuple_general(data: bytes, pos: int) -> tuple[TupleData, int]:
+    """Parse TupleData at ``pos``: Int16 column count, then per column a kind byte and value.
+
+    Every kind, every check, every error: the path of any tuple :func:`_tuple`'s all-text
+    parsers do not take."""
     n = len(data)
     if pos + 2 > n:
         raise _fail(data, pos, "the tuple's column count (Int16)", "truncated")
@@ -166,8 +245,8 @@ def _tuple(data: bytes, pos: int) -> tuple[TupleData, int]:
             all_text = _ALL_TEXT_KIND * ncols
             if ncols <= _MAX_CACHED_WIDTH:
                 _ALL_TEXT[ncols] = all_text
-        return TupleData(all_text, tuple(values)), pos
-    return TupleData(bytes(kinds), tuple(values)), pos
+        return _make_tuple(all_text, tuple(values)), pos
+    return _make_tuple(bytes(kinds), tuple(values)), pos
 
 
 def _begin(data: bytes, in_stream: bool, abort_info: bool | None) -> Begin:
@@ -255,10 +334,17 @@ def _insert(data: bytes, in_stream: bool, abort_info: bool | None) -> Insert:
     if pos + 5 > len(data) or data[pos + 4] != _NEW:
         _need(data, pos, 5, "the relation OID and 'N'")
         raise _fail(data, pos + 4, "'N' before the new tuple", repr(bytes([data[pos + 4]])))
-    new, end = _tuple(data, pos + 5)
+    try:  # _tuple's first step, spelled out on the path most messages take
+        new, end = _PARSERS_BY_WIDTH[(data[pos + 5] << 8) | data[pos + 6]](data, pos + 7)
+    except (KeyError, _OtherKindError, IndexError, struct.error):
+        new, end = _tuple(data, pos + 5)
     if end != len(data):
         _end(data, end)
-    return Insert(_u32(data, pos)[0], new, xid)
+    insert = _new(Insert)  # as _make_insert builds it, spelled out
+    _set_relation_id(insert, _u32(data, pos)[0])
+    _set_new(insert, new)
+    _set_xid(insert, xid)
+    return insert
 
 
 def _old_kind(data: bytes, pos: int, allowed: bytes, what: str) -> int:
@@ -284,7 +370,7 @@ def _update(data: bytes, in_stream: bool, abort_info: bool | None) -> Update:
         pos += 1
     new, pos = _tuple(data, pos)
     _end(data, pos)
-    return Update(relid, old_kind, old, new, xid)  # type: ignore[arg-type]
+    return _make_update(relid, old_kind, old, new, xid)
 
 
 def _delete(data: bytes, in_stream: bool, abort_info: bool | None) -> Delete:
@@ -294,7 +380,7 @@ def _delete(data: bytes, in_stream: bool, abort_info: bool | None) -> Delete:
     kind = _old_kind(data, pos + 4, _KEY_OLD, "'K' or 'O' before the old tuple")
     old, pos = _tuple(data, pos + 5)
     _end(data, pos)
-    return Delete(relid, "K" if kind == _KEY else "O", old, xid)
+    return _make_delete(relid, "K" if kind == _KEY else "O", old, xid)
 
 
 def _truncate(data: bytes, in_stream: bool, abort_info: bool | None) -> Truncate:

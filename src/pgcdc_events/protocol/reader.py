@@ -53,7 +53,7 @@ _R, _Y, _M, _C, _P, _O, _S, _E = (wire.RELATION[0], wire.TYPE[0], wire.MESSAGE[0
                                   wire.STREAM_START[0], wire.STREAM_STOP[0])
 _BEGINS = frozenset(wire.BEGIN + wire.BEGIN_PREPARE)
 _ROW_CHANGES = frozenset(wire.INSERT + wire.UPDATE + wire.DELETE)
-_U, _D = wire.UPDATE[0], wire.DELETE[0]
+_I, _U, _D = wire.INSERT[0], wire.UPDATE[0], wire.DELETE[0]
 
 
 class PgOutputReader:
@@ -96,6 +96,7 @@ class PgOutputReader:
         self._abort_info = None if streaming is None else streaming == "parallel"
         self._row_parsers: dict[int, Any] = {
             t: message_parser(t, yboutput=yboutput) for t in _ROW_CHANGES}
+        self._parse_insert = self._row_parsers[_I]
         self._relations: dict[int, Relation] = {}
         self._types: dict[int, Type] = {}
         self._relations_view = MappingProxyType(self._relations)
@@ -144,6 +145,14 @@ class PgOutputReader:
         if type(data) is not bytes:
             data = bytes(data)
         kind = data[0] if data else -1
+        if kind == _I and self._stream_xid is None and self._txn is not None:
+            # the bulk of most streams: an Insert inside a transaction
+            insert: Insert = self._parse_insert(data, False, None)
+            relation = self._relations.get(insert.relation_id)
+            if relation is None or len(insert.new.values) != len(relation.columns):
+                self._check_width(kind, insert)  # names the OID, or the tuple and its width
+            self.messages_read += 1
+            return insert
         if kind in _ROW_CHANGES and self._stream_xid is None and self._txn is not None:
             # the bulk of a stream: an Insert, Update or Delete inside a transaction
             change: Insert | Update | Delete = self._row_parsers[kind](data, False, None)

@@ -195,6 +195,11 @@ def decimal_from_binary(raw: bytes) -> Decimal:
 _NUMERIC_TEXT: Final = re.compile(rb"-?[0-9]{1,131072}(?:\.[0-9]{1,16383})?|NaN|-?Infinity")
 
 
+_DIGITS: Final = b"0123456789"
+#: Digits before the point _NUMERIC_TEXT takes (a numeric(p, s) has at most 1000 digits).
+_MAX_PLAIN: Final = 131072
+
+
 def _parse_decimal(raw: bytes) -> Decimal:
     if _NUMERIC_TEXT.fullmatch(raw) is None:
         raise ConversionError(f"not numeric text output: {raw[:80]!r}")
@@ -279,11 +284,21 @@ def _numeric(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
         def from_text(raw: bytes) -> Any:
             return _variable_scale_text(raw) or convert(_parse_decimal(raw))
     elif mode == "precise":
+        point, minus_point = (b".", b"-.") if scale else (b"", b"-")
+
         def from_text(raw: bytes) -> Any:
             dot = raw.find(b".")
-            if (len(raw) - dot - 1 == scale if dot >= 0 else scale == 0) and raw[-1:] not in (
-                    b"N", b"y"):  # already at the column's scale, and not NaN/Infinity
-                return _parse_decimal(raw)
+            if len(raw) - dot - 1 == scale if dot >= 0 else scale == 0:
+                # already at the column's scale: [-]digits[.digits], what _NUMERIC_TEXT
+                # takes, is the value as it is (the check costs less than the pattern)
+                rest = raw.translate(None, _DIGITS)
+                sign = 0 if rest == point else 1 if rest == minus_point and \
+                    raw[:1] == b"-" else -1
+                if sign >= 0 and (dot if scale else len(raw)) > sign and \
+                        len(raw) <= _MAX_PLAIN:
+                    return Decimal(raw.decode("ascii"))
+                if raw[-1:] not in (b"N", b"y"):  # not NaN/Infinity
+                    return _parse_decimal(raw)
             return convert(_parse_decimal(raw))
 
     def from_binary(raw: bytes) -> Any:

@@ -11,18 +11,22 @@ for Connect's ``Decimal`` logical type, ``list``, ``dict`` (maps) and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import attrs
 
+from pgcdc_events._frozen import factory, setters_of
+
 __all__ = [
     "NO_DEFAULT",
     "PRIMITIVE_TYPES",
+    "STRUCT_SETTERS",
     "Field",
     "Schema",
     "Struct",
     "array_schema",
+    "make_struct",
     "map_schema",
     "struct_schema",
 ]
@@ -246,6 +250,16 @@ class Struct:
 
     def __repr__(self) -> str:
         return f"Struct({self.as_dict()!r})"
+
+
+#: ``make_struct(schema, values)`` is ``Struct(schema, values)``, built without going
+#: through ``__init__`` (see :mod:`pgcdc_events._frozen`): for code that builds many.
+make_struct: Final[Callable[[Schema, tuple[Any, ...]], Struct]] = factory(Struct)
+#: ``(set_schema, set_values)``: with ``object.__new__(Struct)``, the two steps of
+#: :data:`make_struct`, for generated code that builds structs inline.
+_SETTERS = setters_of(Struct, 2)
+STRUCT_SETTERS: Final[tuple[Callable[[Struct, Schema], None],
+                            Callable[[Struct, tuple[Any, ...]], None]]] = (_SETTERS[0], _SETTERS[1])
 
 
 def _plain(value: Any) -> Any:

@@ -444,6 +444,9 @@ def _zoned_timestamp_from_text(width: int) -> Callable[[bytes], str]:
 
     def convert(raw: bytes) -> str:
         if raw[-3:] == b"+00" and raw[4:5] == b"-":
+            if width and len(raw) == 23 + width:  # exactly the width's digits: as they are
+                text = raw.decode("ascii")
+                return f"{text[:10]}T{text[11:19]}.{text[20:-3]}Z"
             text = raw[:-3].decode("ascii")  # YYYY-MM-DD HH:MM:SS[.f], no trailing zeros
             fraction = text[20:].ljust(width, "0")[:width] if width else text[20:]
             if fraction:

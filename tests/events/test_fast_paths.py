@@ -1,0 +1,378 @@
+"""The decoder's fast paths give what its general paths give, on real captures.
+
+Every fast path is checked against the general code it shortcuts, over the pgoutput of
+every golden recording (real PostgreSQL 15, every type family, TOAST, NULLs, old tuples,
+key changes, truncates, messages) and of the protocol captures (binary tuples, streamed
+and prepared transactions):
+
+- the tuple parsers generated per width against the general loop (``_tuple_general``),
+  on every message and on every truncation of it (same message, or same error);
+- the structs generated per table against the general row loop (``_row``), under every
+  value-failure mode, compared with their Python types (``1`` is not ``1.0``);
+- objects built by :func:`pgcdc_events._frozen.factory` against their ``attrs``
+  constructor;
+- the source fields shared per transaction and table, and the cached halves of
+  ``sequence`` and the transaction block's ``id``, against the values that define them,
+  where they change mid-transaction (an Origin message, a non-transactional message).
+
+Whole records against Debezium's own are tests/events/test_golden.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from pgcdc_events._frozen import factory, slot_setters
+from pgcdc_events.errors import PgCdcError
+from pgcdc_events.events import EventConfig, EventDecoder
+from pgcdc_events.events.records import ChangeRecord, Header, make_record
+from pgcdc_events.events.source import sequence
+from pgcdc_events.protocol import (
+    Begin,
+    Commit,
+    Delete,
+    Insert,
+    LogicalMessage,
+    Origin,
+    PgOutputReader,
+    Relation,
+    RelationColumn,
+    TupleData,
+    Update,
+    encode_message,
+    iter_capture,
+)
+from pgcdc_events.protocol import decoder as protocol_decoder
+from pgcdc_events.protocol.decoder import parse_message
+from pgcdc_events.types.schema import Schema, Struct, make_struct
+from support.golden import recordings
+
+CAPTURES = sorted((Path(__file__).resolve().parents[1] / "protocol" / "captures")
+                  .glob("*.jsonl"))
+RECORDINGS = recordings()
+
+
+def _all_datas() -> list[tuple[bytes, bool]]:
+    """Every distinct pgoutput message of the golden recordings and protocol captures, with
+    whether it sits in a stream block (then a change starts with its xid)."""
+    seen: dict[tuple[bytes, bool], None] = {}
+    streams = [[row.data for row in recording.capture] for recording in RECORDINGS]
+    for path in CAPTURES:
+        with open(path, encoding="utf-8") as fh:
+            streams.append([row.data for row in iter_capture(fh)])
+    for datas in streams:
+        reader = PgOutputReader()
+        for data in datas:
+            in_stream = reader.in_stream
+            reader.read(data)
+            seen[(data, in_stream)] = None
+    return list(seen)
+
+
+DATAS = _all_datas()
+
+
+def typed(value: Any) -> Any:
+    """``value`` with the type of every part in it: equal only when the types are too."""
+    if isinstance(value, Struct):
+        return ("Struct", value.schema, tuple(typed(v) for v in value.values))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(typed(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((typed(k), typed(v)) for k, v in value.items()))
+    if isinstance(value, float) and value != value:
+        return ("float", "nan")
+    return (type(value).__name__, value)
+
+
+def _outcome(function: Any, *args: Any) -> Any:
+    try:
+        return ("ok", function(*args))
+    except PgCdcError as error:
+        return ("error", type(error).__name__, str(error))
+
+
+# -- the tuple parsers ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def general_tuples(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every tuple parsed by the general loop: no width has a generated parser."""
+    monkeypatch.setattr(protocol_decoder, "_PARSERS_BY_WIDTH", {})
+    monkeypatch.setattr(protocol_decoder, "_MAX_UNROLLED", -1)
+
+
+def _parse_all(datas: list[tuple[bytes, bool]]) -> list[Any]:
+    return [_outcome(lambda d, s: parse_message(d, in_stream=s), data, in_stream)
+            for data, in_stream in datas]
+
+
+def test_the_captures_have_what_the_parsers_take() -> None:
+    """The messages below hold tuples of text, NULL, unchanged-TOAST and binary columns."""
+    kinds: set[int] = set()
+    for data, in_stream in DATAS:
+        message = parse_message(data, in_stream=in_stream)
+        for tup in (getattr(message, "new", None), getattr(message, "old", None)):
+            if isinstance(tup, TupleData):
+                kinds.update(tup.kinds)
+    assert kinds == set(b"tnub")
+
+
+def test_generated_tuple_parsers_equal_the_general_loop(general_tuples: None) -> None:
+    general = _parse_all(DATAS)
+    assert protocol_decoder._PARSERS_BY_WIDTH == {}
+    assert len(general) == len(DATAS) > 1000
+    _check_fast_equals(general, DATAS)
+
+
+def _check_fast_equals(general: list[Any], datas: list[tuple[bytes, bool]]) -> None:
+    """Parse again with the generated parsers (module state restored) and compare."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(protocol_decoder, "_PARSERS_BY_WIDTH", {})
+        patch.setattr(protocol_decoder, "_MAX_UNROLLED", 128)
+        fast = _parse_all(datas)
+        assert protocol_decoder._PARSERS_BY_WIDTH, "no generated parser was used"
+    assert fast == general
+    for a, b in zip(fast, general, strict=True):
+        if a[0] == "ok":
+            assert type(a[1]) is type(b[1])
+
+
+def _row_messages() -> list[tuple[bytes, bool]]:
+    return [(d, s) for d, s in DATAS if d[:1] in (b"I", b"U", b"D")]
+
+
+def test_truncated_and_damaged_tuples_fail_as_in_the_general_loop(
+        general_tuples: None) -> None:
+    """Every prefix of a sample of row messages, and each with its last column's length
+    raised past the end: the same error (offset, what was expected) as the general loop."""
+    sample = _row_messages()[::7][:120]
+    damaged = []
+    for data, in_stream in sample:
+        damaged += [(data[:cut], in_stream) for cut in range(1, len(data))]
+        damaged += [(data + b"\0", in_stream), (data + b"n", in_stream)]
+        if len(data) > 12:  # the last column's length (a text one's) past the end
+            damaged.append((data[:-5] + struct.pack(">I", 0x7FFFFFF0) + data[-1:], in_stream))
+    general = _parse_all(damaged)
+    assert sum(1 for g in general if g[0] == "error") > len(damaged) // 2
+    _check_fast_equals(general, damaged)
+
+
+# -- the generated structs --------------------------------------------------------------------
+
+MODES = ["fail", "warn", "skip"]
+
+
+def _pairs(decoder: EventDecoder, message: Any) -> list[tuple[TupleData, TupleData | None]]:
+    if isinstance(message, Insert):
+        return [(message.new, None)]
+    if isinstance(message, Update):
+        out = [(message.new, message.old if message.old_kind == "O" else None)]
+        return out + ([(message.old, None)] if message.old is not None else [])
+    return [(message.old, None)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_generated_structs_equal_the_general_row_loop(mode: str) -> None:
+    """``TableSchema.structs`` (generated per table) against ``key``/``value`` of the
+    general loop, for every row tuple of every golden recording under its own properties,
+    with and without its catalog: values and their types, errors and conversion counts."""
+    compared = generated = 0
+    for recording in RECORDINGS:
+        properties = dict(recording.properties)
+        properties["event.converting.failure.handling.mode"] = mode
+        for catalog in (recording.catalog, None):
+            config = EventConfig.from_properties(properties)
+            decoder = EventDecoder(config, catalog=catalog, clock=lambda: 0)
+            for row in recording.capture:
+                message = decoder.reader.read(row.data)
+                if isinstance(message, (Insert, Update, Delete)):
+                    table = decoder._tables.get(message.relation_id)
+                    for tup, old in (_pairs(decoder, message) if table else []):
+                        before = decoder.metrics.conversion_errors
+                        fast = _outcome(table.structs, tup, old)
+                        middle = decoder.metrics.conversion_errors
+                        slow = _outcome(table._structs, tup, old)
+                        after = decoder.metrics.conversion_errors
+                        assert middle - before == after - middle
+                        assert typed(fast) == typed(slow), (recording.key, table.qualified)
+                        compared += 1
+                        generated += not tup.kinds.translate(None, b"tn")
+                with contextlib.suppress(PgCdcError):
+                    decoder.handle(message, row.lsn, snapshot=row.snapshot)
+    assert compared > 2500 and generated > 2000
+
+
+def test_structs_take_the_general_loop_for_toast_and_binary() -> None:
+    """A tuple with an unchanged-TOAST column takes the old row's value (FULL identity),
+    a binary one its binary converter: the generated path hands both over."""
+    columns = (RelationColumn(1, "id", 23, -1), RelationColumn(0, "t", 25, -1))
+    relation = Relation(5000, "public", "t", "f", columns)
+    decoder = EventDecoder(EventConfig.from_properties({"topic.prefix": "p"}))
+    decoder.handle(relation, 1)
+    table = decoder.table(5000)
+    assert table is not None
+    old = TupleData(b"tt", (b"1", b"kept"))
+    key, value = table.structs(TupleData(b"tu", (b"1", None)), old)
+    assert typed(value) == typed(make_struct(table.value_schema, (1, "kept")))
+    assert key is None  # REPLICA IDENTITY FULL without a catalog: no key
+    key, value = table.structs(TupleData(b"bt", (struct.pack(">i", 7), b"x")), None)
+    assert typed(value) == typed(make_struct(table.value_schema, (7, "x")))
+    key, value = table.structs(TupleData(b"tn", (b"8", None)), None)
+    assert typed(value) == typed(make_struct(table.value_schema, (8, None)))
+
+
+# -- objects built without __init__ ------------------------------------------------------------
+
+
+def test_factory_builds_what_the_constructor_builds() -> None:
+    schema = Schema("struct", fields=())
+    built = make_struct(schema, (1, Decimal("2.50"), None))
+    assert type(built) is Struct
+    assert built == Struct(schema, (1, Decimal("2.50"), None))
+    assert hash(built) == hash(Struct(schema, (1, Decimal("2.50"), None)))
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        built.values = ()  # type: ignore[misc]
+    header = (Header("h", Schema("string"), "v"),)
+    record = make_record("t", None, None, schema, built, header, 42, "change")
+    assert record == ChangeRecord("t", None, None, schema, built, header, 42)
+    assert attrs.evolve(record) == record and hash(attrs.evolve(record)) == hash(record)
+    tup = protocol_decoder._make_tuple(b"tn", (b"1", None))
+    assert tup == TupleData(b"tn", (b"1", None)) and type(tup) is TupleData
+
+
+def test_factory_keeps_the_constructor_where_init_does_more() -> None:
+    @attrs.frozen
+    class Validated:
+        a: int = attrs.field(validator=attrs.validators.instance_of(int))
+
+    @attrs.frozen
+    class Converted:
+        a: int = attrs.field(converter=int)
+
+    @attrs.frozen
+    class PostInit:
+        a: int
+
+        def __attrs_post_init__(self) -> None:
+            pass
+
+    @attrs.frozen(slots=False)
+    class NoSlots:
+        a: int
+
+    @attrs.frozen
+    class Private:
+        _a: int
+
+    for cls in (Validated, Converted, PostInit, NoSlots, Private):
+        assert factory(cls) is cls
+        assert slot_setters(cls) is None
+    assert factory(Schema) is Schema  # a field outside __init__ (its field index)
+
+
+# -- what the records of one transaction share ------------------------------------------------
+
+_REL = Relation(6000, "public", "t", "d", (RelationColumn(1, "id", 23, -1),))
+
+
+def _feed(decoder: EventDecoder, messages: list[tuple[Any, int]]) -> list[ChangeRecord]:
+    out: list[ChangeRecord] = []
+    for message, lsn in messages:
+        out += decoder.feed(encode_message(message), lsn)
+    return out
+
+
+def _insert(i: int) -> Insert:
+    return Insert(6000, TupleData(b"t", (str(i).encode(),)))
+
+
+def test_origin_and_sequence_follow_changes_within_a_transaction() -> None:
+    """An Origin after a change, and a non-transactional message (a transaction of its own
+    in Debezium: its LSN becomes the last commit LSN), change the source of the changes
+    that follow them in the same transaction."""
+    config = EventConfig.from_properties({"topic.prefix": "p",
+                                          "provide.transaction.metadata": "true"})
+    decoder = EventDecoder(config, clock=lambda: 1_700_000_000_000_000_000)
+    records = _feed(decoder, [
+        (Begin(300, 0, 77), 100), (_REL, 100), (_insert(1), 110),
+        (Origin(5555, "upstream"), 120), (_insert(2), 130),
+        (LogicalMessage(0, 140, "x", b"m"), 140), (_insert(3), 150),
+        (Commit(0, 300, 310, 0), 300),
+        (Begin(400, 0, 78), 320), (_insert(4), 330), (Commit(0, 400, 410, 0), 400),
+    ])
+    changes = [r for r in records if r.kind == "change" and r.value is not None
+               and r.value["source"]["table"] == "t"]
+    sources = [c.value["source"] for c in changes if c.value is not None]
+    assert [s["origin"] for s in sources] == [None, "upstream", "upstream", None]
+    assert [s["origin_lsn"] for s in sources] == [None, 5555, 5555, None]
+    assert [s["sequence"] for s in sources] == [
+        sequence(None, 110), sequence(None, 130), sequence(140, 150), sequence(310, 330)]
+    assert [s["txId"] for s in sources] == [77, 77, 77, 78]
+    blocks = [c.value["transaction"] for c in changes if c.value is not None]
+    assert [b["id"] for b in blocks] == ["77:110", "77:130", "77:150", "78:330"]
+    assert [b["total_order"] for b in blocks] == [1, 2, 3, 1]
+
+
+def test_a_new_configuration_rebuilds_the_shared_source() -> None:
+    decoder = EventDecoder(EventConfig.from_properties({"topic.prefix": "one"}),
+                           clock=lambda: 0)
+    first = _feed(decoder, [(Begin(300, 0, 7), 100), (_REL, 100), (_insert(1), 110)])
+    decoder.config = EventConfig.from_properties({"topic.prefix": "two"})
+    second = _feed(decoder, [(_insert(2), 120)])
+    assert first[-1].value is not None and second[-1].value is not None
+    assert first[-1].value["source"]["name"] == "one"
+    assert second[-1].value["source"]["name"] == "two"
+
+
+# -- numeric(p, s) text already at its scale ---------------------------------------------------
+
+
+def _numeric_mapping(precision: int, scale: int) -> Any:
+    from pgcdc_events.types.config import TypeConfig  # noqa: PLC0415
+    from pgcdc_events.types.numeric import _numeric  # noqa: PLC0415
+    from pgcdc_events.types.registry import TypeRegistry  # noqa: PLC0415
+
+    pg_type = TypeRegistry(None).resolve(1700)
+    return _numeric(pg_type, ((precision << 16) | scale) + 4, TypeConfig())
+
+
+NUMERIC_TEXTS = [
+    b"1.25", b"-1.25", b"0.00", b"-0.00", b"12345678.99", b"1.2", b"1.250", b"1", b"-1", b"0",
+    b".25", b"-.25", b"1.", b"-1.", b"--1.25", b"1-.25", b"+1.25", b" 1.25", b"1.25 ", b"1_0.25",
+    b"1e5", b"1.2e", b"NaN", b"Infinity", b"-Infinity", b"nan", b"inf", b"sNaN", b"1.2.3",
+    b"", b"-", b".", b"-.", b"\xd9\xa1.25", b"1.2\x00", b"9" * 200 + b".25", b"1,25",
+]
+
+
+@pytest.mark.parametrize("scale", [0, 2, 3])
+def test_numeric_at_its_scale_parses_as_the_pattern_says(scale: int) -> None:
+    """numeric(p, s) text at the column's scale skips the pattern after a cheaper check of
+    the same shape: the same Decimal (exponent included) or the same error as
+    ``convert(_parse_decimal(raw))``, the general path, for valid and damaged text."""
+    from pgcdc_events.types.numeric import _CONTEXT, _parse_decimal  # noqa: PLC0415
+
+    mapping = _numeric_mapping(12, scale)
+    quantum = Decimal(1).scaleb(-scale)
+
+    def general(raw: bytes) -> Any:
+        value = _parse_decimal(raw)
+        if not value.is_finite():
+            return None
+        if value.as_tuple().exponent == -scale:
+            return value
+        return value.quantize(quantum, context=_CONTEXT)
+
+    for raw in NUMERIC_TEXTS:
+        fast, slow = _outcome(mapping.from_text, raw), _outcome(general, raw)
+        if fast[0] == "ok" and slow[0] == "ok":
+            assert (str(fast[1]), typed(fast[1])) == (str(slow[1]), typed(slow[1])), raw
+        else:
+            assert fast == slow, raw
