@@ -227,7 +227,9 @@ class CutPlanner(Generic[_T]):
     def prelude(self) -> list[_T]:
         """What a fresh decoder is fed to start after the last cut: the Type and Relation
         in force for every OID, then the last transaction's Begin and commit and a
-        non-transactional message after it."""
+        non-transactional message after it. A streamed or prepared transaction's commit
+        comes without a Begin: a caller that feeds those turns it into what its decoder
+        takes (:func:`plan_chunks`: a Begin and Commit with its commit time and LSNs)."""
         tail = [] if self.transaction is None else [i for i in self.transaction if i is not None]
         if self.message is not None:
             tail.append(self.message)
