@@ -15,6 +15,10 @@ from either) and feeds it the chunk's messages. Decoding every chunk and
 concatenating the records in chunk order gives exactly the records of one decoder fed the
 whole capture; each chunk can be decoded anywhere (a Spark task, a worker process).
 
+The rule itself lives in :class:`CutPlanner`, fed one message at a time: :func:`plan_chunks`
+is a loop over it, and ``pgcdc-events decode --workers`` feeds it capture lines as they
+stream in (by type byte, unparsed), taking its preludes from it as well.
+
 Streamed and two-phase transactions are never cut: a chunk holds a streamed transaction
 from its first Stream Start to its Stream Commit, or abort, and everything in between.
 
