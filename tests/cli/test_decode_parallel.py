@@ -26,9 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from pgcdc_events.cli import main
+from pgcdc_events.cli import _parallel, main
 from pgcdc_events.cli._parallel import DecodeJob, run_decode
 from pgcdc_events.events import EventConfig
+from pgcdc_events.events.chunks import control_messages, plan_chunks
 from pgcdc_events.protocol import CaptureError, CaptureRow, Lsn, dump_capture_row
 from support.golden import recordings
 
@@ -226,3 +227,36 @@ def test_a_stopped_run_leaves_no_worker_files(tmp_path: Path, sig: signal.Signal
     assert proc.returncode == 130
     assert err.decode() == "pgcdc-events decode: interrupted\n"
     assert not list(spool.iterdir())
+
+
+_PARENT_ONLY = frozenset(b"SEcApbPKr")  # streamed and two-phase: decoded in the parent
+
+
+@pytest.mark.parametrize("recording", RECORDINGS, ids=[r.key for r in RECORDINGS])
+def test_workers_cut_where_spark_chunks_are_cut(recording, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``--workers`` and Spark's ``plan_chunks`` take their cuts from one planner: on a real
+    capture that both chunk alike (no snapshot block, streamed or two-phase transaction,
+    or non-transactional message, which only the line reader sees), the chunks the workers
+    get end exactly at the plan's cuts, and the output is the single decoder's."""
+    lines = _lines(recording.path / "capture.jsonl")
+    rows = [(n, CaptureRow.from_line(line)) for n, line in enumerate(lines, 1) if line.strip()]
+    if (any(row.snapshot or row.data[0] in _PARENT_ONLY for _, row in rows)
+            or any(row.data[:1] == b"M" and not row.data[1] & 1 for _, row in rows)):
+        pytest.skip("chunked in the parent, or cut where plan_chunks does not look")
+    config = EventConfig.from_properties(recording.properties)
+    job = DecodeJob(config, recording.catalog, None, None, None, "run", _clock)
+    ends: list[int] = []  # the last line of every chunk sent to a worker
+    send = _parallel._Splitter.send
+
+    def spy(self: _parallel._Splitter) -> None:
+        ends.append(self.chunk_first + len(self.chunk) - 1)
+        send(self)
+
+    monkeypatch.setattr(_parallel._Splitter, "send", spy)
+    assert _decode(job, lines, 2, chunk_lines=7) == _decode(job, lines, 1)
+    plan = plan_chunks(control_messages((n, int(row.lsn), bytes(row.data)) for n, row in rows),
+                       min_messages=7)
+    assert plan.boundaries
+    # the last chunk ends at the last cut, or at the capture's end
+    tail = () if plan.boundaries[-1] == len(lines) else (len(lines),)
+    assert tuple(ends) == plan.boundaries + tail

@@ -13,7 +13,13 @@ import random
 import pytest
 
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
-from pgcdc_events.events.chunks import ChunkDecoder, ChunkError, control_messages, plan_chunks
+from pgcdc_events.events.chunks import (
+    ChunkDecoder,
+    ChunkError,
+    CutPlanner,
+    control_messages,
+    plan_chunks,
+)
 from pgcdc_events.protocol import CaptureRow, Lsn
 from pgcdc_events.testing import Transaction, op_insert, render, table
 from pgcdc_events.testing.workload import Schedule
@@ -133,3 +139,23 @@ def test_a_bad_message_names_its_position() -> None:
     decoder = ChunkDecoder(plan, lambda: EventDecoder(EventConfig(topic_prefix="p")))
     with pytest.raises(ChunkError, match=r"^position 2: ProtocolError"):
         list(decoder.decode(0, rows))
+
+
+def test_planner_cuts_and_preludes_by_message_type() -> None:
+    """The planner by itself, as ``decode --workers`` feeds it (lines by type byte): a cut
+    after a Commit or a non-transactional message (the decoder's commit of its own), not
+    inside a transaction or while a streamed one is open; the prelude is the last Type and
+    Relation of every OID, then the last transaction's Begin and commit and a non-transactional message after it."""
+    planner: CutPlanner[str] = CutPlanner(min_messages=1, start=0)
+    feed = [(b"R", "R1", 1), (b"Y", "Y1", 9), (b"B", "B1", 0), (b"M", "M-in-tx", 0),
+            (b"C", "C1", 0), (b"M", "M-alone", 0), (b"R", "R1'", 1), (b"S", "S", 7),
+            (b"B", "B2", 0), (b"C", "C2", 0), (b"E", "E", 0), (b"c", "c", 7),
+            (b"B", "B3", 0), (b"R", "R2", 2)]
+    cuts = [item for position, (kind, item, key) in enumerate(feed, 1)
+            if planner.feed(position, kind[0], item, xid=key, oid=key)]
+    assert cuts == ["C1", "M-alone", "c"]  # not C2: the streamed transaction was open
+    # the Stream Commit ended the last transaction: it stands alone (plan_chunks makes a
+    # Begin and Commit of it)
+    assert planner.prelude() == ["Y1", "R1'", "R2", "c"]
+    assert planner.transaction == (None, "c")
+    assert planner.last_cut == 12 and planner.begin == "B3"

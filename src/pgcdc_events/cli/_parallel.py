@@ -1,9 +1,12 @@
 """Decoding a capture on several cores, with output identical to one decoder's.
 
-The capture is cut into chunks of whole transactions. Each chunk goes to a worker
-process with a *prelude*: the latest Relation and Type message of every OID seen
-before the chunk, the Begin and Commit of the last complete transaction, and the last
-non-transactional message after it (which Debezium counts as a commit). A fresh
+The capture is cut into chunks of whole transactions where
+:class:`~pgcdc_events.events.chunks.CutPlanner` allows (the rule Spark's chunks follow),
+fed only the lines it needs (Begin, Commit, Relation, Type, logical messages: their type
+read from the hex, never parsed). Each chunk goes to a worker process with the planner's
+*prelude*: the latest Relation and Type message of every OID seen before the chunk, the
+Begin and Commit of the last complete transaction, and the last non-transactional
+message after it (which Debezium counts as a commit). A fresh
 :class:`~pgcdc_events.events.EventDecoder` fed the prelude (its records dropped) holds
 exactly the state the single decoder held at the chunk's start: table schemas, the
 last commit LSN (``source.sequence``) and the last Begin. The worker writes the chunk's
@@ -37,6 +40,7 @@ import attrs
 
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
+from pgcdc_events.events.chunks import CutPlanner
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.yugabyte import make_decoder
 from pgcdc_events.protocol import CaptureError, CaptureRow, wire
@@ -51,8 +55,11 @@ _PLAIN = frozenset(t.hex().encode() for t in (wire.BEGIN, wire.COMMIT, wire.INSE
                                               wire.UPDATE, wire.DELETE, wire.TRUNCATE,
                                               wire.ORIGIN, wire.MESSAGE, wire.RELATION,
                                               wire.TYPE))
-_BEGIN, _COMMIT, _RELATION, _TYPE, _MESSAGE = (t.hex().encode() for t in (
-    wire.BEGIN, wire.COMMIT, wire.RELATION, wire.TYPE, wire.MESSAGE))
+_BEGIN, _COMMIT, _RELATION, _TYPE = (t.hex().encode() for t in (
+    wire.BEGIN, wire.COMMIT, wire.RELATION, wire.TYPE))
+#: The lines the cut planner is fed, by their type's hex: the type byte.
+_PLANNED = {t.hex().encode(): t[0] for t in (wire.BEGIN, wire.COMMIT, wire.RELATION, wire.TYPE,
+                                             wire.MESSAGE)}
 #: What marks the lines of an initial snapshot (protocol.capture).
 _SNAPSHOT = b'"snapshot": true'
 #: Records rendered between two writes of the output.
@@ -347,11 +354,8 @@ class _Splitter:
         self.chunk_lines, self.big_lines = chunk_lines, big_lines
         self.writer = JsonRecordWriter.for_config(job.config)
         self.messages = self.records = 0
-        self.relations: dict[bytes, bytes] = {}
-        self.types: dict[bytes, bytes] = {}
-        # What the last commit LSN (source.sequence) and the last Begin come from: the Begin
-        # and Commit of the last complete transaction, and a non-transactional message after it
-        self.last_tx: list[bytes] = []
+        # where a chunk may end (positions: line numbers), and the prelude after it
+        self.planner: CutPlanner[bytes] = CutPlanner(chunk_lines, start=0)
         self.chunk: list[bytes] = []
         self.chunk_first = 1
         self.chunk_prelude: list[bytes] = []
@@ -401,11 +405,14 @@ class _Splitter:
             raise error
         self.chunk = []
 
-    def note(self, kind: bytes | None, line: bytes) -> None:
-        if kind == _RELATION:
-            self.relations[_oid(line)] = line
-        elif kind == _TYPE:
-            self.types[_oid(line)] = line
+    def note(self, number: int, kind: bytes | None, line: bytes) -> bool:
+        """Feed the planner a line it needs; True when the chunk may end after it."""
+        planned = _PLANNED.get(kind) if kind is not None else None
+        if planned is None:
+            return False
+        return self.planner.feed(number, planned, line,
+                                 oid=_oid(line) if kind in (_RELATION, _TYPE) else None,
+                                 snapshot=_SNAPSHOT in line)
 
     def run(self, numbered: Iterator[tuple[int, bytes]]) -> None:
         begin: bytes | None = None
@@ -413,15 +420,16 @@ class _Splitter:
         for number, line in numbered:
             if not self.chunk:
                 self.chunk_first = number
-                self.chunk_prelude = [*self.types.values(), *self.relations.values(),
-                                      *self.last_tx]
+                self.chunk_prelude = self.planner.prelude()
             kind = _line_type(line)
             if _SNAPSHOT in line:
                 # an initial snapshot's block (one marker sequence): here, up to its Commit
-                tail: list[bytes] = []
+                self.note(number, kind, line)
+                tail: list[int] = []
                 self.here(_chain((number, line), self._until_commit(numbered, tail)))
                 if not tail:
                     return
+                self.planner.cut(tail[0])
                 continue
             if kind not in _PLAIN:
                 if not line.strip():
@@ -431,19 +439,12 @@ class _Splitter:
                 self.here(_chain((number, line), numbered))
                 return
             self.chunk.append(line)
-            self.note(kind, line)
+            if self.note(number, kind, line):
+                self.send()
             if kind == _BEGIN:
                 begin, tx_lines = line, 0
             elif kind == _COMMIT:
-                if begin is not None:
-                    self.last_tx = [begin, line]
                 begin = None
-                if len(self.chunk) >= self.chunk_lines:
-                    self.send()
-            elif kind == _MESSAGE and begin is None:  # non-transactional: its own transaction
-                self.last_tx = [*self.last_tx[:2], line]
-                if len(self.chunk) >= self.chunk_lines:
-                    self.send()
             if begin is not None:
                 tx_lines += 1
                 if tx_lines > self.big_lines:
@@ -452,7 +453,8 @@ class _Splitter:
                     self.here(self._until_commit(numbered, tail))
                     if not tail:  # the capture ended, or the rest went here
                         return
-                    self.last_tx, begin = [begin, tail[0]], None
+                    self.planner.cut(tail[0])
+                    begin = None
         if self.chunk:
             if self.pool is None:
                 self.here(())
@@ -460,16 +462,16 @@ class _Splitter:
                 self.send()
         self.drain(0)
 
-    def _until_commit(self, numbered: Iterator[tuple[int, bytes]], tail: list[bytes]
+    def _until_commit(self, numbered: Iterator[tuple[int, bytes]], tail: list[int]
                       ) -> Iterator[tuple[int, bytes]]:
-        """Lines up to the open transaction's Commit (put in ``tail``); the rest of the
-        capture when a message the prelude cannot carry comes first."""
+        """Lines up to the open transaction's Commit (its line number put in ``tail``); the
+        rest of the capture when a message the prelude cannot carry comes first."""
         for number, line in numbered:
             kind = _line_type(line)
-            self.note(kind, line)
+            self.note(number, kind, line)
             yield number, line
             if kind == _COMMIT:
-                tail.append(line)
+                tail.append(number)
                 return
             if kind not in _PLAIN and line.strip():
                 yield from numbered

@@ -15,6 +15,10 @@ from either) and feeds it the chunk's messages. Decoding every chunk and
 concatenating the records in chunk order gives exactly the records of one decoder fed the
 whole capture; each chunk can be decoded anywhere (a Spark task, a worker process).
 
+The rule itself lives in :class:`CutPlanner`, fed one message at a time: :func:`plan_chunks`
+is a loop over it, and ``pgcdc-events decode --workers`` feeds it capture lines as they
+stream in (by type byte, unparsed), taking its preludes from it as well.
+
 Streamed and two-phase transactions are never cut: a chunk holds a streamed transaction
 from its first Stream Start to its Stream Commit, or abort, and everything in between.
 
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Collection, Iterable, Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import attrs
 
@@ -41,23 +45,19 @@ from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.encoder import encode_message
 from pgcdc_events.protocol.messages import (
     Begin,
-    BeginPrepare,
     Commit,
     CommitPrepared,
     Message,
-    Prepare,
     Relation,
-    RollbackPrepared,
     StreamAbort,
     StreamCommit,
-    StreamPrepare,
     StreamStart,
     StreamStop,
     Type,
 )
 
-__all__ = ["CONTROL_TYPES", "ChunkDecoder", "ChunkError", "ChunkPlan", "control_messages",
-           "plan_chunks"]
+__all__ = ["CONTROL_TYPES", "ChunkDecoder", "ChunkError", "ChunkPlan", "CutPlanner",
+           "control_messages", "plan_chunks"]
 
 #: The type bytes of the messages :func:`plan_chunks` reads (all but I, U, D, T and M).
 CONTROL_TYPES = frozenset(b"BCRYObPKrSEcAp")
@@ -134,64 +134,144 @@ def control_messages(rows: Iterable[tuple[int, int, bytes]]
         yield position, lsn, message
 
 
+_T = TypeVar("_T")
+
+_BEGIN, _COMMIT, _RELATION, _TYPE, _MESSAGE = b"BCRYM"
+_STREAM_START, _STREAM_ABORT, _STREAM_COMMIT, _STREAM_PREPARE = b"SAcp"
+_BEGIN_PREPARE, _COMMIT_PREPARED, _ROLLBACK_PREPARED = b"bKr"
+
+
+class CutPlanner(Generic[_T]):
+    """Where a capture may be cut, and what a decoder needs to start after the cut: fed
+    the capture's messages one at a time, by type byte (``wire``), in stream order.
+
+    The one rule of :func:`plan_chunks` and of ``decode --workers``: a cut falls after a
+    transaction's commit (a Commit after its Begin, a Stream Commit or a Commit Prepared)
+    or after a non-transactional logical message (which the decoder takes as a commit of
+    its own), when no streamed or prepared transaction is open and the chunk holds at
+    least ``min_messages`` positions; a snapshot block's Begin and Commit are never cuts.
+    Only Begin, Commit, Relation, Type, non-transactional Message and the streamed and
+    two-phase messages need feeding (their ``xid``; a Relation's or Type's OID as ``oid``);
+    changes never. ``item`` is whatever the caller keeps of a message (a parsed message, a
+    capture line): :meth:`prelude` gives back the items a fresh decoder is fed to hold
+    the state one decoder holds after the last cut.
+
+    ``start`` is the position before the first chunk (default: the first fed position's
+    predecessor).
+    """
+
+    def __init__(self, min_messages: int = 4000, start: int | None = None) -> None:
+        self.min_messages = min_messages
+        self.last_cut = start
+        self.types: dict[object, _T] = {}
+        self.relations: dict[object, _T] = {}
+        self.begin: _T | None = None
+        #: the Begin (None for a streamed or prepared transaction) and commit of the last
+        #: committed transaction, and a non-transactional message after it
+        self.transaction: tuple[_T | None, _T] | None = None
+        self.message: _T | None = None
+        self.streams: set[int] = set()
+        self.prepared: set[int] = set()
+
+    def feed(self, position: int, kind: int, item: _T, *, xid: int = 0,
+             subxid: int | None = None, oid: object = None, snapshot: bool = False) -> bool:
+        """Take one message; True when a cut may fall right after it (the cut is then made:
+        the next chunk starts after ``position``). A Stream Abort's ``subxid`` other than
+        its ``xid`` aborts a subtransaction only."""
+        if self.last_cut is None:
+            self.last_cut = position - 1
+        if kind == _RELATION:
+            self.relations[oid] = item
+            return False
+        if kind == _TYPE:
+            self.types[oid] = item
+            return False
+        if snapshot:
+            return False
+        commit = False
+        if kind == _BEGIN:
+            self.begin = item
+        elif kind == _COMMIT:
+            if self.begin is not None:
+                self.transaction, self.message, commit = (self.begin, item), None, True
+            self.begin = None
+        elif kind == _MESSAGE:
+            if self.begin is None and not self.streams and not self.prepared:
+                self.message, commit = item, True  # non-transactional: its own commit
+        elif kind == _STREAM_START:
+            self.streams.add(xid)
+        elif kind == _STREAM_ABORT:
+            if subxid is None or subxid == xid:
+                self.streams.discard(xid)
+        elif kind in (_STREAM_COMMIT, _COMMIT_PREPARED):
+            self.streams.discard(xid)
+            self.prepared.discard(xid)
+            if self.begin is None:
+                # ends its transaction as a Commit would: the decoder holds its commit
+                # time and end LSN
+                self.transaction, self.message, commit = (None, item), None, True
+        elif kind == _STREAM_PREPARE:
+            self.streams.discard(xid)
+            self.prepared.add(xid)
+        elif kind == _BEGIN_PREPARE:
+            self.prepared.add(xid)
+        elif kind == _ROLLBACK_PREPARED:
+            self.prepared.discard(xid)
+        if (commit and not self.streams and not self.prepared
+                and position - self.last_cut >= self.min_messages):
+            self.last_cut = position
+            return True
+        return False
+
+    def cut(self, position: int) -> None:
+        """The caller decoded everything up to ``position`` itself (with every message
+        fed): the next chunk starts after it."""
+        self.last_cut = position
+
+    def prelude(self) -> list[_T]:
+        """What a fresh decoder is fed to start after the last cut: the Type and Relation
+        in force for every OID, then the last transaction's Begin and commit and a
+        non-transactional message after it. A streamed or prepared transaction's commit
+        comes without a Begin: a caller that feeds those turns it into what its decoder
+        takes (:func:`plan_chunks`: a Begin and Commit with its commit time and LSNs)."""
+        tail = [] if self.transaction is None else [i for i in self.transaction if i is not None]
+        if self.message is not None:
+            tail.append(self.message)
+        return [*self.types.values(), *self.relations.values(), *tail]
+
+
 def plan_chunks(control: Iterable[tuple[int, int, Message]], *, min_messages: int = 4000,
                 snapshot: Collection[int] = ()) -> ChunkPlan:
     """Cut a capture, given its control messages ``(position, lsn, parsed message)`` in
     stream order, into chunks of at least ``min_messages`` positions (the last may be
     shorter), each ending with the commit of a transaction (a Commit, Stream Commit or
-    Commit Prepared) when no other streamed or prepared transaction is open.
-    ``snapshot`` holds the positions of the capture's snapshot rows: their Begin and
-    Commit are the snapshot block's, never a cut."""
+    Commit Prepared) when no other streamed or prepared transaction is open (the rule of
+    :class:`CutPlanner`). ``snapshot`` holds the positions of the capture's snapshot
+    rows: their Begin and Commit are the snapshot block's, never a cut."""
     schema: list[tuple[int, int, Relation | Type]] = []
     cuts: list[_Cut] = []
-    streams: set[int] = set()
-    prepared: set[int] = set()
-    begin: tuple[Begin, int] | None = None
-    last_cut = -1
-    first: int | None = None
+    planner: CutPlanner[tuple[int, Message]] = CutPlanner(min_messages)
     for position, lsn, message in control:
-        if first is None:
-            first = position - 1
-            last_cut = first
         if isinstance(message, (Relation, Type)):
             schema.append((position, lsn, message))
-        elif position in snapshot:
+        oid = (message.type_oid if isinstance(message, Type)
+               else message.relation_id if isinstance(message, Relation) else None)
+        xid = getattr(message, "xid", None)
+        if not planner.feed(position, message.TYPE[0], (lsn, message),
+                            xid=xid if isinstance(xid, int) else 0,
+                            subxid=message.subxid if isinstance(message, StreamAbort) else None,
+                            oid=oid, snapshot=position in snapshot):
             continue
-        elif isinstance(message, Begin):
-            begin = (message, lsn)
-        elif isinstance(message, Commit):
-            if (begin is not None and not streams and not prepared
-                    and position - last_cut >= min_messages):
-                cuts.append(_Cut(position, begin[0], begin[1], message, lsn))
-                last_cut = position
-            begin = None
-        elif isinstance(message, StreamStart):
-            streams.add(message.xid)
-        elif isinstance(message, StreamAbort):
-            if message.subxid == message.xid:
-                streams.discard(message.xid)
-        elif isinstance(message, (StreamCommit, CommitPrepared)):
-            streams.discard(message.xid)
-            prepared.discard(message.xid)
-            if (begin is None and not streams and not prepared
-                    and position - last_cut >= min_messages):
-                # a streamed or prepared transaction's commit ends it as a Commit would:
-                # the decoder then holds its commit time and end LSN, which the Begin and
-                # Commit below carry into the next chunk's prelude
-                cuts.append(_Cut(position, Begin(message.commit_lsn, message.commit_time,
-                                                 message.xid), lsn,
-                                 Commit(0, message.commit_lsn, message.end_lsn,
-                                        message.commit_time), lsn))
-                last_cut = position
-        elif isinstance(message, StreamPrepare):
-            streams.discard(message.xid)
-            prepared.add(message.xid)
-        elif isinstance(message, BeginPrepare):
-            prepared.add(message.xid)
-        elif isinstance(message, RollbackPrepared):
-            prepared.discard(message.xid)
-        elif not isinstance(message, (Prepare, StreamStop)):
-            continue
+        assert planner.transaction is not None
+        begin, (commit_lsn, end) = planner.transaction
+        if begin is not None:
+            assert isinstance(begin[1], Begin) and isinstance(end, Commit)
+            cuts.append(_Cut(position, begin[1], begin[0], end, commit_lsn))
+        else:
+            assert isinstance(end, (StreamCommit, CommitPrepared))
+            cuts.append(_Cut(position, Begin(end.commit_lsn, end.commit_time, end.xid),
+                             commit_lsn, Commit(0, end.commit_lsn, end.end_lsn,
+                                                end.commit_time), commit_lsn))
     return ChunkPlan(tuple(schema), tuple(cuts))
 
 
