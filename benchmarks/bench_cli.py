@@ -37,7 +37,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from _common import SIX_COLUMN_TABLE, median_time
@@ -71,19 +70,36 @@ def prepare(cluster: TempCluster, changes: int) -> None:
     con.close()
 
 
+#: Runs one command and reports its wall seconds, peak RSS and exit status as JSON. On
+#: Linux a child's peak RSS starts at its parent's RSS when it was forked (``ru_maxrss``
+#: survives ``exec``), and this benchmark grows as it reads captures in process: each timed
+#: command is started by a fresh, small interpreter running this, so that its peak is its own.
+_LAUNCHER = r"""
+import json, os, subprocess, sys, time
+started = time.perf_counter()
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+err = proc.stderr.read()
+_, status, usage = os.wait4(proc.pid, 0)
+seconds = time.perf_counter() - started
+sys.stderr.buffer.write(err)
+print(json.dumps({"seconds": seconds, "kib": usage.ru_maxrss,
+                  "code": os.waitstatus_to_exitcode(status)}))
+"""
+
+
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of one whole process; it must succeed."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - started
-    assert proc.stderr is not None
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv[2:5])} failed ({proc.returncode}): {err[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024
+    import json
+
+    launched = subprocess.run([sys.executable, "-c", _LAUNCHER, *argv], check=False, env=env,
+                              capture_output=True, text=True, errors="replace")
+    if launched.returncode != 0 or not launched.stdout.strip():
+        raise SystemExit(f"could not time {' '.join(argv[2:5])}: {launched.stderr[-2000:]}")
+    report = json.loads(launched.stdout)
+    if report["code"] != 0:
+        raise SystemExit(f"{' '.join(argv[2:5])} failed ({report['code']}): "
+                         f"{launched.stderr[-2000:]}")
+    return float(report["seconds"]), report["kib"] / 1024
 
 
 def count_lines(path: Path) -> int:
