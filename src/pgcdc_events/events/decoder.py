@@ -24,7 +24,7 @@ from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.metrics import StreamingMetrics
 from pgcdc_events.events.records import ChangeRecord, Header, make_record
 from pgcdc_events.events.snapshot import SnapshotRow, SnapshotSequence, snapshot_records
-from pgcdc_events.events.source import SOURCE_SCHEMA
+from pgcdc_events.events.source import from_shared, sequence_head, shared_fields
 from pgcdc_events.events.special import (
     heartbeat_record,
     message_record,
@@ -573,21 +573,15 @@ class EventDecoder:
         last = self._last_commit_lsn
         if last is not self._sequence_for:  # the sequence's first half changes at commits
             self._sequence_for = last
-            self._sequence_head = '[null,"' if last is None else f'["{last}","'
-        version, connector, name, ts_ms, db, commit_us, ts_ns, schema, tname, xid, origin, \
-            origin_lsn = shared
-        source = _new(Struct)
-        _set_schema(source, SOURCE_SCHEMA)
-        _set_values(source, (
-            version, connector, name, ts_ms, None, db, f'{self._sequence_head}{lsn_text}"]',
-            commit_us, ts_ns, schema, tname, xid, lsn, None, origin, origin_lsn))
+            self._sequence_head = sequence_head(last)
+        source = from_shared(shared, None, f'{self._sequence_head}{lsn_text}"]', lsn)
         now = self.clock()
         value = _new(Struct)
         _set_schema(value, table.envelope_schema)
         _set_values(value, (before, after, source, block, op, now // 1_000_000, now // 1000, now))
         metrics = self.metrics
         metrics.events_seen += 1
-        metrics.last_event_commit_us = commit_us
+        metrics.last_event_commit_us = shared[5]  # the commit time, µs (shared_fields)
         return make_record(table.topic, table.key_schema, key, table.envelope_schema, value,
                            extra + self._headers if extra else self._headers, lsn, "change")
 
@@ -678,19 +672,15 @@ class EventDecoder:
 
 def _shared_source(config: EventConfig, table: TableSchema, txn: TransactionContext | None,
                    commit_us: int = 0) -> tuple[Any, ...]:
-    """The fields of a source block that do not change from one change of a transaction to
-    the next of the same table (all but ``snapshot``, ``sequence``, ``lsn`` and ``xmin``):
-    version, connector, name, ts_ms, db, ts_us, ts_ns, schema, table, txId, origin and
-    origin_lsn. Outside a transaction, the time is ``commit_us`` and the rest is null."""
-    xid: int | None = None
-    origin: str | None = None
-    origin_lsn: int | None = None
-    if txn is not None:
-        commit_us = txn.commit_us
-        xid, origin, origin_lsn = txn.xid, txn.origin, txn.origin_lsn
-    return (config.version, "postgresql", config.topic_prefix, commit_us // 1000,
-            config.database, commit_us, commit_us * 1000, table.schema_name, table.table_name,
-            xid, origin, origin_lsn)
+    """:func:`~pgcdc_events.events.source.shared_fields` of a table's changes in ``txn``
+    (outside a transaction: the time is ``commit_us`` and the rest is null)."""
+    if txn is None:
+        return shared_fields(version=config.version, name=config.topic_prefix, ts_us=commit_us,
+                             db=config.database, schema=table.schema_name,
+                             table=table.table_name, tx_id=None)
+    return shared_fields(version=config.version, name=config.topic_prefix, ts_us=txn.commit_us,
+                         db=config.database, schema=table.schema_name, table=table.table_name,
+                         tx_id=txn.xid, origin=txn.origin, origin_lsn=txn.origin_lsn)
 
 
 def _dml(self: EventDecoder, message: Any, lsn: int) -> list[ChangeRecord]:

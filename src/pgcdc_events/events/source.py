@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
-from pgcdc_events.types.schema import Schema, Struct, struct_schema
+from pgcdc_events.types.schema import Schema, Struct, make_struct, struct_schema
 
-__all__ = ["SNAPSHOT_VALUES", "SOURCE_SCHEMA", "sequence", "source_struct"]
+__all__ = ["SNAPSHOT_VALUES", "SOURCE_SCHEMA", "from_shared", "sequence", "sequence_head",
+           "shared_fields", "source_struct"]
 
 SNAPSHOT_VALUES: Final = ("true", "first", "first_in_data_collection", "last_in_data_collection",
                           "last", "false", "incremental")
@@ -41,11 +42,38 @@ SOURCE_SCHEMA: Final = struct_schema(
 )
 
 
+def sequence_head(last_commit_lsn: int | None) -> str:
+    """What every ``sequence`` before the next commit starts with: ``sequence(last, lsn)``
+    is ``sequence_head(last) + f'{lsn}"]'``."""
+    return '[null,"' if last_commit_lsn is None else f'["{last_commit_lsn}","'
+
+
 def sequence(last_commit_lsn: int | None, lsn: int | None) -> str:
     """The ``sequence`` field: a JSON array of two LSNs as strings (``null`` before any commit)."""
-    first = "null" if last_commit_lsn is None else f'"{last_commit_lsn}"'
-    second = "null" if lsn is None else f'"{lsn}"'
-    return f"[{first},{second}]"
+    if lsn is None:
+        first = "null" if last_commit_lsn is None else f'"{last_commit_lsn}"'
+        return f"[{first},null]"
+    return f'{sequence_head(last_commit_lsn)}{lsn}"]'
+
+
+def shared_fields(*, version: str, name: str, ts_us: int, db: str, schema: str, table: str,
+                  tx_id: int | None, origin: str | None = None, origin_lsn: int | None = None
+                  ) -> tuple[Any, ...]:
+    """The fields of a source block that the changes of one transaction to one table share
+    (all but ``snapshot``, ``sequence``, ``lsn`` and ``xmin``), for :func:`from_shared`;
+    ``ts_us`` is the commit time in µs since the Unix epoch."""
+    return (version, "postgresql", name, ts_us // 1000, db, ts_us, ts_us * 1000, schema, table,
+            tx_id, origin, origin_lsn)
+
+
+def from_shared(shared: tuple[Any, ...], snapshot: str | None, sequence: str | None,
+                lsn: int | None) -> Struct:
+    """The source block of one change from its transaction's :func:`shared_fields`."""
+    version, connector, name, ts_ms, db, ts_us, ts_ns, schema, table, tx_id, origin, \
+        origin_lsn = shared
+    return make_struct(SOURCE_SCHEMA, (
+        version, connector, name, ts_ms, snapshot, db, sequence, ts_us, ts_ns, schema, table,
+        tx_id, lsn, None, origin, origin_lsn))
 
 
 def source_struct(
@@ -64,7 +92,6 @@ def source_struct(
     origin_lsn: int | None = None,
 ) -> Struct:
     """A source block; ``ts_us`` is the commit time in µs since the Unix epoch."""
-    return Struct(SOURCE_SCHEMA, (
-        version, "postgresql", name, ts_us // 1000, snapshot, db, sequence, ts_us, ts_us * 1000,
-        schema, table, tx_id, lsn, None, origin, origin_lsn,
-    ))
+    return from_shared(shared_fields(version=version, name=name, ts_us=ts_us, db=db,
+                                     schema=schema, table=table, tx_id=tx_id, origin=origin,
+                                     origin_lsn=origin_lsn), snapshot, sequence, lsn)
