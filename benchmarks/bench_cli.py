@@ -33,6 +33,7 @@ the same run: which CPython to prefer is measured, not guessed.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -89,8 +90,6 @@ print(json.dumps({"seconds": seconds, "kib": usage.ru_maxrss,
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of one whole process; it must succeed."""
-    import json
-
     launched = subprocess.run([sys.executable, "-c", _LAUNCHER, *argv], check=False, env=env,
                               capture_output=True, text=True, errors="replace")
     if launched.returncode != 0 or not launched.stdout.strip():
@@ -151,8 +150,6 @@ def main() -> None:
                         help=argparse.SUPPRESS)  # the child of --python: JSON on stdout
     args = parser.parse_args()
     if args.in_process:
-        import json
-
         capture_file, catalog_file = args.in_process
         print(json.dumps(in_process(Path(capture_file), CatalogSnapshot.load(catalog_file),
                                     args.repeat)))
@@ -267,8 +264,6 @@ def compare_interpreters(pythons: list[str], capture: Path, catalog_path: Path,
                          env: dict[str, str], repeat: int, dbz_rate: float | None) -> None:
     """``decode`` (whole process, one worker and the default) and the in-process figures
     under this interpreter and each of ``pythons``, on the same capture."""
-    import json
-
     print(f"  {'interpreter':44} {'decode -w1':>11} {'decode':>10} {'read msg/s':>11} "
           f"{'feed_row/s':>11}")
     for python in [sys.executable, *pythons]:

@@ -253,9 +253,10 @@ class JsonRecordWriter:
         if value is None:
             return "null"
         payload = self.payload(schema, value)
-        if schema is None or not self.config.schemas_enable:
+        if schema is None:
             return payload
-        return f'{{"schema":{self.schema_text(schema)},"payload":{payload}}}'
+        before, after = self._envelope(schema)
+        return f"{before}{payload}{after}"
 
     def source_for(self, schema: Schema) -> str:
         """The generated Python source of ``schema``'s payload writer (for debugging)."""
