@@ -73,7 +73,8 @@ class TableSchema:
     """Schemas and converters of one version of one table."""
 
     __slots__ = ("_all_text", "_fast_row", "_key_values", "_value_values", "columns",
-                 "envelope_schema", "fast_row_source", "fast_structs_source", "key_positions",
+                 "envelope_schema", "fallbacks", "fast_row_source", "fast_structs_source",
+                 "key_positions",
                  "key_schema", "on_error", "qualified", "relation", "schema_name", "structs",
                  "table_name", "topic", "value_positions", "value_schema")
 
@@ -92,6 +93,11 @@ class TableSchema:
         self.key_schema = key_schema
         self.value_schema = value_schema
         self.envelope_schema = envelope_schema
+        #: How many tuples a generated path gave up on for the general loop (a value that
+        #: failed to convert there). Only a value that fails in the general loop too (an
+        #: error, or a null under ``event.converting.failure.handling.mode``) justifies
+        #: one: tests compare it with the conversion errors to prove the fast paths ran.
+        self.fallbacks = 0
         self._all_text = bytes((KIND_TEXT,)) * len(relation.columns)
         self.fast_row_source, self._fast_row = _compile_fast_row(relation, columns)
         self._key_values = _picker(key_positions)
@@ -120,7 +126,7 @@ class TableSchema:
             try:
                 return self._fast_row(tup.values)
             except Exception:
-                pass
+                self.fallbacks += 1
         return self._row(tup, old)
 
     def _row(self, tup: TupleData, old: TupleData | None) -> tuple[Any, ...]:
@@ -216,7 +222,8 @@ def _compile_structs(table: TableSchema) -> tuple[
     columns = table.columns
     namespace: dict[str, Any] = {"new": object.__new__, "S": Struct, "KS": table.key_schema,
                                  "VS": table.value_schema, "TEXT": table._all_text,
-                                 "TEXT_OR_NULL": _TEXT_OR_NULL, "general": table._structs}
+                                 "TEXT_OR_NULL": _TEXT_OR_NULL, "general": table._structs,
+                                 "T": table}
     namespace["ss"], namespace["sv"] = STRUCT_SETTERS
     text = []
     mixed = []
@@ -245,10 +252,12 @@ def _compile_structs(table: TableSchema) -> tuple[
         "    kinds = tup.kinds\n"
         "    if kinds == TEXT:\n"
         "        v = tup.values\n"
-        f"        try:\n{''.join(text)}        except Exception:\n            pass\n{built}"
+        f"        try:\n{''.join(text)}        except Exception:\n            T.fallbacks += 1\n"
+        f"{built}"
         "    elif not kinds.translate(None, TEXT_OR_NULL):\n"
         "        v = tup.values\n"
-        f"        try:\n{''.join(mixed)}        except Exception:\n            pass\n{built}"
+        f"        try:\n{''.join(mixed)}        except Exception:\n            T.fallbacks += 1\n"
+        f"{built}"
         "    return general(tup, old)\n")
     exec(compile(source, f"<pgcdc structs {table.qualified}>", "exec"), namespace)
     return source, namespace["structs"]
