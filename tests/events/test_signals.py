@@ -290,7 +290,8 @@ def test_the_pre_3_0_additional_condition_is_honoured_with_a_warning() -> None:
     """Seed 003 shows ``"additional-condition": "..."``, the form Debezium 2.x read
     (``ExecuteSnapshot.getAdditionalConditions`` at ``refs/heads/2.7``: for an incremental
     snapshot it applies to every collection, ``.*``, and replaces ``additional-conditions``);
-    3.x ignores it and snapshots the whole table. We honour it and say so."""
+    3.x ignores it and snapshots the whole table (the 3.6.3.Final jar's ``ExecuteSnapshot``
+    holds no ``additional-condition`` constant). We honour it and say so."""
     result = parse_signal("x", "execute-snapshot", """{"data-collections": ["public.orders"],
         "additional-condition": "status = 'open' OR status = 'held'"}""")
     assert isinstance(result, ExecuteSnapshot)

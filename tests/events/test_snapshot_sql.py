@@ -428,3 +428,33 @@ def test_chunks_walk_a_real_table_once(pg_conn: Any) -> None:
             builder.chunk_query(t, limit=1000).sql))
         assert seen == everything, (name, size)
         assert len(seen) == (len(rows) if name == "a42" else 7)
+
+
+def test_chunk_tables_from_the_catalog(pg_conn: Any) -> None:
+    """``ChunkTable.from_catalog``: the event key (a unique index when there is no primary
+    key, ``message.key.columns`` first), nullability from NOT NULL, and the projection of
+    the included columns under ``column.exclude.list`` (``buildProjection``)."""
+    pg_conn.run("CREATE TABLE u (a int NOT NULL, b text, c int, UNIQUE (a))")
+    pg_conn.run("CREATE TABLE p (x int, y int, z text, PRIMARY KEY (y, x))")
+    catalog = fetch_catalog(pg_conn)
+    u, p = catalog.table("public", "u"), catalog.table("public", "p")
+    assert u is not None and p is not None
+    plain = ChunkTable.from_catalog(u)
+    assert plain.key == ("a",) and plain.projection is None
+    assert [(c.name, c.optional) for c in plain.columns] == [("a", False), ("b", True),
+                                                             ("c", True)]
+    config = EventConfig.from_properties({"topic.prefix": "x",
+                                          "column.exclude.list": r"public\.p\.z",
+                                          "message.key.columns": "public.u:b"})
+    assert ChunkTable.from_catalog(p, config) == ChunkTable(
+        "public", "p", (ChunkColumn("x"), ChunkColumn("y"), ChunkColumn("z", True)), ("y", "x"),
+        ("x", "y"))
+    assert ROW_VALUES.chunk_query(ChunkTable.from_catalog(p, config), chunk_end=[1, 2],
+                                  maximum_key=[3, 4]).sql == (
+        'SELECT "x", "y" FROM "public"."p" WHERE ROW("y", "x") > ROW(?, ?) AND '
+        'ROW("y", "x") <= ROW(?, ?) ORDER BY "y", "x" LIMIT 1024')
+    keyed = ChunkTable.from_catalog(u, config)
+    assert keyed.key == ("b",)
+    assert ROW_VALUES.chunk_query(keyed, chunk_end=["k"], maximum_key=["z"]).sql == (
+        'SELECT "a", "b", "c" FROM "public"."u" WHERE (("b" > ? OR "b" IS NULL)) AND NOT '
+        '(("b" > ? OR "b" IS NULL)) ORDER BY "b" LIMIT 1024')
