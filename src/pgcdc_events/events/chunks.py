@@ -26,7 +26,7 @@ Rows are ``(position, lsn, data)``. A capture's snapshot block (rows marked
 ``snapshot``, see :class:`~pgcdc_events.protocol.CaptureRow`) is never cut either: give
 :func:`plan_chunks` the positions of its rows, whose Begin and Commit are then not cut
 points, and feed those rows to the decoder as snapshot rows
-(:class:`~pgcdc_events.events.columnar.RunDecoder` takes their flags); passed as stream
+(:class:`~pgcdc_events.spark.columnar.RunDecoder` takes their flags); passed as stream
 rows they would decode as creates.
 """
 
