@@ -21,8 +21,14 @@ import attrs
 
 from pgcdc_events.errors import ConfigurationError, ConversionError, ProtocolError
 from pgcdc_events.events.config import EventConfig
+from pgcdc_events.events.envelope import (
+    TRANSACTION_BLOCK_SCHEMA,
+    change_record,
+    envelope_value,
+    tombstone,
+)
 from pgcdc_events.events.metrics import StreamingMetrics
-from pgcdc_events.events.records import ChangeRecord, Header, make_record
+from pgcdc_events.events.records import ChangeRecord, Header
 from pgcdc_events.events.snapshot import SnapshotRow, SnapshotSequence, snapshot_records
 from pgcdc_events.events.source import from_shared, sequence_head, shared_fields
 from pgcdc_events.events.special import (
@@ -31,11 +37,7 @@ from pgcdc_events.events.special import (
     transaction_record,
     truncate_record,
 )
-from pgcdc_events.events.tables import (
-    TRANSACTION_BLOCK_SCHEMA,
-    TableSchema,
-    build_table_schema,
-)
+from pgcdc_events.events.tables import TableSchema, build_table_schema
 from pgcdc_events.events.transactions import ChangeBuffer, MemoryBudget, TransactionContext
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.protocol.lsn import Lsn, pg_timestamp_to_unix_us
@@ -470,10 +472,10 @@ class EventDecoder:
                 return self._update(table, message, lsn)
             return self._delete(table, message, lsn)  # type: ignore[arg-type]
         except ConversionError as error:
-            return self._event_failed(error, table, lsn)
+            return self.event_failed(error, table, lsn)
 
-    def _event_failed(self, error: ConversionError, table: TableSchema, lsn: int
-                      ) -> list[ChangeRecord]:
+    def event_failed(self, error: ConversionError, table: TableSchema, lsn: int
+                     ) -> list[ChangeRecord]:
         """``event.processing.failure.handling.mode``: raise, or skip the change (counted)."""
         mode = self.config.event_processing_failure_handling_mode
         if mode == "fail":
@@ -502,7 +504,7 @@ class EventDecoder:
             self.metrics.events_filtered += 1
             return []
         key, after = table.structs(message.new, None)
-        return [self._record(table, "c", None, after, key, lsn)]
+        return [self.record(table, "c", None, after, key, lsn)]
 
     def _update(self, table: TableSchema, message: Update, lsn: int) -> list[ChangeRecord]:
         old = message.old
@@ -517,7 +519,7 @@ class EventDecoder:
         if self.config.skip_messages_without_change and before is not None and before == after:
             self.metrics.events_filtered += 1
             return []
-        return [self._record(table, "u", before, after, key, lsn)]
+        return [self.record(table, "u", before, after, key, lsn)]
 
     def _key_change(self, table: TableSchema, before: Struct, after: Struct, old_key: Struct,
                     key: Struct, lsn: int) -> list[ChangeRecord]:
@@ -529,14 +531,14 @@ class EventDecoder:
         if "d" in skipped:
             self.metrics.events_filtered += 1
         else:
-            out.append(self._record(table, "d", before, None, old_key, lsn, new_key))
+            out.append(self.record(table, "d", before, None, old_key, lsn, new_key))
             if self.config.tombstones_on_delete:
                 out.append(self._tombstone(table, old_key, lsn, new_key))
         if "c" in skipped:
             self.metrics.events_filtered += 1
         else:
             old_key_header = (Header("__debezium.oldkey", table.key_schema, old_key),)
-            out.append(self._record(table, "c", None, after, key, lsn, old_key_header))
+            out.append(self.record(table, "c", None, after, key, lsn, old_key_header))
         return out
 
     def _delete(self, table: TableSchema, message: Delete, lsn: int) -> list[ChangeRecord]:
@@ -544,20 +546,23 @@ class EventDecoder:
             self.metrics.events_filtered += 1
             return []
         key, before = table.structs(message.old, None)
-        out = [self._record(table, "d", before, None, key, lsn)]
+        out = [self.record(table, "d", before, None, key, lsn)]
         if self.config.tombstones_on_delete:
             out.append(self._tombstone(table, key, lsn))
         return out
 
     def _tombstone(self, table: TableSchema, key: Struct | None, lsn: int,
                    extra: tuple[Header, ...] = ()) -> ChangeRecord:
-        return ChangeRecord(table.topic, table.key_schema, key, table.envelope_schema, None,
-                            extra + self._headers, lsn, "tombstone")
+        return tombstone(table, key, extra + self._headers, lsn)
 
-    def _record(self, table: TableSchema, op: str, before: Struct | None, after: Struct | None,
-                key: Struct | None, lsn: int, extra: tuple[Header, ...] = ()) -> ChangeRecord:
-        # The structs are built as make_struct builds them, spelled out: this runs for every
-        # change event.
+    def record(self, table: TableSchema, op: str, before: Struct | None, after: Struct | None,
+               key: Struct | None, lsn: int, extra: tuple[Header, ...] = ()) -> ChangeRecord:
+        """The record of a change to ``table`` at ``lsn`` in the transaction being decoded
+        (or outside any, for a change with no Begin): its envelope (:mod:`.envelope`) with
+        the ``source`` and ``transaction`` blocks the decoder's state gives; ``extra``
+        headers come before the context headers."""
+        # the source fields a transaction's changes to one table share are built once:
+        # this runs for every change event
         txn = self._txn
         config = self.config
         block = None
@@ -584,15 +589,13 @@ class EventDecoder:
             self._sequence_for = last
             self._sequence_head = sequence_head(last)
         source = from_shared(shared, None, f'{self._sequence_head}{lsn_text}"]', lsn)
-        now = self.clock()
-        value = _new(Struct)
-        _set_schema(value, table.envelope_schema)
-        _set_values(value, (before, after, source, block, op, now // 1_000_000, now // 1000, now))
+        value = envelope_value(table.envelope_schema, before, after, source, block, op,
+                               self.clock())
         metrics = self.metrics
         metrics.events_seen += 1
         metrics.last_event_commit_us = shared[5]  # the commit time, µs (shared_fields)
-        return make_record(table.topic, table.key_schema, key, table.envelope_schema, value,
-                           extra + self._headers if extra else self._headers, lsn, "change")
+        return change_record(table, key, value,
+                             extra + self._headers if extra else self._headers, lsn)
 
     def _truncate(self, pending: _Pending, lsn: int) -> list[ChangeRecord]:
         out = []

@@ -18,9 +18,9 @@ import attrs
 
 from pgcdc_events.errors import ConversionError
 from pgcdc_events.events.config import EventConfig
+from pgcdc_events.events.envelope import TRANSACTION_BLOCK_SCHEMA, envelope_schema
 from pgcdc_events.events.masking import column_transform
 from pgcdc_events.events.naming import adjuster, topic_name
-from pgcdc_events.events.source import SOURCE_SCHEMA
 from pgcdc_events.protocol.messages import (
     KIND_BINARY,
     KIND_NULL,
@@ -45,15 +45,6 @@ from pgcdc_events.types.text import utf8
 
 __all__ = ["TRANSACTION_BLOCK_SCHEMA", "ColumnPlan", "TableSchema", "build_table_schema"]
 
-#: The ``transaction`` block of data events (``event.block`` version 1).
-TRANSACTION_BLOCK_SCHEMA: Final = struct_schema(
-    "event.block",
-    [("id", Schema("string")), ("total_order", Schema("int64")),
-     ("data_collection_order", Schema("int64"))],
-    optional=True,
-    version=1,
-)
-_OPT_INT64 = Schema("int64", optional=True)
 
 
 @attrs.frozen
@@ -335,13 +326,7 @@ def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConf
     value_schema = Schema("struct", optional=True, name=f"{base}.Value",
                           fields=tuple(Field(plans[i].name, n, plans[i].mapping.schema)
                                        for n, i in enumerate(in_value)))
-    envelope = struct_schema(
-        f"{base}.Envelope",
-        [("before", value_schema), ("after", value_schema), ("source", SOURCE_SCHEMA),
-         ("transaction", TRANSACTION_BLOCK_SCHEMA), ("op", Schema("string")),
-         ("ts_ms", _OPT_INT64), ("ts_us", _OPT_INT64), ("ts_ns", _OPT_INT64)],
-        version=2,
-    )
+    envelope = envelope_schema(f"{base}.Envelope", value_schema)
     value_positions = None if len(in_value) == len(plans) else tuple(in_value)
     table = TableSchema(relation, topic, tuple(plans), key_positions, value_positions, key_schema,
                         value_schema, envelope)

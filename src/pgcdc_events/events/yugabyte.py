@@ -250,7 +250,7 @@ class YugabyteEventDecoder(EventDecoder):
                 return self._yb_update(yb, message, lsn)
             return self._yb_delete(yb, message, lsn)  # type: ignore[arg-type]
         except ConversionError as error:
-            return self._event_failed(error, table, lsn)
+            return self.event_failed(error, table, lsn)
 
     def _yb_insert(self, yb: YugabyteTable, message: Insert, lsn: int) -> list[ChangeRecord]:
         if "c" in self.config.skipped_operations:

@@ -41,6 +41,7 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events.chunks import ChunkDecoder, ChunkError
 from pgcdc_events.events.decoder import EventDecoder
+from pgcdc_events.events.envelope import change_record, envelope_value, tombstone
 from pgcdc_events.events.records import ChangeRecord, Header
 from pgcdc_events.events.source import SOURCE_SCHEMA, sequence, source_struct
 from pgcdc_events.events.tables import ColumnPlan, TableSchema
@@ -342,16 +343,14 @@ class ColumnarRun:
             if table.key_schema is not None:
                 key = Struct(table.key_schema, tuple(row["key"][n] for n in key_fields))
             if row["kind"] == "tombstone":
-                out.append(ChangeRecord(table.topic, table.key_schema, key,
-                                        table.envelope_schema, None, self.headers, row["lsn"],
-                                        "tombstone"))
+                out.append(tombstone(table, key, self.headers, row["lsn"]))
                 continue
             source = Struct(SOURCE_SCHEMA, tuple(row["source"][n] for n in source_fields))
-            envelope = Struct(table.envelope_schema, (
-                value(row["before"]), value(row["after"]), source, None, row["op"],
-                row["ts_ms"], row["ts_us"], row["ts_ns"]))
-            out.append(ChangeRecord(table.topic, table.key_schema, key, table.envelope_schema,
-                                    envelope, self.headers, row["lsn"]))
+            # one processing time for the run: ts_ms and ts_us are ts_ns's
+            envelope = envelope_value(table.envelope_schema, value(row["before"]),
+                                      value(row["after"]), source, None, row["op"],
+                                      row["ts_ns"])
+            out.append(change_record(table, key, envelope, self.headers, row["lsn"]))
         return out
 
 
