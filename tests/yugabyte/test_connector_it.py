@@ -14,6 +14,7 @@ PRIMARY KEY(pk)); s2.a (pk SERIAL, aa integer, bb varchar(20), PRIMARY KEY(pk));
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -397,3 +398,34 @@ def test_should_close_tx_after_type_query(pg_conn: Any) -> None:
     assert record.topic == "test_server.s1.b"
     _check(record, "c", "pk", 1)
     assert _after(record, "aa") == "0-393-04002-X"
+
+
+def _sequence(record: ChangeRecord) -> list[int]:
+    """PostgresConnectorIT.getSequence: ``source.sequence`` read as a JSON array of longs
+    (``mapper.readValue(stringSequence, Long[].class)``; the strings are numbers)."""
+    values = json.loads(record.value["source"]["sequence"])  # type: ignore[index]
+    assert isinstance(values, list)
+    return [int(v) for v in values]
+
+
+def test_should_have_last_commit_lsn(pg_conn: Any) -> None:
+    """shouldHaveLastCommitLsn (provide.transaction.metadata=true, snapshot.mode=never):
+    SETUP_TABLES_STMT, then INSERT_STMT three times -- 12 records (BEGIN, s1.a, s2.a, END per
+    transaction); records 5 and 6 (the second transaction's changes) share the sequence's
+    first element (the last commit LSN), as do 9 and 10; the second's LSN is below the
+    third's; and 5 and 6 have different sequences (DBZ-3801)."""
+    _create(pg_conn)
+    capturer = Capturer(pg_conn)
+    for _ in range(3):
+        _statements(pg_conn, INSERT_STMT)
+    records = decode_yb(as_yboutput(capturer.changes()),
+                        **{"provide.transaction.metadata": "true"})
+    assert len(records) == 4 * 3
+    assert [r.topic for r in records[4:8]] == [
+        "test_server.transaction", "test_server.s1.a", "test_server.s2.a",
+        "test_server.transaction"]
+    second, third = _sequence(records[5]), _sequence(records[9])
+    assert len(second) == 2 and second[0] == _sequence(records[6])[0]
+    assert len(third) == 2 and third[0] == _sequence(records[10])[0]
+    assert second[1] < third[1]
+    assert _sequence(records[5]) != _sequence(records[6])

@@ -313,7 +313,10 @@ def test_source_block() -> None:
     """Source rules, no YugabyteDB test of their values: the fields of
     PostgresSourceInfoStructMaker (Debezium 2.5 common fields, schema, table, txId, lsn,
     xmin) and the origin pair of YBRecordsStreamProducerIT's origin tests; ``sequence`` as
-    SourceInfo.sequence() writes it ("<last commit LSN>,<LSN>", "null" before any commit)."""
+    SourceInfo.sequence() writes it on the shipping branch (yugabyte/debezium
+    ybdb-debezium-2.5.2 at 52515b4ac: ``MAPPER.writeValueAsString`` of the last commit LSN and
+    the LSN as strings, ``null`` before any commit; PostgresConnectorIT.getSequence reads it
+    back as a JSON array of longs)."""
     records = decode({"database.dbname": "yugabyte"}, [
         (relation(S2, "s2", "a", "c", S2_A), 1),
         *transaction(700, 10, Insert(S2, text("1", "22", "x"))),
@@ -328,10 +331,10 @@ def test_source_block() -> None:
     assert (source["connector"], source["name"], source["db"], source["schema"],
             source["table"], source["txId"], source["lsn"]) == (
         "postgresql", "test_server", "yugabyte", "s2", "a", 700, 11)
-    assert source["sequence"] == "null,11"
+    assert source["sequence"] == '[null,"11"]'
     # the last commit LSN is the first transaction's end LSN (transaction(): Commit at
     # 10 + 1 change + 1 = 12, end LSN 13), as for PostgreSQL records
-    assert second.value["source"]["sequence"] == "13,21"  # type: ignore[index]
+    assert second.value["source"]["sequence"] == '["13","21"]'  # type: ignore[index]
     envelope = [f.name for f in first.value_schema.fields]  # type: ignore[union-attr]
     assert envelope == ["before", "after", "source", "op", "ts_ms", "transaction"]
 

@@ -29,8 +29,8 @@ What changes, each rule with its source in yugabyte/debezium
   delete + create pair of upstream Debezium.
 * **The source block** is Debezium 2.5's (the common fields, then ``schema``, ``table``,
   ``txId``, ``lsn``, ``xmin``; no ``ts_us``, ``ts_ns``) with the replication origin
-  (``origin``, ``origin_lsn``) the connector's tests expect; ``sequence`` is
-  ``"<last commit LSN>,<LSN>"`` (``SourceInfo.sequence()``), not upstream's JSON array. The
+  (``origin``, ``origin_lsn``) the connector's tests expect; ``sequence`` is the JSON
+  array ``["<last commit LSN>","<LSN>"]`` (``SourceInfo.sequence()``), as upstream's. The
   envelope is Debezium 2.5's (``before``, ``after``, ``source``, ``op``, ``ts_ms``,
   ``transaction``).
 * **Tables without a primary key are refused** (the connector's documentation: "CDC is
@@ -60,7 +60,7 @@ from pgcdc_events.errors import ConfigurationError, ConversionError
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.decoder import EventDecoder
 from pgcdc_events.events.records import ChangeRecord, Header
-from pgcdc_events.events.source import SOURCE_SCHEMA
+from pgcdc_events.events.source import SOURCE_SCHEMA, sequence
 from pgcdc_events.events.tables import TRANSACTION_BLOCK_SCHEMA, TableSchema
 from pgcdc_events.protocol.lsn import Lsn
 from pgcdc_events.protocol.messages import (
@@ -106,11 +106,11 @@ YB_SOURCE_SCHEMA: Final = attrs.evolve(SOURCE_SCHEMA, fields=tuple(
 
 
 def yb_sequence(last_commit_lsn: int | None, lsn: int) -> str:
-    """``source.sequence`` as the YugabyteDB connector writes it: ``"<last commit>,<lsn>"``,
-    ``null`` for an unknown one (yugabyte/debezium .../postgresql/SourceInfo.java,
-    ``sequence()``: ``return lastCommitLsn + "," + lsn;``, the JSON array of upstream
-    Debezium commented out)."""
-    return f"{last_commit_lsn},{lsn}" if last_commit_lsn is not None else f"null,{lsn}"
+    """``source.sequence`` as the YugabyteDB connector writes it: the JSON array of the last
+    commit LSN and the event's LSN, as strings, ``null`` for an unknown one (yugabyte/debezium
+    at ``ybdb-debezium-2.5.2`` 52515b4ac, .../postgresql/SourceInfo.java, ``sequence()``:
+    ``MAPPER.writeValueAsString(sequence)``), the same form as the PostgreSQL connector's."""
+    return sequence(last_commit_lsn, lsn)
 
 
 def cell_schema(name: str, value: Schema) -> Schema:
