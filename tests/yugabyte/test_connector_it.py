@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from pgcdc_events.errors import ConfigurationError
+from pgcdc_events.events import EventConfig
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.protocol import Delete, Insert
 from pgcdc_events.types.catalog import fetch_catalog
@@ -429,3 +431,27 @@ def test_should_have_last_commit_lsn(pg_conn: Any) -> None:
     assert len(third) == 2 and third[0] == _sequence(records[10])[0]
     assert second[1] < third[1]
     assert _sequence(records[5]) != _sequence(records[6])
+
+
+def test_should_throw_error_if_decimal_handling_mode_precise_is_used() -> None:
+    """shouldThrowErrorIfDecimalHandlingModePreciseIsUsed (decimal.handling.mode=PRECISE): the
+    connector does not start, its error contains "Decimal handling mode PRECISE is
+    unsupported, please use DOUBLE or STRING" (PostgresConnectorConfig.getDecimalMode(),
+    commit e4746baa2) -- here a ConfigurationError from the configuration, in any case; and
+    the other modes start, double being the default (DECIMAL_HANDLING_MODE)."""
+    for mode in ("PRECISE", "precise", " Precise "):
+        with pytest.raises(ConfigurationError) as error:
+            EventConfig.from_properties({"topic.prefix": "test_server",
+                                         "plugin.name": "yboutput",
+                                         "decimal.handling.mode": mode})
+        message = str(error.value)
+        assert "Decimal handling mode PRECISE is unsupported, please use DOUBLE or STRING" \
+            in message and "\n" not in message
+    for props, mode in (({}, "double"), ({"decimal.handling.mode": "string"}, "string"),
+                        ({"decimal.handling.mode": "double"}, "double")):
+        config = EventConfig.from_properties({"topic.prefix": "test_server",
+                                              "plugin.name": "yboutput", **props})
+        assert config.types.decimal_handling_mode == mode
+    # the PostgreSQL connector's rules are unchanged under pgoutput
+    assert EventConfig.from_properties({"topic.prefix": "t"}).types.decimal_handling_mode \
+        == "precise"

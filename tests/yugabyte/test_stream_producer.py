@@ -261,7 +261,11 @@ def test_should_receive_changes_for_type_constraints(pg_conn: Any) -> None:
     """shouldReceiveChangesForTypeConstraints, as far as it goes on YugabyteDB ("YB Note:
     Altering column for table part of CDC replication is not allowed": it returns there):
     ADD COLUMN num_val NUMERIC(5,2); REPLICA IDENTITY FULL; UPDATE test_table SET num_val =
-    123.45 WHERE pk = 1 -- before num_val null, after Decimal 123.45."""
+    123.45 WHERE pk = 1 -- before num_val null, after 123.45. The test expects a BigDecimal,
+    which the connector's default at the shipping commit cannot give: decimal.handling.mode
+    defaults to double there and precise is refused (PostgresConnectorConfig
+    .DECIMAL_HANDLING_MODE, getDecimalMode(), commit e4746baa2); the source is followed, and
+    the value is the double 123.45 (docs/yugabytedb.md says so)."""
     capturer = _setup(pg_conn)
     pg_conn.run("ALTER TABLE test_table ADD COLUMN num_val NUMERIC(5,2)")
     pg_conn.run("ALTER TABLE test_table REPLICA IDENTITY FULL")
@@ -271,7 +275,7 @@ def test_should_receive_changes_for_type_constraints(pg_conn: Any) -> None:
     (record,) = decode_yb(as_yboutput(capturer.changes(), [{"num_val"}]), catalog)
     _check(record, "u", "pk", 1)
     _values(record, "before", {"num_val": None})
-    _values(record, "after", {"num_val": Decimal("123.45")})
+    _values(record, "after", {"num_val": 123.45})
 
 
 @pytest.mark.parametrize("defaults", [False, True], ids=["NullDefaults", "Defaults"])
