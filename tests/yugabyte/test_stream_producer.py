@@ -56,7 +56,9 @@ def _check(record: ChangeRecord, op: str, key: str, value: int) -> None:
         assert record.value is None
         return
     assert record.value is not None and record.value["op"] == op
-    if op == "d":
+    if op == "c":  # VerifyRecord.isValidInsert: after not null, before null
+        assert record.value["before"] is None and record.value["after"] is not None
+    elif op == "d":
         assert record.value["before"] is not None and record.value["after"] is None
     else:
         assert record.value["after"] is not None
@@ -205,12 +207,15 @@ def test_verify_operations_for_table_with_mixed_columns_yb_output(pg_conn: Any) 
 def _values(record: ChangeRecord, part: str, expected: dict[str, Any]) -> None:
     """assertRecordSchemaAndValues under yboutput (AbstractRecordsProducerTest
     .SchemaAndValueField.assertFor: "YB Note: Not asserting for schema"): each field's
-    ``getStruct(field).get("value")``; an expected null also accepts a null cell."""
+    ``content.getStruct(fieldName).get("value")``, which needs a cell -- a missing (null) cell
+    fails there even when the expected value is null, so a sent NULL must be a cell whose
+    value is null."""
     content = record.value[part]  # type: ignore[index]
-    assert content is not None
+    assert content is not None, f"expected there to be content in Envelope under {part}"
     for name, want in expected.items():
         cell = content[name]
-        actual = None if cell is None else cell["value"]
+        assert cell is not None, f"{part}.{name}: no cell (not sent), where a value is expected"
+        actual = cell["value"]
         assert actual == want, name
         if want is not None:
             assert type(actual) is type(want), name  # "Incorrect value type"
