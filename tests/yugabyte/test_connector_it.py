@@ -1,5 +1,8 @@
-"""YugabyteDBConnectorIT (yugabyte/debezium, debezium-connector-postgres/src/test/java/io/
-debezium/connector/postgresql/YugabyteDBConnectorIT.java), the tests that apply to a decoder,
+"""PostgresConnectorIT of the connector YugabyteDB ships (yugabyte/debezium, branch
+ybdb-debezium-2.5.2 at commit 52515b4ac54322b14c0d39c56a74e8aef530c61e,
+debezium-connector-postgres/src/test/java/io/debezium/connector/postgresql/
+PostgresConnectorIT.java; side branches name the class YugabyteDBConnectorIT), the tests that
+apply to a decoder,
 on real PostgreSQL bytes made yboutput (support.yboutput.as_yboutput): the test's own
 statements run on PostgreSQL 15, the Relation says CHANGE (YugabyteDB's default) and an
 UPDATE sends the key and its SET columns only. Where a test also takes a snapshot, restarts
@@ -20,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from pgcdc_events.errors import ConfigurationError
-from pgcdc_events.events import EventConfig
+from pgcdc_events.errors import ConfigurationError, PgCdcError
+from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.protocol import Delete, Insert
 from pgcdc_events.types.catalog import fetch_catalog
@@ -455,3 +458,109 @@ def test_should_throw_error_if_decimal_handling_mode_precise_is_used() -> None:
     # the PostgreSQL connector's rules are unchanged under pgoutput
     assert EventConfig.from_properties({"topic.prefix": "t"}).types.decimal_handling_mode \
         == "precise"
+
+
+def _field(record: ChangeRecord, path: str) -> Any:
+    """VerifyRecord.assertValueField's walk: ``Struct.get`` per step, failing where a step
+    is not a struct (a missing cell on the way to its ``value``)."""
+    node: Any = record.value
+    for part in path.split("/"):
+        assert node is not None, f"{path}: expected a Struct before {part!r}, got null"
+        node = node[part]
+    return node
+
+
+def test_table_with_composite_primary_key(pg_conn: Any) -> None:
+    """testTableWithCompositePrimaryKey (table.include.list=s1.test_composite_pk): PRIMARY
+    KEY(id, text_col); INSERT (1, 'ffff-ffff', 'Vaibhav', 25); UPDATE first_name='Vaibhav K';
+    DELETE -- four records: the insert's every column, the update's key and first_name
+    with ``after/age`` null (not sent under CHANGE), the delete's key with first_name and
+    age cells whose value is null and no after, and the tombstone."""
+    _create(pg_conn, setup=False)
+    pg_conn.run("CREATE TABLE s1.test_composite_pk (id INT, text_col TEXT, first_name "
+                "VARCHAR(60), age INT, PRIMARY KEY(id, text_col))")
+    capturer = Capturer(pg_conn)
+    pg_conn.run("INSERT INTO s1.test_composite_pk VALUES (1, 'ffff-ffff', 'Vaibhav', 25)")
+    pg_conn.run("UPDATE s1.test_composite_pk SET first_name='Vaibhav K' WHERE id = 1 AND "
+                "text_col='ffff-ffff'")
+    pg_conn.run("DELETE FROM s1.test_composite_pk")
+    records = decode_yb(as_yboutput(capturer.changes(), [{"first_name"}]),
+                        **{"table.include.list": "s1.test_composite_pk"})
+    assert len(records) == 4
+    insert, update, delete, tombstone = records
+    for path, want in (("after/id/value", 1), ("after/text_col/value", "ffff-ffff"),
+                       ("after/first_name/value", "Vaibhav"), ("after/age/value", 25)):
+        assert _field(insert, path) == want, path
+    for path, want in (("after/id/value", 1), ("after/text_col/value", "ffff-ffff"),
+                       ("after/first_name/value", "Vaibhav K"), ("after/age", None)):
+        assert _field(update, path) == want, path
+    for path, want in (("before/id/value", 1), ("before/text_col/value", "ffff-ffff"),
+                       ("before/first_name/value", None), ("before/age/value", None),
+                       ("after", None)):
+        assert _field(delete, path) == want, path
+    assert tombstone.kind == "tombstone" and tombstone.value is None  # assertTombstone
+
+
+@pytest.mark.parametrize("identity", ["CHANGE", "FULL", "DEFAULT"])
+def test_stream_columns_with_not_null_constraints(pg_conn: Any, identity: str) -> None:
+    """streamColumnsWithNotNullConstraintsForReplicaIdentity{Change,Full,Default}
+    (testStreamColumnsWithNotNullConstraints, table.include.list=s1.test_table): (id INT
+    PRIMARY KEY, name TEXT NOT NULL, age INT), REPLICA IDENTITY altered unless CHANGE;
+    INSERT (1, 'Vaibhav', 25); UPDATE age = 30 -- an insert and an update, whose
+    ``after/name`` is null under CHANGE (not sent) and "Vaibhav" otherwise."""
+    _create(pg_conn, setup=False)
+    pg_conn.run("CREATE TABLE s1.test_table (id INT PRIMARY KEY, name TEXT NOT NULL, age INT)")
+    if identity != "CHANGE":
+        pg_conn.run(f"ALTER TABLE s1.test_table REPLICA IDENTITY {identity}")
+    cat = fetch_catalog(pg_conn)
+    capturer = Capturer(pg_conn)
+    pg_conn.run("INSERT INTO s1.test_table VALUES (1, 'Vaibhav', 25)")
+    pg_conn.run("UPDATE s1.test_table SET age = 30 WHERE id = 1")
+    stream = as_yboutput(capturer.changes(), [{"age"}], catalog=cat,
+                         default_is_change=identity == "CHANGE")
+    records = decode_yb(stream, cat, **{"table.include.list": "s1.test_table"})
+    assert len(records) == 2
+    insert, update = records
+    _check(insert, "c", "id", 1)
+    _check(update, "u", "id", 1)
+    if identity == "CHANGE":
+        assert _field(update, "after/name") is None
+    else:
+        assert _field(update, "after/name/value") == "Vaibhav"
+
+
+def test_foreign_key_on_the_table_should_not_cause_issues(pg_conn: Any) -> None:
+    """foreignKeyOnTheTableShouldNotCauseIssues (table.include.list=s1.users): s1.users
+    references s1.department; INSERT a department, then INSERT INTO s1.users VALUES (1,
+    'Vaibhav', 11) -- one record, the insert of id 1 with name and dept_id."""
+    _create(pg_conn, setup=False)
+    pg_conn.run("CREATE TABLE s1.department (dept_id INT PRIMARY KEY, dept_name TEXT)")
+    pg_conn.run("CREATE TABLE s1.users (id SERIAL PRIMARY KEY, name TEXT, dept_id INT, "
+                "FOREIGN KEY (dept_id) REFERENCES s1.department(dept_id))")
+    capturer = Capturer(pg_conn)
+    pg_conn.run("INSERT INTO s1.department VALUES (11, 'Industrial equipments')")
+    pg_conn.run("INSERT INTO s1.users VALUES (1, 'Vaibhav', 11)")
+    (record,) = decode_yb(as_yboutput(capturer.changes()),
+                          **{"table.include.list": "s1.users"})
+    _check(record, "c", "id", 1)
+    for path, want in (("after/id/value", 1), ("after/name/value", "Vaibhav"),
+                       ("after/dept_id/value", 11)):
+        assert _field(record, path) == want, path
+
+
+def test_should_not_work_with_replica_identity_change_and_pg_output(pg_conn: Any) -> None:
+    """shouldNotWorkWithReplicaIdentityChangeAndPgOutput (plugin.name=pgoutput,
+    table.include.list=s2.a, s2.a of YugabyteDB's default identity CHANGE): the connector
+    does not start. Here the first message that says CHANGE stops the pgoutput decoder with
+    a one-line error naming its offset, nothing decoded from it."""
+    _create(pg_conn)
+    capturer = Capturer(pg_conn)
+    _statements(pg_conn, INSERT_STMT)
+    decoder = EventDecoder(EventConfig.from_properties(
+        {"topic.prefix": "test_server", "table.include.list": "s2.a"}))
+    stream = as_yboutput(capturer.changes())
+    with pytest.raises(PgCdcError) as error:
+        for data, lsn in stream:
+            decoder.feed(data, lsn)
+    message = str(error.value)
+    assert "\n" not in message and "offset" in message, message
