@@ -21,9 +21,11 @@ from typing import Any
 
 import pytest
 
+from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.events.records import ChangeRecord
-from pgcdc_events.protocol import CaptureRow, Delete, Insert
+from pgcdc_events.events.yugabyte import YugabyteEventDecoder
+from pgcdc_events.protocol import CaptureRow, Delete, Insert, Update, parse_message
 from pgcdc_events.types.catalog import fetch_catalog
 from support.capture import Capturer
 from support.yboutput import INT4, as_yboutput, decode, decode_yb, relation, text, transaction
@@ -692,7 +694,8 @@ def test_should_refresh_schema_on_unchanged_toasted_data_when_schema_changed(
 def test_should_handle_toasted_hstore_in_hstore_map_mode(pg_conn: Any) -> None:
     """shouldHandleToastedHstoreInHstoreMapMode (hstore.handling.mode=map, CHANGE): INSERT
     (10, 'a=>' + 100000 characters) -- after col {a: the value}; UPDATE text = 'text' --
-    the columns id, text, col, after text "text" ("YB Note: Value for 'col' will not be
+    the task's table columns (``schema().tableFor(...).retrieveColumnNames()``, here the
+    decoder's table schema when it emits that record) id, text, col, after text "text" ("YB Note: Value for 'col' will not be
     present since replica identity is CHANGE"); UPDATE col = col || 'a=>"123456"' -- after
     col {a: "123456"}."""
     pg_conn.run("CREATE EXTENSION IF NOT EXISTS hstore SCHEMA public")
@@ -703,10 +706,24 @@ def test_should_handle_toasted_hstore_in_hstore_map_mode(pg_conn: Any) -> None:
     pg_conn.run(f"INSERT INTO test_toast_table (id, col) values (10, 'a=>{toasted}')")
     pg_conn.run("UPDATE test_toast_table SET text = 'text'")
     pg_conn.run("UPDATE test_toast_table SET col = col || 'a=>\"123456\"'::hstore")
-    insert, first, second = decode_yb(as_yboutput(capturer.changes(), [{"text"}, {"col"}]),
-                                      catalog, **{"hstore.handling.mode": "map"})
+    decoder = YugabyteEventDecoder(EventConfig.from_properties(
+        {"topic.prefix": "test_server", "plugin.name": "yboutput",
+         "hstore.handling.mode": "map"}), catalog=catalog)
+    records: list[ChangeRecord] = []
+    task_columns: list[str] = []
+    for data, lsn in as_yboutput(capturer.changes(), [{"text"}, {"col"}]):
+        message = parse_message(data, yboutput=True)
+        records += decoder.feed(data, lsn)
+        if len(records) == 2 and not task_columns:  # consumer.process of the first update
+            assert isinstance(message, Update)
+            table = decoder.table(message.relation_id)
+            assert table is not None
+            task_columns = [column.name for column in table.columns]
+    insert, first, second = records
     _values(insert, "after", {"col": {"a": toasted}})
-    assert _after_fields(first) == ["id", "text", "col"]
+    # the task's schema: tableFor("public.test_toast_table").retrieveColumnNames()
+    assert task_columns == ["id", "text", "col"]
+    _check(first, "u", "id", 10)
     _values(first, "after", {"text": "text"})
     _values(second, "after", {"col": {"a": "123456"}})
 
@@ -952,15 +969,20 @@ def test_should_resolve_pk_with_replica_identity(pg_conn: Any, identity: str) ->
 @pytest.mark.parametrize("identity", ["DEFAULT", "FULL", "CHANGE"])
 def test_should_resolve_pk_after_table_drop(pg_conn: Any, identity: str) -> None:
     """YBHandleRelationMessageIT.shouldResolvePkAfterTableDropWithReplicaIdentity{Default,
-    Full,Change}: a baseline INSERT (a valid insert with a key); the connector stopped; five
-    INSERTs; the table dropped from the publication, then dropped; the connector restarted
-    -- the five pending records each have a key whose schema has fields and are valid
-    inserts. The restart is a fresh decoder. Under DEFAULT and CHANGE it keys on the
-    Relation's flags, no catalog needed. Under FULL the connector asks the live database
-    (PgOutputMessageDecoder.handleRelationMessage, queryPrimaryKeysFromDatabase), which has
-    lost the table, and falls back to the key of the schema it knows (isColumnInPrimaryKey);
-    this library reads a catalog snapshot instead, taken when the capture starts (before the
-    drop): with it the key is the same. Without one a FULL table is refused (no key)."""
+    Full,Change} (a side-branch test, not on ybdb-debezium-2.5.2): a baseline INSERT (a
+    valid insert with a key); the connector stopped; five INSERTs; the table dropped from
+    the publication, then dropped; the connector restarted -- the five pending records.
+
+    The restart is a fresh decoder, whose catalog is read from the live database at the
+    restart, after the drop, as the connector's out-of-band query is
+    (PgOutputMessageDecoder.handleRelationMessage, ``connection.readPrimaryKeyNames``): the
+    table is gone from it. Under DEFAULT and CHANGE this library keys on the Relation's
+    flags and the five records have the key, as the test expects. Under FULL every column
+    is flagged, the live database no longer knows the table, and a fresh decoder has no
+    earlier schema to fall back on (``isColumnInPrimaryKey``'s ``existingTable``): the key
+    cannot be resolved, so the table is refused, by name, rather than keyed on a guess --
+    the test's expectation cannot be met from the database; ``message.key.columns`` (the
+    connector's own way to name a key) gives it back."""
     capturer, catalog = _pk_test(pg_conn, identity)
     pg_conn.run("INSERT INTO pk_test (val) VALUES (100)")
     changes = as_yboutput(capturer.changes(), default_is_change=identity == "CHANGE")
@@ -971,8 +993,16 @@ def test_should_resolve_pk_after_table_drop(pg_conn: Any, identity: str) -> None
                                   for i in range(5)))
     pg_conn.run("ALTER PUBLICATION pub DROP TABLE pk_test")
     pg_conn.run("DROP TABLE pk_test")
-    pending = decode_yb(as_yboutput(capturer.changes(), default_is_change=identity == "CHANGE"),
-                        catalog if identity == "FULL" else None)
+    live = fetch_catalog(pg_conn)  # at the restart: the table is gone
+    assert live.table("public", "pk_test") is None
+    stream = as_yboutput(capturer.changes(), default_is_change=identity == "CHANGE")
+    if identity == "FULL":
+        with pytest.raises(ConfigurationError, match=r'table "public"\."pk_test" has no '
+                                                     r"primary key.*REPLICA IDENTITY FULL"):
+            decode_yb(stream, live)
+        pending = decode_yb(stream, live, **{"message.key.columns": "public.pk_test:pk"})
+    else:
+        pending = decode_yb(stream, live)
     assert len(pending) == 5
     for n, record in enumerate(pending, 2):
         assert record.key is not None and record.key_schema.fields  # type: ignore[union-attr]
