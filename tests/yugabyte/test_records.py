@@ -365,8 +365,8 @@ def test_should_work_with_null_values() -> None:
 
 def test_source_block() -> None:
     """Source rules, no YugabyteDB test of their values: the fields of
-    PostgresSourceInfoStructMaker (Debezium 2.5 common fields, schema, table, txId, lsn,
-    xmin) and the origin pair of YBRecordsStreamProducerIT's origin tests; ``sequence`` as
+    PostgresSourceInfoStructMaker at the shipping commit (Debezium 2.5 common fields,
+    schema, table, txId, lsn, xmin; no origin fields); ``sequence`` as
     SourceInfo.sequence() writes it on the shipping branch (yugabyte/debezium
     ybdb-debezium-2.5.2 at 52515b4ac: ``MAPPER.writeValueAsString`` of the last commit LSN and
     the LSN as strings, ``null`` before any commit; PostgresConnectorIT.getSequence reads it
@@ -380,7 +380,7 @@ def test_source_block() -> None:
     source = first.value["source"]  # type: ignore[index]
     assert [f.name for f in source.schema.fields] == [
         "version", "connector", "name", "ts_ms", "snapshot", "db", "sequence", "schema", "table",
-        "txId", "lsn", "xmin", "origin", "origin_lsn"]
+        "txId", "lsn", "xmin"]
     assert source.schema.name == "io.debezium.connector.postgresql.Source"
     assert (source["connector"], source["name"], source["db"], source["schema"],
             source["table"], source["txId"], source["lsn"]) == (
