@@ -260,7 +260,7 @@ def test_tables_without_a_primary_key_are_refused_by_name() -> None:
 def test_the_yboutput_configuration() -> None:
     """plugin.name=yboutput selects this decoder; yb.consistent.snapshot (a YugabyteDB
     connector property, PostgresConnectorConfig.YB_CONSISTENT_SNAPSHOT) is accepted there
-    only; skipped.operations may leave t out (YugabyteDBConnectorIT
+    only; skipped.operations may leave t out (PostgresConnectorIT
     .shouldEmitNoEventsForSkippedCreateOperations runs with skipped.operations=u)."""
     cfg = EventConfig.from_properties({"topic.prefix": "p", "plugin.name": "yboutput",
                                        "yb.consistent.snapshot": "true"})

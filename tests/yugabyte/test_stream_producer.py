@@ -1,5 +1,6 @@
-"""More of YBRecordsStreamProducerIT (yugabyte/debezium, debezium-connector-postgres/src/
-test/java/io/debezium/connector/postgresql/YBRecordsStreamProducerIT.java), on real
+"""More of YBRecordsStreamProducerIT (yugabyte/debezium, branch ybdb-debezium-2.5.2 at commit
+52515b4ac54322b14c0d39c56a74e8aef530c61e, debezium-connector-postgres/src/test/java/io/
+debezium/connector/postgresql/YBRecordsStreamProducerIT.java), on real
 PostgreSQL bytes made yboutput (see test_all_types.as_yboutput): the test's statements run
 on PostgreSQL 15; the Relation says CHANGE (YugabyteDB's default) and an UPDATE sends the
 key and its SET columns only, as YugabyteDB does.
@@ -866,6 +867,9 @@ def test_should_stream_values_for_alias_like_base_types(pg_conn: Any) -> None:
 
 
 # -- YBHandleRelationMessageIT -----------------------------------------------------------------
+# Not on ybdb-debezium-2.5.2: a later side-branch test (as stored by the search index) of how
+# the key is resolved; the shipping PgOutputMessageDecoder.handleRelationMessage reads the key
+# from the database for every identity. These are rules of this library (docs/yugabytedb.md).
 
 def _pk_test(conn: Any, identity: str) -> tuple[Capturer, Any]:
     """pk_test (pk SERIAL PRIMARY KEY, val INTEGER) with the replica identity: CHANGE is

@@ -26,8 +26,8 @@ ships, ``ybdb-debezium-2.5.2``, at commit 52515b4ac54322b14c0d39c56a74e8aef530c6
   FULL it is the old row, which also fills unchanged TOAST values of the new one
   (``cachedOldToastedValues``).
 * **A primary-key UPDATE stays one ``u`` record** under the new key (``emitUpdateRecord``:
-  ``oldKey == null || connectorConfig.plugin().isYBOutput() || ...``), never the
-  delete + create pair of upstream Debezium.
+  ``YugabyteDBServer.isEnabled() || oldKey == null || ...``), never the delete + create
+  pair of upstream Debezium.
 * **The source block** is Debezium 2.5's (the common fields, then ``schema``, ``table``,
   ``txId``, ``lsn``, ``xmin``; no ``ts_us``, ``ts_ns``, no replication origin:
   ``PostgresSourceInfoStructMaker`` on ``ybdb-debezium-2.5.2``); ``sequence`` is the JSON
@@ -39,7 +39,7 @@ ships, ``ybdb-debezium-2.5.2``, at commit 52515b4ac54322b14c0d39c56a74e8aef530c6
 * **TRUNCATE is not supported** under yboutput
   (``PostgresConnectorConfig.LogicalDecoder.YBOUTPUT.supportsTruncate() == false``;
   YugabyteDB does not send it): ``skipped.operations`` may leave ``t`` out, as the
-  connector's own tests do (``YugabyteDBConnectorIT.shouldEmitNoEventsForSkippedCreateOperations``
+  connector's own tests do (``PostgresConnectorIT.shouldEmitNoEventsForSkippedCreateOperations``
   runs with ``skipped.operations=u``), but a Truncate message that reaches the decoder
   unskipped is refused with an error naming its LSN and tables.
 
