@@ -564,3 +564,80 @@ def test_should_not_work_with_replica_identity_change_and_pg_output(pg_conn: Any
             decoder.feed(data, lsn)
     message = str(error.value)
     assert "\n" not in message and "offset" in message, message
+
+
+# -- snapshot-only tests adapted to streaming -------------------------------------------------
+# Each reads the rows of its setup as a snapshot (``r`` records). This library takes no
+# snapshot under yboutput, so the same rows are inserted after the capture starts and the
+# test's assertions are made on their ``c`` records (isValidRead becomes isValidInsert);
+# what they check (keys, filters, masks, topic names, source.table) is the same.
+
+def test_should_rewrite_identity_key_streaming(pg_conn: Any) -> None:
+    """shouldRewriteIdentityKey, adapted to streaming (schema.include.list=s1,s2,
+    message.key.columns=(.*)1.a:pk,aa): SETUP_TABLES_STMT's inserts -- s1.a's key has pk
+    and aa, s2.a's key has pk and no aa field."""
+    _create(pg_conn, setup=False)
+    capturer = Capturer(pg_conn)
+    _statements(pg_conn, INSERT_STMT)
+    records = decode_yb(as_yboutput(capturer.changes()), **{
+        "schema.include.list": "s1,s2", "message.key.columns": "(.*)1.a:pk,aa"})
+    assert len(records) == 2
+    for record in _by_topic(records, "s1.a"):
+        assert record.key is not None
+        assert record.key["pk"] is not None and record.key["aa"] is not None
+    for record in _by_topic(records, "s2.a"):
+        assert record.key is not None and record.key["pk"] is not None
+        assert "aa" not in [f.name for f in record.key.schema.fields or ()]
+    assert _by_topic(records, "s1.a") and _by_topic(records, "s2.a")
+
+
+def test_should_take_column_include_list_filter_into_account_streaming(pg_conn: Any) -> None:
+    """shouldTakeColumnIncludeListFilterIntoAccount, adapted to streaming
+    (column.include.list=.+aa,.+cc, column.mask.with.5.chars=.+cc): s1.a gets bb integer and
+    cc char(12); INSERT INTO s1.a (aa, bb) VALUES (2, 2) -- its record has no bb field
+    (assertFieldAbsent) and ``after.cc.value`` is "*****"."""
+    _create(pg_conn)
+    pg_conn.run("ALTER TABLE s1.a ADD COLUMN bb integer")
+    pg_conn.run("ALTER TABLE s1.a ADD COLUMN cc char(12)")
+    capturer = Capturer(pg_conn)
+    pg_conn.run("INSERT INTO s1.a (aa, bb) VALUES (2, 2)")
+    records = _by_topic(decode_yb(as_yboutput(capturer.changes()), **{
+        "column.mask.with.5.chars": ".+cc", "column.include.list": ".+aa,.+cc"}), "s1.a")
+    assert len(records) == 1
+    for record in records:
+        after = record.value["after"]  # type: ignore[index]
+        assert "bb" not in [f.name for f in after.schema.fields or ()]
+        assert after["cc"]["value"] == "*****"
+
+
+def test_should_replace_invalid_topic_name_characters_streaming(pg_conn: Any) -> None:
+    """shouldReplaceInvalidTopicNameCharacters, adapted to streaming (schema.include.list=s1,
+    table.include.list=s1\\.dbz_878_some\\|test@data): CREATE TABLE
+    s1."dbz_878_some|test@data"; INSERT (aa) VALUES (123) -- one record, on topic
+    test_server.s1.dbz_878_some_test_data, pk 1, source.table "dbz_878_some|test@data"."""
+    _create(pg_conn)
+    pg_conn.run('CREATE TABLE s1."dbz_878_some|test@data" (pk SERIAL, aa integer, '
+                "PRIMARY KEY(pk))")
+    capturer = Capturer(pg_conn)
+    pg_conn.run('INSERT INTO s1."dbz_878_some|test@data" (aa) VALUES (123)')
+    records = decode_yb(as_yboutput(capturer.changes()), **{
+        "schema.include.list": "s1", "table.include.list": "s1\\.dbz_878_some\\|test@data"})
+    (record,) = _by_topic(records, "s1.dbz_878_some_test_data")
+    assert len(records) == 1
+    _check(record, "c", "pk", 1)
+    assert record.value["source"]["table"] == "dbz_878_some|test@data"  # type: ignore[index]
+
+
+def test_should_remove_white_space_chars_streaming(pg_conn: Any) -> None:
+    """shouldRemoveWhiteSpaceChars (and ...Old), adapted to streaming
+    (schema.include.list=s1, table.include.list="s1.a, s1.b"): CREATE TABLE s1.b; INSERT
+    INTO s1.b (aa) VALUES (123) -- one record of s1.b, pk 1, source.table "b"."""
+    _create(pg_conn)
+    pg_conn.run("CREATE TABLE s1.b (pk SERIAL, aa integer, PRIMARY KEY(pk))")
+    capturer = Capturer(pg_conn)
+    pg_conn.run("INSERT INTO s1.b (aa) VALUES (123)")
+    records = decode_yb(as_yboutput(capturer.changes()), **{
+        "schema.include.list": "s1", "table.include.list": "s1.a, s1.b"})
+    (record,) = _by_topic(records, "s1.b")
+    _check(record, "c", "pk", 1)
+    assert record.value["source"]["table"] == "b"  # type: ignore[index]
