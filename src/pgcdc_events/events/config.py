@@ -261,6 +261,24 @@ class JsonConverterConfig:
         return _json_config(props, role)
 
 
+def _yboutput_decimal_mode(props: Mapping[str, str]) -> Mapping[str, str]:
+    """``decimal.handling.mode`` under ``plugin.name=yboutput``: the YugabyteDB connector's
+    default is ``double`` and it refuses ``precise`` (yugabyte/debezium ybdb-debezium-2.5.2
+    at 52515b4ac, ``PostgresConnectorConfig.DECIMAL_HANDLING_MODE`` and ``getDecimalMode()``,
+    commit e4746baa2). Other plug-ins keep the PostgreSQL connector's rules."""
+    if str(props.get("plugin.name", "")).strip() != "yboutput":
+        return props
+    mode = props.get("decimal.handling.mode")
+    if mode is None:
+        return {**props, "decimal.handling.mode": "double"}
+    if str(mode).strip().lower() == "precise":
+        raise ConfigurationError(
+            "decimal.handling.mode=precise is unsupported with plugin.name=yboutput (the "
+            "YugabyteDB connector: \"Decimal handling mode PRECISE is unsupported, please use "
+            "DOUBLE or STRING\"); use double (the default) or string")
+    return props
+
+
 @attrs.frozen
 class EventConfig:
     """Everything that shapes the events, with Debezium's defaults.
@@ -373,7 +391,7 @@ class EventConfig:
                 values[prop.field] = value
             elif value:  # xmin.fetch.interval.ms: fetching xmin needs a database connection
                 not_applicable.append(prop.name)
-        values["types"] = TypeConfig.from_properties(props)
+        values["types"] = TypeConfig.from_properties(_yboutput_decimal_mode(props))
         values["json"] = JsonConverterConfig.from_properties(props)
         values["json_key"] = JsonConverterConfig.from_properties(props, "key")
         values["json_headers"] = JsonConverterConfig.from_properties(props, "header")
