@@ -265,3 +265,23 @@ def test_an_escaped_backslash_before_a_comma_still_splits() -> None:
     """RegExSplitter: a backslash escapes the next character, so ``\\\\,`` splits."""
     assert split_patterns("a\\\\,b") == ["a\\\\", "b"]
     assert _includes("a\\\\,b", "a\\") and _includes("a\\\\,b", "B")
+
+
+def test_debezium_selectors_schema_lists() -> None:
+    """debezium/debezium, debezium-core/src/test/java/io/debezium/relational/SelectorsTest.java,
+    shouldCreateFilterWithSchemaBlacklistAndNoTableFilter,
+    shouldCreateFilterWithSchemaWhitelistAndNoTableFilter and
+    shouldCreateFilterWithSchemaWhitelistAndTableWhitelist (the table list written as the
+    PostgreSQL connector matches it, ``schema.table``, where the test's ids carry a
+    database: ``db\\.sc1\\.A`` becomes ``sc1\\.A``)."""
+    excluded = config(**{"schema.exclude.list": "sc1,sc2"})
+    assert not excluded.includes_table("sc1", "A") and not excluded.includes_table("sc2", "A")
+    assert excluded.includes_table("sc3", "A") and excluded.includes_table("sc4", "A")
+    included = config(**{"schema.include.list": "sc1,sc2"})
+    assert included.includes_table("sc1", "A") and included.includes_table("sc2", "A")
+    assert not included.includes_table("sc3", "A") and not included.includes_table("sc4", "A")
+    both = config(**{"schema.include.list": "sc1,sc2", "table.include.list": "sc1\\.A,sc2\\.B"})
+    assert both.includes_table("sc1", "A") and both.includes_table("sc2", "B")
+    for schema, table in (("sc1", "B"), ("sc2", "A"), ("sc1", "C"), ("sc2", "D"),
+                          ("sc3", "A"), ("sc4", "B")):
+        assert not both.includes_table(schema, table)
