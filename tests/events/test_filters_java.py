@@ -135,6 +135,7 @@ def test_java_class_intersection_excludes_the_column() -> None:
     ("\\s", ["\x0b", " "], ["x"]),
     ("\\h", ["\xa0"], ["\n"]),
     ("\\p{Lower}", ["a", "A"], ["1"]),
+    ("\\P{Lower}", ["1"], ["a", "A"]),
     ("\\p{Alpha}", ["a"], ["é"]),
     ("\\Qa.b\\E", ["a.b"], ["axb"]),
     ("\\x{1F600}\\u00e9\\0101\\cA", ["😀éA\x01"], []),

@@ -50,7 +50,7 @@ public class JavaMatches {
 
 _LITERALS = ["a", "b", "i", "z", "A", "I", "0", "_", "-", "é", "\\.", "\\-", "\\x{41}", "\\t"]
 _ESCAPES = ["\\d", "\\w", "\\s", "\\D", "\\W", "\\S", "\\h", "\\p{Alpha}", "\\p{Lower}",
-            "\\p{Upper}", "\\P{Digit}", "."]
+            "\\p{Upper}", "\\P{Digit}", "\\P{Lower}", "."]
 _CLASS_ITEMS = ["a-z", "a", "i", "I", "0-9", "\\d", "\\w", "_", "-", "é", "A-F", "\\s"]
 _NAMES = "aAbBiIzZ0_-. \n\t\x0bé\u212a"
 

@@ -398,9 +398,9 @@ class _Parser:
         c = self.raw()
         if c in _REFUSED_ESCAPES:
             raise _RefusedError(_REFUSED_ESCAPES[c])
-        if c.isdigit() and c != "0":
+        if c in "123456789":
             raise _RefusedError(f"a backreference \\{c}")
-        if c in "AG":  # \\G, the end of the previous match: the start for matches()
+        if c in "AG":  # \G, the end of the previous match: the start for matches()
             return _Zero("\\A")
         if c == "z":
             return _Zero("\\z")
@@ -495,7 +495,8 @@ class _Parser:
             raise _RefusedError(f"the Unicode property {spelled} (only the POSIX classes "
                            "\\p{Alpha}, \\p{Digit}... are supported)")
         ranges = _POSIX[name]
-        return _complement(ranges) if negated else ranges
+        # \P{Lower} under CASE_INSENSITIVE: the complement of the folded set (no letter)
+        return _complement(_fold(ranges) if self.i else ranges) if negated else ranges
 
     # -- character classes ---------------------------------------------------------
     def char_class(self) -> Ranges:
@@ -568,7 +569,7 @@ class _Parser:
                 ranges = _chars(quoted)
                 return (_fold(ranges) if self.i else ranges), None
             nxt = self.text[self.pos:self.pos + 1]
-            if nxt.isdigit() and nxt != "0":
+            if nxt and nxt in "123456789":
                 raise _RefusedError(f"a backreference \\{nxt}")
             ranges = self.escape_set()
             single = ranges[0][0] if len(ranges) == 1 and ranges[0][0] == ranges[0][1] \
