@@ -173,6 +173,11 @@ def test_java_syntax(pattern: str, yes: list[str], no: list[str]) -> None:
     ("(?iu)é", "the UNICODE_CASE flag (?u)"),
     ("(?U)\\w", "the UNICODE_CHARACTER_CLASS flag (?U)"),
     ("\\p{L}", "the Unicode property \\p{L}"),
+    ("[a&&&b]", "'&&&' in a character class"),
+    ("[a-&&b]", "'-&&' in a character class"),
+    ("[a&&[^b]&]", "a single '&' after a nested class in an intersection"),
+    ("[\\Q-]\\E-a]", "a range next to \\Q...\\E in a character class"),
+    ("a{1}{2}", "a repetition after a quantifier"),
 ])
 def test_what_cannot_be_honoured_is_refused_by_name(pattern: str, construct: str) -> None:
     with pytest.raises(ConfigurationError) as info:

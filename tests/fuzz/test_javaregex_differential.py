@@ -33,15 +33,15 @@ public class JavaMatches {
         String line;
         while ((line = in.readLine()) != null) {
             String[] f = line.split(" ", -1);
-            Pattern p;
+            StringBuilder row = new StringBuilder();
             try {
-                p = Pattern.compile(unhex(f[0]), Pattern.CASE_INSENSITIVE);
-            } catch (PatternSyntaxException e) {
-                out.append("E\\n");
-                continue;
+                Pattern p = Pattern.compile(unhex(f[0]), Pattern.CASE_INSENSITIVE);
+                for (int i = 1; i < f.length; i++) row.append(p.matcher(unhex(f[i])).matches() ? '1' : '0');
+            } catch (RuntimeException e) {  // PatternSyntaxException; JDK 17 also throws a
+                row.setLength(0);              // NullPointerException matching some classes
+                row.append('E');
             }
-            for (int i = 1; i < f.length; i++) out.append(p.matcher(unhex(f[i])).matches() ? '1' : '0');
-            out.append('\\n');
+            out.append(row).append('\\n');
         }
         System.out.print(out);
     }
@@ -118,7 +118,8 @@ def test_translation_matches_what_java_matches(tmp_path: Path) -> None:
     feed = "".join(" ".join(x.encode().hex() for x in (pattern, *names)) + "\n"
                    for pattern, names in cases)
     done = subprocess.run(["java", "-cp", str(tmp_path), "JavaMatches"], input=feed,
-                          capture_output=True, text=True, timeout=120, check=True)
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
     answers = done.stdout.split("\n")
     compared = 0
     differences = []
@@ -136,4 +137,4 @@ def test_translation_matches_what_java_matches(tmp_path: Path) -> None:
         if got != java:
             differences.append((pattern, ours.translated, names, java, got))
     assert compared > 600
-    assert differences == []
+    assert differences == [], differences[:5]

@@ -281,7 +281,10 @@ class _Parser:
             raise _RefusedError(f"a possessive quantifier {quantifier}+")
         if c == "?":
             self.pos += 1  # reluctant: the same names match
-        if self.peek() in ("*", "+", "?", "{"):
+        if self.peek() == "{":
+            raise _RefusedError("a repetition after a quantifier (Java reads it in a way of "
+                                "its own)")
+        if self.peek() in ("*", "+", "?"):
             raise _InvalidError(f"a quantifier follows a quantifier at index {self.pos}")
         return _Rep(atom, low, high)
 
@@ -511,6 +514,7 @@ class _Parser:
         union: list[tuple[int, int]] = []
         seen = False  # whether the current operand has any item (empty ones are ignored)
         first = True
+        intersecting = False
         while True:
             c = self.peek()
             if not c:
@@ -520,7 +524,11 @@ class _Parser:
                 break
             first = False
             if self.text.startswith("&&", self.pos):
+                if self.text.startswith("&&&", self.pos):
+                    raise _RefusedError("'&&&' in a character class (Java reads it in a way of "
+                                        "its own; write '&&\\&' for an '&' operand)")
                 self.pos += 2
+                intersecting = True
                 if seen:
                     operands.append(_norm(union))
                 union, seen = [], False
@@ -529,15 +537,25 @@ class _Parser:
             if c == "[":
                 self.pos += 1
                 union.extend(self.char_class())
+                if intersecting and self.peek() == "&" and not self.text.startswith(
+                        "&&", self.pos):
+                    raise _RefusedError("a single '&' after a nested class in an intersection "
+                                        "(Java reads it in a way of its own; write '\\&')")
                 continue
             low, single = self.class_item()
+            if self.peek() == "-" and self.text.startswith("-&&", self.pos):
+                raise _RefusedError("'-&&' in a character class (Java reads it in a way of "
+                                    "its own; write '\\-&&')")
             if single is not None and self.peek() == "-" and not self.text.startswith(
-                    "-]", self.pos) and not self.text.startswith("-&&", self.pos):
+                    "-]", self.pos):
                 save = self.pos
                 self.pos += 1
                 if self.peek() == "[":
                     self.pos = save  # "a-[...]": a literal '-', then a nested class
                 else:
+                    if self.text.startswith("\\Q", self.pos):
+                        raise _RefusedError("a range next to \\Q...\\E in a character class "
+                                            "(Java reads it in a way of its own)")
                     _, end = self.class_item()
                     if end is None:
                         raise _InvalidError(f"illegal character range at index {save}")
@@ -567,6 +585,9 @@ class _Parser:
                 quoted = self.text[self.pos:] if end < 0 else self.text[self.pos:end]
                 self.pos = len(self.text) if end < 0 else end + 2
                 ranges = _chars(quoted)
+                if self.peek() == "-" and not self.text.startswith("-]", self.pos):
+                    raise _RefusedError("a range next to \\Q...\\E in a character class "
+                                        "(Java reads it in a way of its own)")
                 return (_fold(ranges) if self.i else ranges), None
             nxt = self.text[self.pos:self.pos + 1]
             if nxt and nxt in "123456789":
