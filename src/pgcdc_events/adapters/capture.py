@@ -37,7 +37,7 @@ from pgcdc_events.adapters.pg8000 import ResolvedOptions, SlotInfo, SlotReader, 
 from pgcdc_events.adapters.rotating import RotatingOutput
 from pgcdc_events.adapters.snapshot import SNAPSHOT_MODES, read_snapshot
 from pgcdc_events.adapters.units import SchemaTracker, Unit
-from pgcdc_events.errors import ConfigurationError
+from pgcdc_events.errors import ConfigurationError, PgCdcError
 from pgcdc_events.protocol.capture import CaptureRow, dump_capture_row
 from pgcdc_events.protocol.lsn import Lsn
 
@@ -239,6 +239,7 @@ def run_capture(
         raise ConfigurationError(f"snapshot mode {snapshot_mode!r}: expected one of "
                                  f"{', '.join(SNAPSHOT_MODES)}")
     stats = CaptureStats()
+    delivered = DeliveredCheck(output, reader.slot)
     reader.render = getattr(sink, "render", False)  # units as lines for a capture sink
     after = output.checkpoint.lsn
     stats.lsn = None if after is None else Lsn(after)
@@ -312,6 +313,7 @@ def run_capture(
                         "client?); see docs/operations.md, 'When the slot is lost'",
                         checkpoint_lsn=after, slot_lsn=int(info.confirmed_lsn))
                 check_server(output.checkpoint, info)
+                delivered.arm(None if take else info.confirmed_lsn, after)
                 sink.start(info.options)
                 if state == "pending" and not take:
                     output.mark_snapshot({"state": "skipped"}, store=False)
@@ -338,6 +340,7 @@ def run_capture(
             try:
                 for unit in reading:
                     try:
+                        delivered.check(unit)
                         if unit.seen:
                             sink.replay(unit)
                             stats.skipped_units += 1
@@ -354,6 +357,7 @@ def run_capture(
             finally:
                 reading.close()
             batch = reader.last_batch
+            delivered.read_ended(batch.hit_limit)
             moved = False
             if written_end is not None:
                 if advance:  # nothing taken behind our back since the last acknowledgement
@@ -371,7 +375,7 @@ def run_capture(
                 _, settled_hold = holds.popleft()
             if settled_hold is not None and durable is not None:
                 durable = min(durable, settled_hold)
-            if advance and durable is not None:
+            if advance and durable is not None and delivered.pending is None:
                 before = reader.confirmed_lsn
                 moved = reader.advance(durable) != before
             failing_since, backoff = None, 0.1
@@ -414,6 +418,90 @@ def run_capture(
         stats.stopped_by = "stopped"
     report(final=True)
     return stats
+
+
+class DeliveredCheck:
+    """Units skipped as "already delivered" must be the output's own.
+
+    When the slot is behind the checkpoint (a crash between the checkpoint and the slot's
+    advance, or a PREPARE holding it back), the read hands out again the units between the
+    two, and they are skipped. That is right only if the server's history is the output's:
+    a database restored from a storage snapshot (same system identifier and timeline) writes
+    new transactions at LSNs the output already counts, and an edited checkpoint counts LSNs
+    it never received. So, once per connection, the unit the checkpoint ends at must come
+    again, ending at exactly that LSN and (for a capture output) with the output's last line,
+    before anything new is written or the slot is acknowledged; otherwise
+    :class:`CheckpointAheadError`, with nothing written or acknowledged.
+    """
+
+    def __init__(self, output: Output, slot: str) -> None:
+        self.output = output
+        self.slot = slot
+        #: The LSN whose unit must still come again (``None``: nothing to check).
+        self.pending: int | None = None
+        self._confirmed: int | None = None
+
+    def arm(self, confirmed: int | None, after: int | None) -> None:
+        """After a (re)connection: the slot is at ``confirmed``, the output holds up to
+        ``after``. ``confirmed`` is ``None`` when the slot was just created for a snapshot."""
+        behind = after is not None and confirmed is not None and confirmed < after
+        self.pending = after if behind else None
+        self._confirmed = confirmed
+
+    def check(self, unit: Unit) -> None:
+        """Called with each unit read, before it is skipped or written."""
+        pending = self.pending
+        if pending is None:
+            return
+        if unit.seen and unit.end_lsn < pending:
+            return
+        if unit.seen and unit.end_lsn == pending and self._same_as_output(unit):
+            self.pending = None
+            return
+        self._refuse(f"the transaction the slot hands out next ends at {Lsn(unit.end_lsn)}"
+                     if unit.end_lsn != pending else
+                     f"the transaction the slot hands out ending at {Lsn(pending)} is not the "
+                     "one the output ends with")
+
+    def read_ended(self, hit_limit: bool) -> None:
+        """Called after each read: a read that reached the end of the server's WAL without
+        handing out the checkpoint's unit again is refused (a read cut short by its row
+        limit is continued, without acknowledging anything)."""
+        if self.pending is not None and not hit_limit:
+            self._refuse("the server's stream holds no transaction ending there")
+
+    def _same_as_output(self, unit: Unit) -> bool:
+        output = self.output
+        last_line = getattr(output, "last_line", None)
+        if output.checkpoint.kind != "capture" or last_line is None \
+                or output.checkpoint.lsn != unit.end_lsn:
+            return True  # only the LSN can be compared
+        line = last_line()
+        if line is None:
+            return True
+        try:
+            mine = CaptureRow.from_line(line).data
+        except PgCdcError:
+            return False
+        last = None
+        for row in unit:
+            last = row
+        return last is None or last.data == mine  # (a rolled-back PREPARE has no rows)
+
+    def _refuse(self, found: str) -> None:
+        pending = self.pending
+        assert pending is not None
+        where = getattr(self.output, "checkpoint_path", None)
+        slot_at = "?" if self._confirmed is None else str(Lsn(self._confirmed))
+        raise CheckpointAheadError(
+            f"the checkpoint says the output holds every change up to {Lsn(pending)}, but "
+            f"replication slot {self.slot!r} (at {slot_at}) does not hand that transaction out "
+            f"again: {found}. The server's history is not the output's (a database restored "
+            "from a storage snapshot, or an edited checkpoint): continuing would skip the "
+            f"changes between {slot_at} and {Lsn(pending)} as already delivered. Nothing was "
+            "written or acknowledged; start a new output (--snapshot-mode initial takes the "
+            "tables as they are now), or see docs/operations.md, 'When the slot is lost'",
+            path=None if where is None else str(where))
 
 
 def _takes_snapshot(mode: str, state: str) -> bool:

@@ -392,6 +392,11 @@ class DurableOutput:
             raise CheckpointError(f"cannot write the checkpoint: {exc.strerror or exc}",
                                   path=str(self.checkpoint_path)) from None
 
+    def last_line(self) -> bytes | None:
+        """The last committed line of the output (without its newline), ``None`` when the
+        output holds none: what the checkpoint's last unit ended with."""
+        return _last_line(self.path, self.checkpoint.offset)
+
     # -- writing ---------------------------------------------------------------------------
     def write(self, data: bytes) -> None:
         """Append bytes; they reach the disk at :meth:`commit` (or in 1 MiB chunks before)."""
@@ -524,6 +529,28 @@ class StreamOutput:
     def close(self) -> None:
         """Drop the bytes not flushed yet (the stream stays open)."""
         self._buffer = bytearray()
+
+
+def _last_line(path: Path, end: int, *, chunk: int = 1 << 16) -> bytes | None:
+    """The last line of ``path`` ending at byte ``end`` (newline excluded), read backwards in
+    chunks; ``None`` when there is none (or the file cannot be read)."""
+    if end <= 0:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            tail = b""
+            position = end
+            while position > 0:
+                step = min(chunk, position)
+                position -= step
+                fh.seek(position)
+                tail = fh.read(step) + tail
+                cut = tail.rfind(b"\n", 0, len(tail) - 1)
+                if cut >= 0:
+                    return tail[cut + 1:].rstrip(b"\n")
+            return tail.rstrip(b"\n") or None
+    except OSError:
+        return None
 
 
 def _write_all(fd: int, data: bytes | bytearray) -> None:

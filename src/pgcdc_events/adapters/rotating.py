@@ -40,6 +40,7 @@ from pgcdc_events.adapters.checkpoint import (
     Checkpoint,
     DurableOutput,
     _fsync_dir,
+    _last_line,
     _now,
     _write_all,
 )
@@ -149,6 +150,18 @@ class RotatingOutput(DurableOutput):
                                       f"at the checkpoint's LSN", path=str(self.checkpoint_path))
         self._checkpoint = checkpoint
         return checkpoint
+
+    def last_line(self) -> bytes | None:
+        """The last line of the last finalized capture file (what the checkpoint ends with)."""
+        checkpoint = self.checkpoint
+        if not checkpoint.offset or checkpoint.lsn is None:
+            return None
+        path = self.directory / capture_file_name(checkpoint.offset - 1, checkpoint.lsn)
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return None
+        return _last_line(path, size)
 
     # -- writing ----------------------------------------------------------------------------
     def _segment(self) -> int:
