@@ -171,3 +171,103 @@ def test_a_database_restored_from_a_storage_snapshot_is_refused(
     finally:
         conn.close()
     assert _ids(out / "capture.jsonl") == list(range(40))  # nothing written
+
+
+# ---------------------------------------------------------------- the checkpoint's other fields
+
+
+def _edit(out: Path, **fields: Any) -> None:
+    path = out / "capture.jsonl.checkpoint.json"
+    saved = json.loads(path.read_text())
+    saved.update(fields)
+    path.write_text(json.dumps(saved))
+
+
+def _three_runs(url: str, pg_conn: Any, out: Path) -> list[int]:
+    """Three transactions captured in three runs; the output's size after each."""
+    assert main(_args(url, out, "--create-slot", "--create-publication")) == 0
+    sizes = []
+    for i in range(3):
+        pg_conn.run("INSERT INTO t VALUES (:i, 'x')", i=i)
+        assert main(_args(url, out)) == 0
+        sizes.append((out / "capture.jsonl").stat().st_size)
+    return sizes
+
+
+def test_a_smaller_offset_does_not_cut_committed_changes(url: str, pg_conn: Any,
+                                                         tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    out = tmp_path / "o"
+    sizes = _three_runs(url, pg_conn, out)
+    _edit(out, offset=sizes[0])  # at a line boundary: transactions 1 and 2 would be cut
+    capsys.readouterr()
+    assert main(_args(url, out)) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "capture.jsonl: the output holds a transaction ending at " in err
+    assert f", past the checkpoint's offset {sizes[0]}, although the checkpoint's LSN " in err
+    assert "says it was committed: the offset is wrong (an edited checkpoint?); refusing to " \
+           "cut committed changes: restore the checkpoint, or start a new output" in err
+    _edit(out, offset=sizes[0] + 5)  # inside a line
+    assert main(_args(url, out)) == 1
+    assert f"the checkpoint's offset {sizes[0] + 5} is not at the end of a line of the " \
+           f"output ({sizes[2]} bytes)" in capsys.readouterr().err
+    assert (out / "capture.jsonl").stat().st_size == sizes[2]
+    assert _ids(out / "capture.jsonl") == [0, 1, 2]
+
+
+def test_an_uncommitted_tail_is_still_cut(url: str, pg_conn: Any, tmp_path: Path) -> None:
+    """What a crash leaves past the offset (a unit written, its checkpoint not) is cut, and
+    the slot hands the unit out again, as before."""
+    out = tmp_path / "o"
+    assert main(_args(url, out, "--create-slot", "--create-publication")) == 0
+    for i in range(2):
+        pg_conn.run("INSERT INTO t VALUES (:i, 'x')", i=i)
+        assert main(_args(url, out)) == 0
+    path = out / "capture.jsonl.checkpoint.json"
+    saved = path.read_text()
+    pg_conn.run("SELECT pg_copy_logical_replication_slot('s', 'behind')")
+    pg_conn.run("INSERT INTO t VALUES (2, 'x')")
+    assert main(_args(url, out)) == 0
+    # the crash: transaction 2 is in the file, but neither the checkpoint nor the slot moved
+    path.write_text(saved)
+    pg_conn.run("SELECT pg_drop_replication_slot('s')")
+    pg_conn.run("SELECT pg_copy_logical_replication_slot('behind', 's')")
+    pg_conn.run("SELECT pg_drop_replication_slot('behind')")
+    assert main(_args(url, out)) == 0
+    assert _ids(out / "capture.jsonl") == [0, 1, 2]
+
+
+def test_a_running_snapshot_state_does_not_drop_the_streamed_slot(
+        url: str, pg_conn: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o"
+    sizes = _three_runs(url, pg_conn, out)
+    slot_before = _slot_lsn(pg_conn)
+    pg_conn.run("INSERT INTO t VALUES (3, 'x')")  # held by the slot, not yet captured
+    _edit(out, snapshot={"state": "running", "mode": "initial"})
+    capsys.readouterr()
+    assert main([*_args(url, out)[:-3], "--snapshot-mode", "initial", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert (f"the checkpoint says a snapshot is running, but replication slot 's' is at "
+            f"{slot_before}, at or before the checkpoint's ") in err
+    assert "restore the checkpoint's \"snapshot\" field, or start a new output" in err
+    assert _slot_lsn(pg_conn) == slot_before  # the slot is still there, where it was
+    assert (out / "capture.jsonl").stat().st_size == sizes[2]
+
+
+def test_checkpoint_fields_that_contradict_each_other(tmp_path: Path) -> None:
+    from pgcdc_events.adapters import CheckpointError, DurableOutput  # noqa: PLC0415
+
+    out = tmp_path / "capture.jsonl"
+    base = {"format": "pgcdc-events checkpoint 1", "lsn": None, "offset": 0, "units": 0,
+            "changes": 0, "kind": "capture", "slot": "s", "publications": ["p"],
+            "options": {}, "snapshot": {"state": "skipped"}}
+    check = tmp_path / "capture.jsonl.checkpoint.json"
+    for fields, message in (
+            ({"offset": 10}, "field 'offset' is 10 but 'lsn' is null"),):
+        check.write_text(json.dumps({**base, **fields}))
+        output = DurableOutput(out, kind="capture", slot="s", publications=("p",))
+        with pytest.raises(CheckpointError, match=message):
+            output.open()

@@ -524,10 +524,36 @@ def _prepare(reader: SlotReader, output: Output, take: bool, state: str, *, crea
     if not take:
         return reader.prepare(create_slot=create_slot, create_publication=create_publication,
                               tables=tables)
+    if state == "running":
+        _check_unfinished_snapshot(reader, output.checkpoint)
     return reader.prepare(create_slot=create_slot, create_publication=create_publication,
                           tables=tables, snapshot=True, replace_slot=state == "running",
                           before_create=lambda: output.mark_snapshot(
                               {"state": "running", "mode": mode}))
+
+
+def _check_unfinished_snapshot(reader: SlotReader, checkpoint: Checkpoint) -> None:
+    """An unfinished snapshot is taken again after dropping its slot: refuse when that slot
+    may hold changes the output has not got.
+
+    A snapshot's slot is created after the output's last unit (a first run has none; with
+    ``when_needed`` the output's slot was gone), so its confirmed position is past the
+    checkpoint's LSN. A slot at or before it is the one the output streams from: a
+    "running" state there was not written by a snapshot (an edited checkpoint), and
+    dropping the slot would lose what it holds.
+    """
+    if checkpoint.lsn is None:
+        return
+    rows = reader.run_sql("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                          "WHERE slot_name = :slot", action="check slot", slot=reader.slot)
+    if rows and rows[0][0] and Lsn.parse(rows[0][0]) <= checkpoint.lsn:
+        raise SnapshotError(
+            f"the checkpoint says a snapshot is running, but replication slot {reader.slot!r} "
+            f"is at {rows[0][0]}, at or before the checkpoint's {Lsn(checkpoint.lsn)}: it is "
+            "the slot the output streams from, not one a snapshot created; taking the snapshot "
+            "again would drop it with the changes it holds and append a second snapshot "
+            "(an edited checkpoint?)", slot=reader.slot,
+            hint="restore the checkpoint's \"snapshot\" field, or start a new output")
 
 
 def check_server(checkpoint: Checkpoint, info: SlotInfo) -> None:

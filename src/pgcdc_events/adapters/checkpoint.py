@@ -33,7 +33,7 @@ from typing import IO, Any, Protocol
 import attrs
 
 from pgcdc_events.adapters.errors import CheckpointError, OutputLockedError
-from pgcdc_events.errors import ConfigurationError, ProtocolError
+from pgcdc_events.errors import ConfigurationError, PgCdcError, ProtocolError
 from pgcdc_events.protocol.lsn import Lsn
 
 __all__ = ["Checkpoint", "DurableOutput", "Output", "StreamOutput", "output_paths"]
@@ -126,6 +126,9 @@ class Checkpoint:
         snapshot = obj.get("snapshot", {"state": "skipped"})
         if not isinstance(snapshot, dict) or snapshot.get("state") not in _SNAPSHOT_STATES:
             raise CheckpointError(f"field 'snapshot' is malformed: {snapshot!r}", path=path)
+        if lsn is None and offset:
+            raise CheckpointError(f"field 'offset' is {offset} but 'lsn' is null: nothing was "
+                                  "ever committed to a checkpoint without an LSN", path=path)
         return cls(lsn, offset, field("units", int), field("changes", int), field("kind", str),
                    field("slot", str), tuple(publications), field("options", dict),
                    str(obj.get("updated", "")), server, snapshot)
@@ -315,6 +318,7 @@ class DurableOutput:
                     "were committed: it was truncated or replaced after the checkpoint",
                     path=out)
             elif size > checkpoint.offset:
+                _check_tail(self.path, checkpoint, size)
                 os.ftruncate(fd, checkpoint.offset)
                 os.fsync(fd)
                 self.truncated = size - checkpoint.offset
@@ -529,6 +533,70 @@ class StreamOutput:
     def close(self) -> None:
         """Drop the bytes not flushed yet (the stream stays open)."""
         self._buffer = bytearray()
+
+
+def _unit_end(line: bytes) -> int | None:
+    """The end LSN of the unit a capture line closes (a commit, or a non-transactional
+    logical message), else ``None``."""
+    from pgcdc_events.protocol.capture import CaptureRow  # noqa: PLC0415 - recovery only
+    from pgcdc_events.protocol.decoder import parse_message  # noqa: PLC0415
+    from pgcdc_events.protocol.messages import (  # noqa: PLC0415
+        Commit,
+        CommitPrepared,
+        LogicalMessage,
+        StreamCommit,
+    )
+
+    try:
+        row = CaptureRow.from_line(line)
+        message = parse_message(row.data)
+    except PgCdcError:
+        return None
+    if isinstance(message, (Commit, StreamCommit, CommitPrepared)):
+        return int(message.end_lsn)
+    if isinstance(message, LogicalMessage) and not message.transactional:
+        return int(row.lsn)
+    return None
+
+
+#: The hex of the message types that close a unit: Commit, Stream Commit, Commit Prepared
+#: and Message (``C``, ``c``, ``K``, ``M``).
+_CLOSING = (b'"data": "43', b'"data": "63', b'"data": "4b', b'"data": "4d')
+
+
+def _check_tail(path: Path, checkpoint: Checkpoint, size: int) -> None:
+    """Refuse to cut the bytes past the checkpoint's ``offset`` unless they are an uncommitted
+    tail: the offset must end a line, and (capture output) no unit in the tail may end at or
+    before the checkpoint's LSN (such a unit was committed: the offset was made smaller)."""
+    out = str(path)
+    offset, lsn = checkpoint.offset, checkpoint.lsn
+    try:
+        with open(path, "rb") as fh:
+            if offset:
+                fh.seek(offset - 1)
+                if fh.read(1) != b"\n":
+                    raise CheckpointError(
+                        f"the checkpoint's offset {offset} is not at the end of a line of the "
+                        f"output ({size} bytes): the checkpoint was edited or belongs to another "
+                        "output; refusing to cut the output there", path=out)
+            if checkpoint.kind != "capture" or lsn is None:
+                return
+            fh.seek(offset)
+            position = offset
+            for line in fh:
+                end = _unit_end(line) if line.startswith(b"{") and any(
+                    mark in line[:80].lower() for mark in _CLOSING) else None
+                if end is not None and end <= lsn:
+                    raise CheckpointError(
+                        f"the output holds a transaction ending at {Lsn(end)} at byte "
+                        f"{position}, past the checkpoint's offset {offset}, although the "
+                        f"checkpoint's LSN {Lsn(lsn)} says it was committed: the offset is "
+                        "wrong (an edited checkpoint?); refusing to cut committed changes: "
+                        "restore the checkpoint, or start a new output", path=out)
+                position += len(line)
+    except OSError as exc:
+        raise CheckpointError(f"cannot read the output: {exc.strerror or exc}",
+                              path=out) from None
 
 
 def _last_line(path: Path, end: int, *, chunk: int = 1 << 16) -> bytes | None:
