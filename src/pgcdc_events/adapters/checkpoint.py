@@ -194,6 +194,22 @@ def _refuse_symlink(path: Path, what: str) -> None:
                               "to write through it: give the real path", path=str(path))
 
 
+def _refuse_foreign(st: os.stat_result, what: str, path: Path) -> None:
+    """Refuse a file another user owns or others may write: its contents (rows received,
+    a checkpoint trusted) would be someone else's to read or change."""
+    uid = os.geteuid()
+    if st.st_uid != uid:
+        raise CheckpointError(
+            f"{what} belongs to another user (uid {st.st_uid}; this process runs as uid {uid}); "
+            "refusing to use a file someone else created (in a shared directory it could be "
+            "read or changed by them): remove it, or choose another path", path=str(path))
+    if st.st_mode & 0o022:
+        raise CheckpointError(
+            f"{what} is writable by {'group and others' if st.st_mode & 0o002 else 'its group'}"
+            f" (mode {st.st_mode & 0o777:04o}); refusing to use it: chmod 600 it, or choose "
+            "another path", path=str(path))
+
+
 def _fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -262,8 +278,20 @@ class DurableOutput:
         """Take the output's lock for the life of this object (until :meth:`close`)."""
         path = str(self.lock_path)
         _refuse_symlink(self.lock_path, "the lock file")
+        writable = True
         try:
             fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
+        except PermissionError:
+            # A lock file this user may not write (left by another user): a lock needs only
+            # a descriptor, so a stale one must not block. Its holder, if any, still does.
+            writable = False
+            try:
+                fd = os.open(self.lock_path, os.O_RDONLY | _NOFOLLOW)
+            except OSError as exc:
+                raise CheckpointError(
+                    f"cannot open the lock file: {exc.strerror} (it belongs to uid "
+                    f"{_owner(self.lock_path)}): remove it, or choose another output",
+                    path=path) from None
         except OSError as exc:
             raise CheckpointError(f"cannot open the lock file: {exc.strerror}", path=path) from None
         try:
@@ -280,9 +308,10 @@ class DurableOutput:
         except OSError as exc:
             os.close(fd)
             raise CheckpointError(f"cannot lock the output: {exc.strerror}", path=path) from None
-        with contextlib.suppress(OSError):  # who holds it, for the next one's message
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        if writable:
+            with contextlib.suppress(OSError):  # who holds it, for the next one's message
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         self._lock_fd = fd
 
     def _unlock(self) -> None:
@@ -302,7 +331,9 @@ class DurableOutput:
         except OSError as exc:
             raise CheckpointError(f"cannot open the output: {exc.strerror}", path=out) from None
         try:
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            _refuse_foreign(st, "the output", self.path)
+            size = st.st_size
             if checkpoint is None:
                 if size:
                     raise CheckpointError(
@@ -332,9 +363,16 @@ class DurableOutput:
     def _load(self) -> Checkpoint | None:
         path = str(self.checkpoint_path)
         try:
-            text = self.checkpoint_path.read_text(encoding="utf-8")
+            fd = os.open(self.checkpoint_path, os.O_RDONLY | _NOFOLLOW)
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise CheckpointError(f"cannot read the checkpoint: {exc.strerror or exc}",
+                                  path=path) from None
+        try:
+            with os.fdopen(fd, "rb") as fh:
+                _refuse_foreign(os.fstat(fh.fileno()), "the checkpoint", self.checkpoint_path)
+                text = fh.read().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise CheckpointError(f"cannot read the checkpoint: {exc}", path=path) from None
         try:
@@ -533,6 +571,13 @@ class StreamOutput:
     def close(self) -> None:
         """Drop the bytes not flushed yet (the stream stays open)."""
         self._buffer = bytearray()
+
+
+def _owner(path: Path) -> str:
+    try:
+        return str(path.lstat().st_uid)
+    except OSError:
+        return "?"
 
 
 def _unit_end(line: bytes) -> int | None:
