@@ -37,7 +37,7 @@ def shared() -> Iterator[Path]:
 def _capture(out: Path) -> list[str]:
     # never connects: the output is opened (and refused) first
     return ["capture", "--dsn", "postgresql://u@127.0.0.1:1/db", "--slot", "s",
-            "--publication", "p", "--output", str(out), "-q"]
+            "--publication", "p", "--output", f"{out}/" if out.is_dir() else str(out), "-q"]
 
 
 @ROOT_ONLY
@@ -137,3 +137,29 @@ def test_a_lock_file_nobody_may_read_is_named(shared: Path) -> None:
     assert _as_nobody(capture) == (
         f"CheckpointError: {lock}: cannot open the lock file: Permission denied (it belongs to "
         f"uid {OTHER}): remove it, or choose another output")
+
+
+# ---------------------------------------------------------------- one layout per directory
+
+
+def test_a_single_file_output_is_refused_in_a_rotating_directory(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It was accepted, and the rotating capture then refused to run in its own directory."""
+    from pgcdc_events.adapters.rotating import RotatingOutput  # noqa: PLC0415
+
+    rotating = RotatingOutput(tmp_path, slot="s", publications=("p",), every=0)
+    rotating.open()
+    rotating.write(b'{"lsn": "0/1000", "xid": null, "data": "4d"}\n')
+    rotating.commit(0x1000, 1, 1)
+    rotating.close()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for extra in ((), ("--decode",)):
+        assert main([*_capture(tmp_path), *extra]) == 1
+        assert capsys.readouterr().err == (
+            f"pgcdc-events capture: error: {tmp_path} holds rotating capture files "
+            "(_capture.checkpoint.json); a single-file output needs a path of its own: "
+            "continue that directory with --rotate-every or --rotate-size, or choose another "
+            "--output\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # not even a lock file
+    # and the rotating capture can still open its directory
+    RotatingOutput(tmp_path, slot="s", publications=("p",), every=0).open()

@@ -267,12 +267,23 @@ class DurableOutput:
         symbolic link is refused.
         """
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._check_layout()
         self._lock()
         try:
             return self._open()
         except BaseException:
             self._unlock()
             raise
+
+    def _check_layout(self) -> None:
+        """Refuse a directory of rotating capture files: a single file written into it would
+        be read as one of them, and the rotating capture would refuse to run after it."""
+        directory = self.path.parent
+        if (directory / "_capture.checkpoint.json").exists():
+            raise ConfigurationError(
+                f"{directory} holds rotating capture files (_capture.checkpoint.json); a "
+                "single-file output needs a path of its own: continue that directory with "
+                "--rotate-every or --rotate-size, or choose another --output")
 
     def _lock(self) -> None:
         """Take the output's lock for the life of this object (until :meth:`close`)."""

@@ -102,12 +102,15 @@ class RotatingOutput(DurableOutput):
         self.recovered: list[str] = []
 
     # -- opening and recovery -------------------------------------------------------------
+    def _check_layout(self) -> None:
+        """Refuse a directory that holds a single-file output (checked before locking)."""
+        for name in ("capture.jsonl.checkpoint.json", "events.jsonl.checkpoint.json"):
+            if (self.directory / name).exists():
+                raise ConfigurationError(
+                    f"{self.directory} holds a single-file output ({name}); rotating files "
+                    "need a directory of their own")
+
     def _open(self) -> Checkpoint:
-        other = self.directory / "capture.jsonl.checkpoint.json"
-        if other.exists():
-            raise ConfigurationError(
-                f"{self.directory} holds a single-file capture ({other.name}); rotating files "
-                "need a directory of their own")
         if self.checkpoint_path.is_symlink():
             raise CheckpointError("the checkpoint is a symbolic link; refusing it",
                                   path=str(self.checkpoint_path))
