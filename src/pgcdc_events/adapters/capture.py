@@ -240,6 +240,7 @@ def run_capture(
                                  f"{', '.join(SNAPSHOT_MODES)}")
     stats = CaptureStats()
     delivered = DeliveredCheck(output, reader.slot)
+    rotating = output if isinstance(output, RotatingOutput) else None
     reader.render = getattr(sink, "render", False)  # units as lines for a capture sink
     after = output.checkpoint.lsn
     stats.lsn = None if after is None else Lsn(after)
@@ -335,7 +336,7 @@ def run_capture(
             read_limit = limit if remaining is None else max(min(limit, remaining), 1)
             units = changes = 0
             written_end: int | None = None
-            reached_max = False
+            reached_max = rotate = False
             reading = reader.read(after, read_limit)
             try:
                 for unit in reading:
@@ -354,6 +355,9 @@ def run_capture(
                     if max_changes is not None and stats.changes + changes >= max_changes:
                         reached_max = True
                         break
+                    if rotating is not None and rotating.full():
+                        rotate = True  # commit here: the file is finalized at this unit
+                        break
             finally:
                 reading.close()
             batch = reader.last_batch
@@ -370,7 +374,7 @@ def run_capture(
                 stats.lsn = Lsn(after)
             stats.batches += 1
             # a rotating output holds units back until their file is in place
-            durable = output.settle() if isinstance(output, RotatingOutput) else after
+            durable = rotating.settle() if rotating is not None else after
             while holds and durable is not None and holds[0][0] <= durable:
                 _, settled_hold = holds.popleft()
             if settled_hold is not None and durable is not None:
@@ -388,7 +392,7 @@ def run_capture(
             confirmed = reader.confirmed_lsn
             held = after is not None and (confirmed is None or confirmed < after)
             next_limit = batch_rows + (batch.rows_at_last_unit if held else 0)
-            if batch.hit_limit:
+            if batch.hit_limit or rotate:
                 # More is waiting. A read that delivered nothing new and could not move the
                 # slot stopped inside one big transaction: read more rows next time.
                 limit = next_limit if (written_end is not None or moved) else limit * 2

@@ -209,6 +209,17 @@ class RotatingOutput(DurableOutput):
         self.settle(force=snapshot is not None)
         return self.checkpoint
 
+    def full(self) -> bool:
+        """Whether the current file holds ``size`` bytes or more, committed or not: the
+        capture commits at the end of the unit that reached it, so that the file is
+        finalized there (a file exceeds ``size`` by at most that one unit)."""
+        if self.size is None:
+            return False
+        written = len(self._buffer)
+        if self._segment_fd is not None:
+            written += os.fstat(self._segment_fd).st_size
+        return written >= self.size
+
     def due(self) -> bool:
         """Whether the current file holds committed units and is due to be finalized."""
         if self._pending is None:
