@@ -101,3 +101,35 @@ def test_the_summary_counts_records_by_topic_and_op(
                 or (r["value"] is not None and r["value"]["payload"].get("op") == op)))
             assert (cell if cell != "." else "0") == str(expected), (topic, op)
     assert sorted(table) == sorted({r["topic"] for r in records})
+
+
+@pytest.mark.parametrize(("dsn", "message"), [
+    ("host=db password=my secret words",
+     "--dsn: expected key=value, got a word (not shown) without '=' after password=: a value "
+     "with spaces must be quoted, as in password='two words'"),
+    ("host=db password=my secret=words",
+     "--dsn: parameter(s) 1 word(s) that are no libpq parameter (not shown: an unquoted value "
+     "with spaces, such as a password, splits into words; quote it as in password='two "
+     "words') not supported by pgcdc-events (pg8000): remove them (they are refused rather "
+     "than ignored)"),
+    ("host=db port= password=secret", "--dsn: port must be a number from 1 to 65535"),
+    ("host=db sslmode= secret", "--dsn: sslmode (value not shown) is not supported (only "
+     "disable, allow, prefer, require, verify-ca, verify-full)"),
+    ("host=db connect_timeout= secret", "--dsn: connect_timeout must be a number of seconds "
+     "(the value given is not one)"),
+])
+def test_dsn_errors_never_echo_a_word_of_the_password(dsn: str, message: str) -> None:
+    """The review's case: an unquoted password with spaces had a word of it printed."""
+    with pytest.raises(ConfigurationError) as caught:
+        parse_dsn(dsn)
+    assert str(caught.value) == message
+    assert "secret" not in str(caught.value)
+
+
+@pytest.mark.parametrize("dsn", ["postgresql://cdc:pw@[::1/app", "postgresql://cdc@::1]:5432/app",
+                                 "postgresql://cdc@[::1:5432/app"])
+def test_a_malformed_ipv6_url_is_one_line(dsn: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, err = _run(["catalog", "--dsn", dsn], capsys)
+    assert status == 1
+    assert err == ("pgcdc-events catalog: error: --dsn: the URL's host is malformed (an IPv6 "
+                   "address goes in brackets, as in postgresql://cdc@[2001:db8::1]:5432/app)\n")
