@@ -487,10 +487,19 @@ class DeliveredCheck:
             mine = CaptureRow.from_line(line).data
         except PgCdcError:
             return False
+        if unit.rendered:  # the last line of the last block, unparsed until then
+            tail = deque(unit.text(), maxlen=1)
+            lines = tail[0].splitlines() if tail else []
+            if not lines:
+                return True  # (a rolled-back PREPARE has no rows)
+            try:
+                return CaptureRow.from_line(lines[-1]).data == mine
+            except PgCdcError:
+                return False
         last = None
         for row in unit:
             last = row
-        return last is None or last.data == mine  # (a rolled-back PREPARE has no rows)
+        return last is None or last.data == mine
 
     def _refuse(self, found: str) -> None:
         pending = self.pending
