@@ -7,7 +7,7 @@ from typing import Any
 
 from pgcdc_events.adapters.connection import ServerUnreachableError, parse_conninfo
 from pgcdc_events.cli._io import open_output
-from pgcdc_events.errors import PgCdcError
+from pgcdc_events.errors import ConfigurationError, PgCdcError
 from pgcdc_events.types.catalog import fetch_catalog
 
 
@@ -37,6 +37,11 @@ def run(args: argparse.Namespace) -> int:
     """Fetch and write the snapshot."""
     from pgcdc_events.cli.capture_cmd import read_dsn  # noqa: PLC0415 - shared with capture
 
+    try:
+        import pg8000.native  # noqa: F401, PLC0415 - optional dependency
+    except ImportError:
+        raise ConfigurationError("the catalog command needs pg8000: pip install "
+                                 "'pgcdc-events[pg]'") from None
     settings = parse_conninfo(read_dsn(args))
     try:
         conn, _ = settings.connect()
