@@ -138,8 +138,8 @@ class TableSchema:
                 else:  # unchanged TOAST
                     append(self._toast(col, old))
             except ConversionError as exc:
-                error = exc if getattr(exc, "column", None) is not None else _error(
-                    self, col, raw, kind, str(exc))
+                error = exc if getattr(exc, "column", None) is not None \
+                    and not _masked(col) else _error(self, col, raw, kind, str(exc))
                 append(self._failed(col, error))
             except (ValueError, ArithmeticError, IndexError, KeyError, TypeError,
                     struct.error) as exc:
@@ -261,9 +261,25 @@ def _binary(col: ColumnPlan) -> Callable[[bytes], Any]:
     return col.from_binary
 
 
+def _masked(col: ColumnPlan) -> bool:
+    """Whether the column's values are masked (``column.mask.*``): never shown."""
+    return ("masked", "true") in (col.mapping.schema.parameters or ())
+
+
 def _error(table: TableSchema, col: ColumnPlan, raw: bytes | None, kind: int, reason: str
            ) -> ConversionError:
-    return conversion_error(table.qualified, col.mapping, raw or b"", kind == KIND_BINARY, reason)
+    if not _masked(col):
+        return conversion_error(table.qualified, col.mapping, raw or b"", kind == KIND_BINARY,
+                                reason)
+    # A masked value is a secret: neither the value nor the reason (which may quote it) is
+    # shown, only the reason's kind and the value's size; the error does not keep the bytes.
+    mapping = col.mapping
+    err = ConversionError(
+        f"{table.qualified}.{mapping.name} ({mapping.pg_type.name}): cannot convert "
+        f"{'binary ' if kind == KIND_BINARY else ''}value of a masked column (value not "
+        f"shown, {len(raw or b'')} bytes): {reason.partition(':')[0]}")
+    err.table, err.column, err.type_name = table.qualified, mapping.name, mapping.pg_type.name
+    return err
 
 
 def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConfig,
