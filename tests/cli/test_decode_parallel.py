@@ -178,7 +178,7 @@ def test_cli_output_is_created_private_and_bad_bytes_name_the_line(
     lines = _lines(recording.path / "capture.jsonl")
     capture.write_bytes(b"".join(lines[:4]) + b'{"lsn": "0/1", "xid": \xff}\n')
     assert main(["decode", "--capture", str(capture), "-o", str(tmp_path / "o2")]) == 1
-    assert "line 5: valid JSON (not UTF-8" in capsys.readouterr().err
+    assert "line 5: not valid JSON (not UTF-8" in capsys.readouterr().err
 
 
 def _stable(text: str) -> list[tuple[str, object, object]]:

@@ -333,23 +333,27 @@ class UnitAssembler:
             return None
         if isinstance(message, (Relation, Type)):
             self._schema_message(message, row)
-        current = self._current
-        if current is not None:
-            if isinstance(message, Truncate):
-                self._needs(current, message.relation_ids)
-            elif isinstance(message, (Insert, Update, Delete)):
-                self._needs(current, (message.relation_id,))
-            current.add(row)
-            if step is Step.COMMIT:
-                self._current = None
-                assert isinstance(message, Commit)
-                return self._complete(current, message.end_lsn)
-            if step is Step.PREPARE:  # wait for COMMIT/ROLLBACK PREPARED
-                self._current = None
-                assert isinstance(message, Prepare)
-                self._prepared[message.xid] = current
-            return None
+        if self._current is not None:
+            return self._inside(self._current, step, message, row)
         return self._outside(step, message, row)
+
+    def _inside(self, current: _Open, step: Step, message: Message, row: CaptureRow
+                ) -> Unit | None:
+        """A message of the open transaction (ordinary, or being prepared)."""
+        if isinstance(message, Truncate):
+            self._needs(current, message.relation_ids)
+        elif isinstance(message, (Insert, Update, Delete)):
+            self._needs(current, (message.relation_id,))
+        current.add(row)
+        if step is Step.COMMIT:
+            self._current = None
+            assert isinstance(message, Commit)
+            return self._complete(current, message.end_lsn)
+        if step is Step.PREPARE:  # wait for COMMIT/ROLLBACK PREPARED
+            self._current = None
+            assert isinstance(message, Prepare)
+            self._prepared[message.xid] = current
+        return None
 
     def _outside(self, step: Step, message: Message, row: CaptureRow) -> Unit | None:
         """A message outside any transaction or stream block, by what it did (``step``)."""

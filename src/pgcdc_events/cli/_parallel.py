@@ -172,7 +172,7 @@ def _general_row(line: bytes, number: int) -> CaptureRow | None:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CaptureError("valid JSON", line=number, detail=f"not UTF-8: {exc}") from None
+        raise CaptureError("not valid JSON", line=number, detail=f"not UTF-8: {exc}") from None
     if not text.strip():
         return None
     return CaptureRow.from_line(text, line_number=number)

@@ -39,6 +39,7 @@ from pgcdc_events.events.special import (
 )
 from pgcdc_events.events.tables import TableSchema, build_table_schema
 from pgcdc_events.events.transactions import ChangeBuffer, MemoryBudget, TransactionContext
+from pgcdc_events.protocol import wire
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.protocol.lsn import Lsn, pg_timestamp_to_unix_us
 from pgcdc_events.protocol.messages import (
@@ -73,7 +74,9 @@ from pgcdc_events.types.schema import STRUCT_SETTERS, Schema, Struct
 __all__ = ["EventDecoder"]
 
 _STRING: Final = Schema("string")
-_BEGIN, _COMMIT, _PREPARE, _STREAM_STOP = b"BCPE"  # the type bytes the resolver is fed
+# the type bytes the resolver is fed
+_BEGIN, _COMMIT, _PREPARE, _STREAM_STOP = (wire.BEGIN[0], wire.COMMIT[0], wire.PREPARE[0],
+                                           wire.STREAM_STOP[0])
 _new: Final = object.__new__
 _NOTHING: Final = object()
 _set_schema, _set_values = STRUCT_SETTERS

@@ -299,6 +299,15 @@ class TransactionResolver(Generic[_T]):
             if self.current is None and self.idle_outside():
                 self.last_message = item
             return Step.MESSAGE
+        if kind in _HELD:
+            return self._held(kind, xid, lsn, subxid, first_segment, item)
+        # Insert, Update, Delete, Truncate, Origin
+        self.owner = self.block if self.block is not None else self.current
+        return Step.CHANGE
+
+    def _held(self, kind: int, xid: int | None, lsn: int, subxid: int | None,
+              first_segment: bool, item: _T | None) -> Step:
+        """:meth:`feed`'s rules of the streamed and two-phase messages."""
         if kind == _S:
             assert xid is not None
             self.block = self.owner = xid
@@ -340,14 +349,10 @@ class TransactionResolver(Generic[_T]):
             self.owner = self.block if self.block is not None else self.current
             self.current, self.preparing = None, False
             return Step.PREPARE
-        if kind == _RB:
-            assert xid is not None
-            self.owner = xid
-            self.prepared.pop(xid, None)
-            return Step.ROLLBACK_PREPARED
-        # Insert, Update, Delete, Truncate, Origin
-        self.owner = self.block if self.block is not None else self.current
-        return Step.CHANGE
+        assert kind == _RB and xid is not None
+        self.owner = xid
+        self.prepared.pop(xid, None)
+        return Step.ROLLBACK_PREPARED
 
     def idle_outside(self) -> bool:
         """Whether no stream block, streamed transaction or prepared one is open (an
@@ -447,6 +452,8 @@ _SCHEMA: Final = frozenset({_R, _Y})
 _CHANGES: Final = frozenset(wire.INSERT + wire.UPDATE + wire.DELETE + wire.TRUNCATE
                             + wire.ORIGIN)
 _COMMITTING: Final = frozenset({_SC, _K})
+#: The streamed and two-phase messages (:meth:`TransactionResolver._held`).
+_HELD: Final = frozenset({_S, _E, _SA, _SC, _K, _SP, _BP, _P, _RB})
 #: Types whose head carries no xid (their transaction is the open one).
 _NO_XID: Final = frozenset({_E, _C, _P, _R, _Y})
 #: Types whose xid :func:`wire.carried_xid` reads from the head.

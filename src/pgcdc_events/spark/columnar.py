@@ -46,6 +46,7 @@ from pgcdc_events.events.records import ChangeRecord, Header
 from pgcdc_events.events.source import SOURCE_SCHEMA, sequence, source_struct
 from pgcdc_events.events.tables import ColumnPlan, TableSchema
 from pgcdc_events.events.transactions import TransactionContext
+from pgcdc_events.protocol import wire
 from pgcdc_events.types.jsonvalue import DECIMAL_LOGICAL
 from pgcdc_events.types.numeric import decimal_parameters
 from pgcdc_events.types.schema import Schema, Struct
@@ -53,9 +54,9 @@ from pgcdc_events.types.schema import Schema, Struct
 __all__ = ["MIN_RUN", "ColumnarRun", "ColumnarTable", "RunDecoder", "arrow_type", "decode_run",
            "split_tuples"]
 
-_INSERT, _UPDATE, _DELETE = b"IUD"
-_NEW, _KEY, _OLD = b"NKO"
-_TEXT, _NULL = b"tn"
+_INSERT, _UPDATE, _DELETE = wire.INSERT[0], wire.UPDATE[0], wire.DELETE[0]
+_NEW, _KEY, _OLD = wire.NEW_TUPLE[0], wire.KEY_TUPLE[0], wire.OLD_TUPLE[0]
+_TEXT, _NULL = wire.KIND_TEXT, wire.KIND_NULL
 _OPS: Final = {_INSERT: "c", _UPDATE: "u", _DELETE: "d"}
 #: Arrow types of the Connect primitives a run may hold (``float32`` is left to the
 #: decoder: its Python value is a double, which an Arrow float32 would round).

@@ -18,6 +18,7 @@ from pyspark.sql.types import ArrayType, IntegerType, StringType, StructField, S
 
 from pgcdc_events.events.chunks import ChunkDecoder
 from pgcdc_events.events.decoder import EventDecoder
+from pgcdc_events.protocol import wire
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.spark.decode import DecodedCapture
 from pgcdc_events.spark.layout import TableLayout, record_table
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["message_udf"]
 
 _LITERAL: Final = SparkSchemaOptions("literal", respect_optional=False)
-_CHANGES: Final = frozenset(b"IUDT")
+_CHANGES: Final = frozenset(wire.INSERT + wire.UPDATE + wire.DELETE + wire.TRUNCATE)
 _RELATED: Final = ("__debezium.newkey", "__debezium.oldkey")
 
 
