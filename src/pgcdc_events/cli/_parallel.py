@@ -44,25 +44,20 @@ from pgcdc_events.events.chunks import CutPlanner, prime
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.yugabyte import make_decoder
 from pgcdc_events.protocol import CaptureError, CaptureRow, wire
-from pgcdc_events.protocol.capture import read_canonical
+from pgcdc_events.protocol.capture import SNAPSHOT_MARK, canonical_head, read_canonical
 from pgcdc_events.protocol.transactions import Prelude, Row
 from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = ["DecodeJob", "default_workers", "record_label", "run_decode"]
 
-_DATA = b'"data": "'
-# The type bytes of messages whose state a prelude carries, as the hex in capture lines.
-_PLAIN = frozenset(t.hex().encode() for t in (wire.BEGIN, wire.COMMIT, wire.INSERT,
-                                              wire.UPDATE, wire.DELETE, wire.TRUNCATE,
-                                              wire.ORIGIN, wire.MESSAGE, wire.RELATION,
-                                              wire.TYPE))
-_BEGIN, _COMMIT, _RELATION, _TYPE = (t.hex().encode() for t in (
-    wire.BEGIN, wire.COMMIT, wire.RELATION, wire.TYPE))
-#: The lines the cut planner is fed, by their type's hex: the type byte.
-_PLANNED = {t.hex().encode(): t[0] for t in (wire.BEGIN, wire.COMMIT, wire.RELATION, wire.TYPE,
-                                             wire.MESSAGE)}
-#: What marks the lines of an initial snapshot (protocol.capture).
-_SNAPSHOT = b'"snapshot": true'
+# The type bytes of messages whose state a prelude carries.
+_PLAIN = frozenset(wire.BEGIN + wire.COMMIT + wire.INSERT + wire.UPDATE + wire.DELETE
+                   + wire.TRUNCATE + wire.ORIGIN + wire.MESSAGE + wire.RELATION + wire.TYPE)
+_BEGIN, _COMMIT, _RELATION, _TYPE = (wire.BEGIN[0], wire.COMMIT[0], wire.RELATION[0],
+                                     wire.TYPE[0])
+#: The lines the cut planner is fed, by their type byte.
+_PLANNED = frozenset(wire.BEGIN + wire.COMMIT + wire.RELATION + wire.TYPE + wire.MESSAGE)
+_SNAPSHOT = SNAPSHOT_MARK
 #: Records rendered between two writes of the output.
 _BATCH = 512
 
@@ -96,17 +91,16 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-def _line_type(line: bytes) -> bytes | None:
-    """The message type of a canonical capture line, as two hex digits (None otherwise)."""
-    at = line.find(_DATA)
-    if at < 0 or not line.startswith(b'{"lsn": "'):
-        return None
-    return line[at + 9:at + 11]
+def _line_type(line: bytes) -> int | None:
+    """The message type of a canonical capture line (None otherwise)."""
+    head = canonical_head(line, 1)
+    return None if head is None else head[0]
 
 
-def _oid(line: bytes) -> bytes:
-    at = line.find(_DATA) + 9
-    return line[at + 2:at + 10]
+def _oid(line: bytes) -> bytes | None:
+    """A Relation's or Type's OID, from a canonical line (its bytes)."""
+    head = canonical_head(line, 5)
+    return None if head is None else head[1:]
 
 
 def record_label(record: ChangeRecord) -> str:
@@ -397,12 +391,12 @@ class _Splitter:
             raise error
         self.chunk = []
 
-    def note(self, number: int, kind: bytes | None, line: bytes) -> bool:
+    def note(self, number: int, kind: int | None, line: bytes) -> bool:
         """Feed the planner a line it needs; True when the chunk may end after it."""
-        planned = _PLANNED.get(kind) if kind is not None else None
-        if planned is None:
+        if kind not in _PLANNED:
             return False
-        return self.planner.feed(number, planned, line,
+        assert kind is not None
+        return self.planner.feed(number, kind, line,
                                  oid=_oid(line) if kind in (_RELATION, _TYPE) else None,
                                  snapshot=_SNAPSHOT in line)
 

@@ -30,8 +30,10 @@ from pgcdc_events.protocol.lsn import Lsn
 __all__ = [
     "LINE_CLOSE",
     "LINE_OPEN",
+    "SNAPSHOT_MARK",
     "CaptureError",
     "CaptureRow",
+    "canonical_head",
     "dump_capture_row",
     "iter_capture",
     "line_middle",
@@ -60,42 +62,75 @@ def _rebuild_capture_error(expected: str, line: int, detail: str | None) -> Capt
     return error
 
 
-# The lines dump_capture_row writes (what capture, the recorder and the tools write). They
-# take a fast path; any other valid line goes through json.loads and from_json.
-_CANONICAL = re.compile(
-    r'\{"lsn": "([0-9A-F]{1,8})/([0-9A-F]{1,8})", "xid": (null|[1-9][0-9]{0,9}|0), '
-    r'"data": "([0-9a-f]*)"(, "snapshot": true)?\}\r?\n?'
-).fullmatch
-
-
-# The same lines as bytes, up to the data's hex: read_canonical's fast path.
+# The lines dump_capture_row writes (what capture, the recorder and the tools write), up
+# to the data's hex: the one pattern of the fast path. Any other valid line goes through
+# json.loads and CaptureRow.from_json, which names what is wrong with an invalid one.
 _CANONICAL_HEAD = re.compile(
-    rb'\{"lsn": "([0-9A-F]{1,8})/([0-9A-F]{1,8})", "xid": (?:null|[1-9][0-9]{0,9}|0), '
+    rb'\{"lsn": "([0-9A-F]{1,8})/([0-9A-F]{1,8})", "xid": (null|[1-9][0-9]{0,9}|0), '
     rb'"data": "'
 ).match
+_LINE_START = b'{"lsn": "'
+_DATA_START = b'"data": "'
 _STREAM_END = b'"}\n'
 _SNAPSHOT_END = b'", "snapshot": true}\n'
+_BARE_STREAM_END = b'"}'
+_BARE_SNAPSHOT_END = b'", "snapshot": true}'
+#: What marks the lines of an initial snapshot in their canonical form.
+SNAPSHOT_MARK: Final = b'"snapshot": true'
 
 
-def read_canonical(line: bytes) -> tuple[Lsn, bytes, bool] | None:
-    """``(lsn, data, snapshot)`` of a capture line as :func:`dump_capture_row` writes it,
-    with its newline; None for any other line, which :meth:`CaptureRow.from_line` reads
-    (the same row, when valid) or refuses with the error naming what is wrong."""
+def _canonical(line: bytes) -> tuple[re.Match[bytes], bytes, bool] | None:
+    """The head match, data and snapshot flag of a canonical line (with or without its
+    newline, ``\\r\\n`` too); None for any other line."""
     match = _CANONICAL_HEAD(line)
     if match is None:
         return None
-    if line.endswith(_SNAPSHOT_END):
-        hexdata, snapshot = line[match.end():-len(_SNAPSHOT_END)], True
-    elif line.endswith(_STREAM_END):
+    if line.endswith(_STREAM_END):
         hexdata, snapshot = line[match.end():-len(_STREAM_END)], False
+    elif line.endswith(_SNAPSHOT_END):
+        hexdata, snapshot = line[match.end():-len(_SNAPSHOT_END)], True
     else:
-        return None
+        body = line.rstrip(b"\r\n")
+        if body.endswith(_BARE_SNAPSHOT_END):
+            hexdata, snapshot = body[match.end():-len(_BARE_SNAPSHOT_END)], True
+        elif body.endswith(_BARE_STREAM_END):
+            hexdata, snapshot = body[match.end():-len(_BARE_STREAM_END)], False
+        else:
+            return None
     try:  # hex digits only, in pairs: nothing else can sit in the data's JSON string
         data = unhexlify(hexdata)
     except _HexError:
         return None
-    hi, lo = match.groups()
+    return match, data, snapshot
+
+
+def read_canonical(line: bytes) -> tuple[Lsn, bytes, bool] | None:
+    """``(lsn, data, snapshot)`` of a capture line as :func:`dump_capture_row` writes it;
+    None for any other line, which :meth:`CaptureRow.from_line` reads (the same row, when
+    valid) or refuses with the error naming what is wrong."""
+    canonical = _canonical(line)
+    if canonical is None:
+        return None
+    match, data, snapshot = canonical
+    hi, lo, _ = match.groups()
     return Lsn((int(hi, 16) << 32) | int(lo, 16)), data, snapshot
+
+
+def canonical_head(line: bytes, size: int) -> bytes | None:
+    """The first ``size`` bytes of a canonical line's message (its type byte, a
+    Relation's or Type's OID...), read from the hex without decoding the rest; None for a
+    line that is not canonical up to there (or whose message is shorter)."""
+    if not line.startswith(_LINE_START):
+        return None
+    at = line.find(_DATA_START)
+    if at < 0:
+        return None
+    at += len(_DATA_START)
+    try:
+        head = unhexlify(line[at:at + 2 * size])
+    except _HexError:
+        return None
+    return head if len(head) == size else None
 
 
 @attrs.frozen(slots=True)
@@ -143,12 +178,13 @@ class CaptureRow:
     @classmethod
     def from_line(cls, line: str | bytes, *, line_number: int = 0) -> CaptureRow:
         """Parse one interchange line; errors name ``line_number``."""
-        if isinstance(line, str) and (match := _CANONICAL(line)) is not None:
-            hi, lo, xid, data, snapshot = match.groups()
-            if not len(data) & 1:  # an odd digit count takes the general path and its error
-                return cls(Lsn((int(hi, 16) << 32) | int(lo, 16)),
-                           None if xid == "null" else int(xid), bytes.fromhex(data),
-                           snapshot is not None)
+        raw = line.encode("utf-8", "surrogateescape") if isinstance(line, str) else line
+        canonical = _canonical(raw)
+        if canonical is not None:
+            match, data, snapshot = canonical
+            hi, lo, xid = match.groups()
+            return cls(Lsn((int(hi, 16) << 32) | int(lo, 16)),
+                       None if xid == b"null" else int(xid), data, snapshot)
         try:
             obj = json.loads(line)
         except ValueError as exc:

@@ -18,7 +18,7 @@ import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type in
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.fs as pafs  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import (
     BinaryType,
@@ -356,12 +356,15 @@ def parse_capture_lines(lines: DataFrame, *, where: str, snapshots: bool = True
     others = [c for c in lines.columns if c != "value"]
     parsed = F.from_json(F.col("value"), _JSON_FIELDS)
     rows = lines.select(*others, F.col("value"), parsed.alias("r"))
-    bad = (F.col("r").isNull() | F.col("r.data").isNull() | F.col("r.lsn").isNull()
-           | F.col("r.data").rlike("[^0-9a-fA-F]"))
     snapshot = F.coalesce(F.col("r.snapshot"), F.lit(False))
-    checked = F.when(bad, F.raise_error(F.concat(
-        F.lit("capture line is not {lsn, xid, data} JSON with hex data: "),
-        F.substring(F.col("value"), 1, 120))))
+    # CaptureRow.from_json's rules (protocol.capture), as Spark SQL: the same lines are
+    # refused, with the same words
+    checked = None
+    for bad, expected in _line_rules():
+        failure = F.raise_error(F.concat(F.lit(f"{where}: capture line: {expected}: "),
+                                         F.substring(F.col("value"), 1, 120)))
+        checked = F.when(bad, failure) if checked is None else checked.when(bad, failure)
+    assert checked is not None
     if not snapshots:
         checked = checked.when(snapshot, F.raise_error(F.concat(
             F.lit(f"{where}: {STREAM_SNAPSHOT_REFUSED}; the first such line: "),
@@ -369,6 +372,25 @@ def parse_capture_lines(lines: DataFrame, *, where: str, snapshots: bool = True
     return rows.select(*others, F.coalesce(checked, F.col("r.lsn")).alias("lsn"),
                        F.col("r.xid").cast("long").alias("xid"),
                        F.unhex(F.col("r.data")).alias("data"), snapshot.alias("snapshot"))
+
+
+_LSN_TEXT: Final = r"^([0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}|[0-9]{1,20})$"
+
+
+def _line_rules() -> list[tuple[Column, str]]:
+    """The checks of :func:`parse_capture_lines`, each with what a valid line has instead
+    (:meth:`~pgcdc_events.protocol.CaptureRow.from_json`'s wording)."""
+    lsn, xid, data = F.col("r.lsn"), F.col("r.xid"), F.col("r.data")
+    return [
+        # from_json reads what is not JSON as a row of nulls
+        (F.col("r").isNull() | F.get_json_object(F.col("value"), "$").isNull(),
+         "not valid JSON"),
+        (lsn.isNull() | ~lsn.rlike(_LSN_TEXT), "'lsn' in X/Y form"),
+        (xid.isNotNull() & ~xid.rlike(r"^[0-9]{1,19}$"),
+         "'xid' as a non-negative integer or null"),
+        (data.isNull() | data.rlike("[^0-9a-fA-F]") | (F.length(data) % 2 == 1),
+         "'data' as a hex string"),
+    ]
 
 
 def _is_parquet(path: str) -> bool:
