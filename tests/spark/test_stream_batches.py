@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any
 
 import pytest
 
 pytest.importorskip("pyspark")
 
 from pgcdc_events.events import EventConfig
+from pgcdc_events.events.columnar import MIN_RUN
 from pgcdc_events.protocol import CaptureRow
 from pgcdc_events.spark.decode import _Decode
 from pgcdc_events.spark.errors import SparkDecodeError
-from pgcdc_events.spark.stream import StreamState, decode_rows
+from pgcdc_events.spark.layout import RUN_KIND, TableLayout, catalog_table_schemas
+from pgcdc_events.spark.schema import SparkSchemaOptions
+from pgcdc_events.spark.stream import StreamState, _commit_ms, decode_rows
+from pgcdc_events.types.catalog import fetch_catalog
+from support.capture import Capturer
 from support.golden import Recording, recordings
 from support.spark_records import CLOCK_NS, RUN_ID, decoder_lines, first_difference
 
@@ -90,3 +96,37 @@ def test_a_stream_that_goes_back_is_refused() -> None:
     batch = [(None, i, int(r.lsn), r.data) for i, r in enumerate(rows[:5])]
     with pytest.raises(SparkDecodeError, match="the stream goes back"):
         _run(rows, recording, [batch, batch])
+
+
+
+@pytest.mark.parametrize("size", [1, 31, 32, 100, 3000])
+def test_an_ordinary_transaction_of_any_size_streams(pg_conn: Any, size: int) -> None:
+    """A transaction of ``size`` changes to one table (32 and more are decoded column-wise
+    into one run): the micro-batch decodes, its commit time is read from the run's Arrow
+    payload (issue 22: it was read as a pickle, ``invalid load key``), and the table's
+    events are one decoder's."""
+    pg_conn.run("CREATE TABLE big (id int PRIMARY KEY, note text)")
+    capturer = Capturer(pg_conn, tables=["big"])
+    pg_conn.run("INSERT INTO big SELECT g, 'n' || g FROM generate_series(1, :n) g", n=size)
+    rows = capturer.changes()
+    catalog = fetch_catalog(pg_conn)
+    config = EventConfig.from_properties({"topic.prefix": "s"}).with_catalog(catalog)
+    make = _Decode(config, catalog, lambda: CLOCK_NS, RUN_ID)
+    out, state, taken = decode_rows(StreamState(), [(None, i, int(r.lsn), r.data)
+                                                    for i, r in enumerate(rows)], make)
+    assert taken == len(rows) and not state.pending
+    kinds = [k for b in out for k in b.column("kind").to_pylist()]
+    assert (RUN_KIND in kinds) == (size >= MIN_RUN), kinds
+    want = [json.loads(line) for line in decoder_lines(rows, config, catalog)]
+    values = [w["value"].get("payload", w["value"]) for w in want
+              if w["value"] is not None and w["topic"] == "s.public.big"]
+    assert len(values) == size
+    assert _commit_ms(out) == values[-1]["source"]["ts_ms"]
+    layout = TableLayout("public.big", [catalog_table_schemas(catalog, config)["public.big"]],
+                         SparkSchemaOptions("literal"))
+    events = layout.batch(
+        (p, i, k, lsn, pl) for b in out for p, i, k, lsn, pl in zip(
+            *(b.column(c).to_pylist() for c in ("position", "index", "kind", "lsn",
+                                                 "payload")), strict=True)
+        if k in ("change", RUN_KIND))
+    assert events.column("after").to_pylist() == [v["after"] for v in values]

@@ -69,7 +69,12 @@ from pgcdc_events.spark.decode import (
     normalize_capture,
 )
 from pgcdc_events.spark.errors import SparkDecodeError
-from pgcdc_events.spark.layout import TABLE_KINDS, TableLayout, catalog_table_schemas
+from pgcdc_events.spark.layout import (
+    TABLE_KINDS,
+    TableLayout,
+    catalog_table_schemas,
+    last_source,
+)
 from pgcdc_events.spark.schema import Flavour, SparkSchemaOptions
 from pgcdc_events.types.catalog import CatalogSnapshot
 
@@ -295,17 +300,16 @@ def _write_text(path: str, text: str) -> None:
 
 
 def _commit_ms(batches: list[Any]) -> int | None:
-    """The commit time (``source.ts_ms``) of the last record of a table, from its line or
-    payload (only its source block is read)."""
-    from pgcdc_events.spark.layout import _load_payload  # noqa: PLC0415
-
+    """The commit time (``source.ts_ms``) of the last table record of the batches (a record
+    or a column-wise run, read by :func:`~pgcdc_events.spark.layout.last_source`)."""
     for batch in reversed(batches):
+        kinds = batch.column("kind").to_pylist()
         payloads = batch.column("payload").to_pylist()
-        for payload in reversed(payloads):
+        for kind, payload in zip(reversed(kinds), reversed(payloads), strict=True):
             if payload is not None:
-                value = _load_payload(payload)[1]
-                if value is not None and value.get("source"):
-                    return int(value["source"]["ts_ms"])
+                source = last_source(kind, payload)
+                if source is not None and source.get("ts_ms") is not None:
+                    return int(source["ts_ms"])
     return None
 
 
