@@ -164,7 +164,7 @@ class Setup:
         for name in TABLES:
             table = f"public.{name}"
             parquet = ParquetTarget(str(self.out / "tables" / table), buckets=4)
-            pg = PostgresTarget(self.target, table)
+            pg = PostgresTarget(self.target, "public", name)
 
             def both(df: Any, batch_id: int, parquet: ParquetTarget = parquet,
                      pg: PostgresTarget = pg) -> None:

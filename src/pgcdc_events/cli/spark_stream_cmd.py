@@ -156,7 +156,9 @@ def _run(args: argparse.Namespace) -> int:
             from pgcdc_events.adapters.connection import parse_conninfo  # noqa: PLC0415
 
             settings = parse_conninfo(args.target_dsn)
-            pg = PostgresTarget(lambda settings=settings: settings.connect()[0], table)
+            layout = stream.layout(table)
+            pg = PostgresTarget(lambda settings=settings: settings.connect()[0],
+                                layout.schema_name, layout.table_name)
         queries.append(stream.table(table).writeStream
                        .foreachBatch(_Both(parquet, pg))
                        .option("checkpointLocation", os.path.join(
