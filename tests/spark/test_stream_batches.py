@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -29,18 +30,21 @@ from support.capture import Capturer
 from support.golden import Recording, recordings
 from support.spark_records import CLOCK_NS, RUN_ID, decoder_lines, first_difference
 
-RECORDINGS = [r for r in recordings("*") if not r.meta.get("connector_failed")
-              and not r.corpus.startswith("events_snapshot")]
+RECORDINGS = [r for r in recordings("*") if not r.meta.get("connector_failed")]
 
 
-def _run(rows: list[CaptureRow], recording: Recording, batches: list[list[tuple]]
+def _run(rows: list[CaptureRow], recording: Recording, batches: list[list[tuple]],
+         index: Callable[[int], int] = lambda position: position
          ) -> tuple[list[str], StreamState]:
+    """Decode the micro-batches; ``index`` gives the row of a position."""
     config = EventConfig.from_properties(recording.properties).with_catalog(recording.catalog)
     make = _Decode(config, recording.catalog, lambda: CLOCK_NS, RUN_ID)
     state = StreamState()
     lines: list[str] = []
+    flagged = {i for i, r in enumerate(rows) if r.snapshot}  # an initial snapshot's rows
     for batch in batches:
-        out, state, _ = decode_rows(state, batch, make, lines=True)
+        snapshot = [b[1] for b in batch if index(b[1]) in flagged]
+        out, state, _ = decode_rows(state, batch, make, lines=True, snapshot=snapshot)
         lines += [line for b in out for line in b.column("line").to_pylist()]
         # the state survives its JSON form (what the checkpoint holds)
         state = StreamState.from_json(json.loads(json.dumps(state.to_json())), path="x")
@@ -84,7 +88,8 @@ def test_segments_out_of_order(recording: Recording) -> None:
     for k in range(0, len(segments), 2):
         order += [segments[k + 1]] if k + 1 < len(segments) else []
         order += [segments[k]]
-    got, state = _run(rows, recording, order)
+    got, state = _run(rows, recording, order,
+                      lambda position: (position >> 32) * size + (position & 0xFFFFFFFF))
     assert not state.held
     problem = first_difference(got, _want(rows, recording, state))
     assert not problem, problem

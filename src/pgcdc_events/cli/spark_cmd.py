@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import sys
 import time
 import uuid
@@ -150,17 +151,32 @@ def run_spark(body: Callable[[argparse.Namespace], int], args: argparse.Namespac
         raise PgCdcError(_spark_message(exc)) from None
 
 
+#: A line of a Python traceback naming one of this library's exceptions.
+_OURS: Final = re.compile(r"\s*pgcdc_events(?:\.\w+)*\.(\w+): (.*)")
+#: A line of a Python traceback naming any exception.
+_PYTHON_ERROR: Final = re.compile(r"\s*(?:\w+\.)*(\w*(?:Error|Exception|Exit|Interrupt)): (.*)")
+_ERROR_CLASS: Final = re.compile(r"\s*(\[[A-Z_]+\])")
+
+
 def _spark_message(exc: BaseException) -> str:
-    """The useful line of a Spark failure (our error from a worker, or Spark's summary)."""
+    """The useful line of a Spark failure: the last of this library's exceptions in the
+    Python traceback Spark carries (a streaming query's :class:`SparkQueryError` names
+    its cause), else the last Python exception line after Spark's error class, else
+    Spark's first line."""
     text = str(exc)
-    for line in reversed(text.splitlines()):
-        if "Error:" in line and ("pgcdc_events" in line or "ProtocolError" in line
-                                 or "ConversionError" in line or "SparkDecodeError" in line):
-            return line.strip()
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:500]
-    return type(exc).__name__
+    lines = text.splitlines()
+    for line in reversed(lines):
+        match = _OURS.fullmatch(line.rstrip())
+        if match is not None:
+            name, message = match.groups()
+            return message if name == "SparkQueryError" else f"{name}: {message}"
+    first = next((line.strip() for line in lines if line.strip()), type(exc).__name__)
+    for line in reversed(lines):
+        match = _PYTHON_ERROR.fullmatch(line.rstrip())
+        if match is not None:
+            head = _ERROR_CLASS.match(first)
+            return (f"{head.group(1)} " if head else "") + f"{match.group(1)}: {match.group(2)}"
+    return first[:500]
 
 
 def _run(args: argparse.Namespace) -> int:

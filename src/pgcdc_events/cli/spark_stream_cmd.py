@@ -185,7 +185,7 @@ def _run(args: argparse.Namespace) -> int:
             pg = PostgresTarget(lambda settings=settings: settings.connect()[0],
                                 layout.schema_name, layout.table_name)
         queries.append(stream.table(table).writeStream
-                       .foreachBatch(_Both(parquet, pg))
+                       .foreachBatch(_Both(parquet, pg, f"the query of {table}"))
                        .option("checkpointLocation", os.path.join(
                            args.checkpoint, "tables", table_directory(table)))
                        .trigger(processingTime=f"{args.trigger} seconds").start())
@@ -220,10 +220,18 @@ def _run(args: argparse.Namespace) -> int:
 class _Both:
     """Apply a batch to the Parquet target, then to PostgreSQL (if any)."""
 
-    def __init__(self, parquet: Any, pg: Any) -> None:
-        self.parquet, self.pg = parquet, pg
+    def __init__(self, parquet: Any, pg: Any, name: str) -> None:
+        self.parquet, self.pg, self.name = parquet, pg, name
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        from pgcdc_events.spark.errors import query_failure  # noqa: PLC0415
+
+        try:
+            self._apply(df, batch_id)
+        except Exception as exc:  # one line, with the cause, for the query's failure
+            raise query_failure(self.name, batch_id, exc) from exc
+
+    def _apply(self, df: Any, batch_id: int) -> None:
         from pgcdc_events.spark._session import to_arrow_table  # noqa: PLC0415
 
         last = self.parquet.last_batch()

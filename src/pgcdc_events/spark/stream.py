@@ -35,7 +35,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any, Final
 
@@ -59,7 +59,7 @@ from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.encoder import encode_message
 from pgcdc_events.protocol.messages import Begin, Commit, Relation, Type
 from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
-from pgcdc_events.spark.capture import STREAM_SNAPSHOT_REFUSED, parse_capture_lines
+from pgcdc_events.spark.capture import parse_capture_lines
 from pgcdc_events.spark.decode import (
     _RECORDS_ARROW,
     RECORDS_TYPE,
@@ -68,7 +68,7 @@ from pgcdc_events.spark.decode import (
     _Decode,
     normalize_capture,
 )
-from pgcdc_events.spark.errors import SparkDecodeError
+from pgcdc_events.spark.errors import SparkDecodeError, query_failure
 from pgcdc_events.spark.layout import (
     TABLE_KINDS,
     TableLayout,
@@ -91,7 +91,8 @@ def read_capture_stream(spark: SparkSession, directory: str, *,
                         max_files_per_trigger: int | None = None) -> DataFrame:
     """A streaming DataFrame of the capture rows in a directory of rotating capture files
     (``capture --rotate-every/--rotate-size``): ``segment`` (the file's sequence number),
-    ``position`` (``segment << 32 | line``: the stream order), ``lsn``, ``xid``, ``data``.
+    ``position`` (``segment << 32 | line``: the stream order), ``lsn``, ``xid``, ``data``,
+    ``snapshot`` (the rows of an initial snapshot, which ``capture`` writes first by default).
 
     Each file is read whole (``wholetext``), so a micro-batch never holds part of one.
     """
@@ -106,8 +107,8 @@ def read_capture_stream(spark: SparkSession, directory: str, *,
                          .alias("line", "value")).filter(F.col("value") != "")
     rows = lines.select("segment", "value", (F.col("segment") * F.lit(1 << _SEGMENT_BITS)
                                              + F.col("line")).alias("position"))
-    parsed = parse_capture_lines(rows, where=directory, snapshots=False)
-    return parsed.select("segment", "position", "lsn", "xid", "data")
+    parsed = parse_capture_lines(rows, where=directory)
+    return parsed.select("segment", "position", "lsn", "xid", "data", "snapshot")
 
 
 # ------------------------------------------------------------------ the state, sans Spark
@@ -126,7 +127,8 @@ class StreamState:
     last transaction decoded; ``pending``: ``(position, lsn, data hex)`` rows not decoded
     yet; ``held``: ``(segment, position, lsn, data hex)`` rows of segments that came
     before the one they follow; ``segment``: the next segment expected; ``position``: the
-    last position taken in.
+    last position taken in; ``snapshot``: the positions of the pending and held rows that
+    belong to an initial snapshot.
     """
 
     schema: tuple[tuple[int, int, str], ...] = ()
@@ -136,6 +138,7 @@ class StreamState:
     segment: int | None = None
     position: int | None = None
     lsn: int | None = None
+    snapshot: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The state as JSON."""
@@ -151,7 +154,8 @@ class StreamState:
                        cut=None if obj["cut"] is None else tuple(obj["cut"]),
                        pending=tuple(tuple(p) for p in obj["pending"]),
                        held=tuple(tuple(h) for h in obj["held"]),
-                       segment=obj["segment"], position=obj["position"], lsn=obj["lsn"])
+                       segment=obj["segment"], position=obj["position"], lsn=obj["lsn"],
+                       snapshot=tuple(obj.get("snapshot", ())))
         except (KeyError, TypeError) as exc:
             raise SparkDecodeError(f"{path}: a malformed stream state ({exc})") from None
 
@@ -172,12 +176,16 @@ class StreamState:
 
 
 def decode_rows(state: StreamState, rows: Iterable[tuple[int | None, int, int, bytes]],
-                make: _Decode, *, lines: bool = False
+                make: _Decode, *, lines: bool = False, snapshot: Collection[int] = ()
                 ) -> tuple[list[Any], StreamState, int]:
     """Decode one micro-batch's rows ``(segment, position, lsn, data)`` after ``state``:
     the records (Arrow batches of ``RECORDS_TYPE``), the state after them, and how many
-    rows were taken in (rows of segments held back wait for the gap before them)."""
+    rows were taken in (rows of segments held back wait for the gap before them).
+    ``snapshot`` holds the positions of the rows that belong to an initial snapshot: they
+    become read (``r``) events, as ``pgcdc-events decode`` makes them, and the snapshot
+    block is never cut."""
     new = sorted(rows, key=lambda r: r[1])
+    snapshots = frozenset(state.snapshot) | frozenset(snapshot)
     taken: list[tuple[int, int, bytes]] = []
     held = list(state.held)
     segment = state.segment
@@ -211,7 +219,8 @@ def decode_rows(state: StreamState, rows: Iterable[tuple[int | None, int, int, b
     pending = [(p, lsn, bytes.fromhex(d)) for p, lsn, d in state.pending]
     all_rows = pending + taken
     schema, cuts = state.plan_prefix()
-    inner = plan_chunks(control_messages(all_rows), min_messages=1)
+    inner = plan_chunks(control_messages(all_rows), min_messages=1,
+                        snapshot=frozenset(p for p, _, _ in all_rows if p in snapshots))
     plan = ChunkPlan(tuple(schema) + inner.schema, tuple(cuts) + inner.cuts)
     first_chunk = len(cuts)  # chunk 0 is what came before the state's cut: nothing here
     batches: list[Any] = []
@@ -223,7 +232,8 @@ def decode_rows(state: StreamState, rows: Iterable[tuple[int | None, int, int, b
         table = pa.RecordBatch.from_pydict({
             "_chunk": [chunk_of(p) for p, _, _ in ready],
             "position": [p for p, _, _ in ready], "lsn": [lsn for _, lsn, _ in ready],
-            "data": [d for _, _, d in ready]})
+            "data": [d for _, _, d in ready],
+            "snapshot": [p in snapshots for p, _, _ in ready]})
         assert not ready or chunk_of(ready[0][0]) >= first_chunk
         batches = list(RecordsFunction(plan, make, payload=True, lines=lines)(iter([table])))
         force = plan.schema_state(last.position + 1)
@@ -236,11 +246,13 @@ def decode_rows(state: StreamState, rows: Iterable[tuple[int | None, int, int, b
     else:
         keep = all_rows
         new_schema, new_cut, decoded_lsn = state.schema, state.cut, state.lsn
+    waiting = {p for p, _, _ in keep} | {h[1] for h in held}
     after = StreamState(
         schema=new_schema, cut=new_cut,
         pending=tuple((p, lsn, d.hex()) for p, lsn, d in keep),
         held=tuple(held), segment=segment,
-        position=taken[-1][0] if taken else state.position, lsn=decoded_lsn)
+        position=taken[-1][0] if taken else state.position, lsn=decoded_lsn,
+        snapshot=tuple(sorted(p for p in snapshots if p in waiting)))
     return batches, after, len(taken)
 
 
@@ -320,6 +332,12 @@ class _BatchWriter:
         self.stream = stream
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        try:
+            self._batch(df, batch_id)
+        except Exception as exc:  # one line, with the cause, for the query's failure
+            raise query_failure("the decoding query", batch_id, exc) from exc
+
+    def _batch(self, df: DataFrame, batch_id: int) -> None:
         stream = self.stream
         started = time.monotonic()
         state_dir = stream.state_dir
@@ -334,16 +352,18 @@ class _BatchWriter:
         if "snapshot" in df.columns:
             columns.append("snapshot")
         table = to_arrow_table(df.select(*columns))
-        if "snapshot" in columns and pc.any(table.column("snapshot")).as_py():
-            first = table.filter(table.column("snapshot")).column("position")[0].as_py()
-            raise SparkDecodeError(f"the stream {STREAM_SNAPSHOT_REFUSED}", position=first)
+        snapshot: list[int] = []
+        if "snapshot" in columns:
+            flags = pc.fill_null(table.column("snapshot"), False)
+            snapshot = table.filter(flags).column("position").to_pylist()
         data = table.column("data").to_pylist()
         positions = table.column("position").to_pylist()
         lsns = table.column("lsn").to_pylist()
         segments = (table.column("segment").to_pylist() if "segment" in columns
                     else [None] * len(data))
         rows = list(zip(segments, positions, lsns, data, strict=True))
-        batches, after, taken = decode_rows(state, rows, stream.make, lines=stream.lines)
+        batches, after, taken = decode_rows(state, rows, stream.make, lines=stream.lines,
+                                            snapshot=snapshot)
         records = sum(b.num_rows for b in batches)
         target = stream.records_dir / f"part-{batch_id:012d}.parquet"
         if batches and not target.exists():
