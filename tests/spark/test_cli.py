@@ -150,6 +150,12 @@ def test_the_session_has_no_open_web_ui(tmp_path: Path, monkeypatch: pytest.Monk
     assert seen["spark.ui.killEnabled"] == "false"
     assert seen["env"] == ("127.0.0.1" if ui else None)
     assert seen["spark.hadoop.fs.permissions.umask-mode"] == "077"
+    if ui:  # a cluster's driver stays reachable: Spark's own binding
+        seen.clear()
+        with pytest.raises(_StartedError):
+            main(["spark", *args, "--catalog", CATALOG, "-q", "--spark-ui",
+                  "--master", "spark://cluster:7077"])
+        assert seen["spark.ui.enabled"] == "true" and seen["env"] is None
 
 
 def test_stream_target_password_from_a_dsn_file_and_the_password_file(

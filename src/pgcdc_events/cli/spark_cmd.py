@@ -73,8 +73,9 @@ def register(commands: Any) -> None:
 def add_ui_argument(parser: argparse.ArgumentParser) -> None:
     """``--spark-ui``: what every ``pgcdc-events spark`` subcommand takes."""
     parser.add_argument("--spark-ui", action="store_true",
-                        help="start Spark's web UI, on 127.0.0.1 only (unless SPARK_LOCAL_IP "
-                        "says otherwise), without its kill links (default: no web UI)")
+                        help="start Spark's web UI, without its kill links, on 127.0.0.1 only "
+                        "with a local master (unless SPARK_LOCAL_IP says otherwise) "
+                        "(default: no web UI)")
 
 
 #: Spark settings of every session ``pgcdc-events spark`` starts: Hadoop's writers (the
@@ -82,14 +83,18 @@ def add_ui_argument(parser: argparse.ArgumentParser) -> None:
 PRIVATE_FILES: Final = {"spark.hadoop.fs.permissions.umask-mode": "077"}
 
 
-def session_settings(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
+def session_settings(args: argparse.Namespace, master: str | None
+                     ) -> tuple[dict[str, str], dict[str, str]]:
     """The Spark settings and the environment variables of the session a ``pgcdc-events
-    spark`` subcommand starts: no web UI unless ``--spark-ui`` (which has no
-    authentication: it is bound to 127.0.0.1, through ``SPARK_LOCAL_IP`` unless that is
-    set, and its kill links are off), and private files (:data:`PRIVATE_FILES`)."""
+    spark`` subcommand starts on ``master``: no web UI unless ``--spark-ui`` (which has no
+    authentication: its kill links are off and, on a local master, it is bound to
+    127.0.0.1 through ``SPARK_LOCAL_IP`` unless that is set; a cluster's driver must stay
+    reachable, so there Spark's own settings decide), and private files
+    (:data:`PRIVATE_FILES`)."""
     conf = {**PRIVATE_FILES, "spark.ui.enabled": "true" if args.spark_ui else "false",
             "spark.ui.killEnabled": "false"}
-    env = {"SPARK_LOCAL_IP": "127.0.0.1"} if args.spark_ui else {}
+    local = master is not None and master.startswith("local")
+    env = {"SPARK_LOCAL_IP": "127.0.0.1"} if args.spark_ui and local else {}
     return conf, env
 
 
@@ -98,7 +103,7 @@ def start_session(args: argparse.Namespace, app: str, master: str | None,
     """The SparkSession of a subcommand, with :func:`session_settings` (``conf`` last)."""
     from pgcdc_events.spark import session  # noqa: PLC0415
 
-    settings, env = session_settings(args)
+    settings, env = session_settings(args, master)
     for name, value in env.items():
         os.environ.setdefault(name, value)
     return session(master, app, quiet=True, log_level="off", conf={**settings, **conf})
