@@ -227,3 +227,17 @@ def test_a_missing_target_table_is_named(dbs: Databases) -> None:
                        "_position": pa.array([{"message": 1, "index": 0}])})
     with pytest.raises(SparkDecodeError, match=r'"public"\."nowhere" does not exist'):
         PostgresTarget(dbs.target, "public", "nowhere").apply(events, 0)
+
+
+def test_text_for_a_bytea_column_is_refused() -> None:
+    """binary.handling.mode=base64 or hex gives text: written as it is into bytea it would
+    be other bytes, so the target names the column and the setting instead."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    from pgcdc_events.spark.pgtext import PgColumn, column_text  # noqa: PLC0415
+
+    column = PgColumn("b", "bytea", "bytea")
+    assert column_text(pa.array([b"\x00\xff", None]), column, table="public.t") == [
+        "\\x00ff", None]
+    with pytest.raises(SparkDecodeError, match=r"public\.t\.b: .*binary\.handling\.mode=bytes"):
+        column_text(pa.array(["AP8=", None]), column, table="public.t")

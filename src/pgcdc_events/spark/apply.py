@@ -188,7 +188,8 @@ class PostgresTarget:
     Each value is written as the text input of its target column's type (read from the
     server's catalog at each batch; see :mod:`pgcdc_events.spark.pgtext`), so every type
     family the type mapper maps arrives as it left, when the events have the semantic
-    flavour (the default; the literal flavour's integers do not say their temporal unit).
+    flavour (the default; the literal flavour's integers do not say their temporal unit)
+    and ``binary.handling.mode=bytes`` (the default; text for a ``bytea`` is refused).
     Two values Debezium itself does not carry whole arrive as Debezium gives them: a
     ``bit varying`` without its leading zeros, and an ``interval`` under
     ``interval.handling.mode=numeric`` (months of 30.4375 days; use ``string`` for exact

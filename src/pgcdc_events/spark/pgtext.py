@@ -117,6 +117,12 @@ def _flat_text(array: Any, column: PgColumn, table: str) -> list[str | None]:
         values = array.to_pylist()
         if base == "hstore":
             return [None if v is None else _hstore_from_json(v, column, table) for v in values]
+        if base in ("bytea", "bit", "varbit") and any(v is not None for v in values):
+            raise SparkDecodeError(
+                f"a text value for a column of type {column.sql_type}: bytes under "
+                "binary.handling.mode=base64/base64-url-safe/hex are text whose encoding the "
+                "target cannot tell; decode with binary.handling.mode=bytes (the default)",
+                table=table, column=column.name)
         return values  # type: ignore[no-any-return]
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         values = array.to_pylist()
