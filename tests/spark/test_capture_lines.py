@@ -11,9 +11,9 @@ from pgcdc_events.protocol import CaptureError, CaptureRow
 
 pytest.importorskip("pyspark")
 
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import SparkSession
 
-from pgcdc_events.spark.capture import parse_capture_lines  # noqa: E402
+from pgcdc_events.spark.capture import parse_capture_lines
 
 VALID = [
     '{"lsn": "0/16B3748", "xid": 731, "data": "42000000"}',
@@ -56,7 +56,7 @@ def test_invalid_lines_are_refused_alike(spark: SparkSession, case: str) -> None
     with pytest.raises(CaptureError) as python_error:
         CaptureRow.from_line(line, line_number=1)
     assert expected in str(python_error.value)
-    with pytest.raises(Exception) as spark_error:  # noqa: PT011 - Spark's own class
+    with pytest.raises(Exception) as spark_error:
         _spark_rows(spark, line)
     message = str(spark_error.value)
     assert f"lines.jsonl: capture line: {expected}" in message, message[:2000]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,108 @@ def test_parquet_events_and_flattened_rows(tmp_path: Path, spark: SparkSession) 
     assert list(rows[0].asDict())[:3] == ["id", "customer_id", "status"]
 
 
+def assert_private(path: Path) -> None:
+    """Every file under ``path`` is 0600 and every directory 0700 (as ``capture`` writes)."""
+    modes = {str(p.relative_to(path)): stat.S_IMODE(p.lstat().st_mode)
+             for p in [path, *path.rglob("*")]}
+    assert len(modes) > 3
+    wrong = {name: oct(mode) for name, mode in modes.items()
+             if mode != (0o700 if (path / name).is_dir() else 0o600)}
+    assert not wrong, wrong
+
+
+def test_spark_decode_output_is_private(tmp_path: Path, spark: SparkSession) -> None:
+    """Row data is 0600 in 0700 directories, also from a session started before (which
+    wrote with its own umask): events, flattened rows, JSON records."""
+    for name, extra in (("events", []), ("flat", ["--flatten"]),
+                        ("json", ["--format", "json"])):
+        out = tmp_path / name
+        assert main(["spark", "decode", "--capture", CAPTURE, "--catalog", CATALOG,
+                     "--output", str(out), "-q", *extra]) == 0
+        assert_private(out)
+
+
+class _StartedError(Exception):
+    pass
+
+
+@pytest.mark.parametrize("command", ["decode", "stream"])
+@pytest.mark.parametrize("ui", [False, True])
+def test_the_session_has_no_open_web_ui(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        command: str, ui: bool) -> None:
+    """The session each command starts: no web UI (it has no authentication and can kill
+    jobs) unless --spark-ui, which binds it to 127.0.0.1 with its kill links off; Hadoop's
+    writers create private files."""
+    import pgcdc_events.spark  # noqa: PLC0415
+
+    seen: dict[str, Any] = {}
+
+    def session(master: str | None, app: str, **kwargs: Any) -> Any:
+        seen.update(kwargs["conf"], env=os.environ.get("SPARK_LOCAL_IP"))
+        raise _StartedError
+
+    monkeypatch.setattr(pgcdc_events.spark, "session", session)
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    args = (["decode", "--capture", CAPTURE, "--output", str(tmp_path / "o")]
+            if command == "decode" else
+            ["stream", "--input", str(tmp_path), "--output", str(tmp_path / "o"),
+             "--checkpoint", str(tmp_path / "c")])
+    try:
+        with pytest.raises(_StartedError):
+            main(["spark", *args, "--catalog", CATALOG, "-q", *(["--spark-ui"] if ui else [])])
+    finally:
+        os.environ.pop("SPARK_LOCAL_IP", None)
+    assert seen["spark.ui.enabled"] == ("true" if ui else "false")
+    assert seen["spark.ui.killEnabled"] == "false"
+    assert seen["env"] == ("127.0.0.1" if ui else None)
+    assert seen["spark.hadoop.fs.permissions.umask-mode"] == "077"
+    if ui:  # a cluster's driver stays reachable: Spark's own binding
+        seen.clear()
+        with pytest.raises(_StartedError):
+            main(["spark", *args, "--catalog", CATALOG, "-q", "--spark-ui",
+                  "--master", "spark://cluster:7077"])
+        assert seen["spark.ui.enabled"] == "true" and seen["env"] is None
+
+
+def test_stream_target_password_from_a_dsn_file_and_the_password_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--target-dsn-file and PGPASSFILE, as capture's --dsn-file: no secret on the command
+    line; an unreadable file is one line naming the option, before Spark starts."""
+    import pgcdc_events.spark  # noqa: PLC0415
+    from pgcdc_events.cli import spark_stream_cmd  # noqa: PLC0415
+
+    passfile = tmp_path / "pgpass"
+    passfile.write_text("db.example:5433:shop:app:s3cret\n")
+    passfile.chmod(0o600)
+    dsn = tmp_path / "target.dsn"
+    dsn.write_text("host=db.example port=5433 dbname=shop user=app\n")
+    monkeypatch.setenv("PGPASSFILE", str(passfile))
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    seen: list[Any] = []
+    original = spark_stream_cmd.target_settings
+    monkeypatch.setattr(spark_stream_cmd, "target_settings",
+                        lambda args: seen.append(original(args)) or seen[-1])
+
+    def session(*args: Any, **kwargs: Any) -> Any:
+        raise _StartedError
+
+    monkeypatch.setattr(pgcdc_events.spark, "session", session)
+    argv = ["spark", "stream", "--input", str(tmp_path), "--output", str(tmp_path / "o"),
+            "--checkpoint", str(tmp_path / "c"), "--catalog", CATALOG, "-q",
+            "--target-dsn-file", str(dsn)]
+    with pytest.raises(_StartedError):
+        main(argv)
+    (settings,) = seen
+    assert (settings.host, settings.port, settings.dbname, settings.user) == (
+        "db.example", 5433, "shop", "app")
+    assert settings.password == "s3cret" and str(passfile) in settings.password_source
+    assert not any("s3cret" in a for a in argv)
+    assert main([*argv[:-1], str(tmp_path / "missing.dsn")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--target-dsn-file" in err[0] and "missing.dsn" in err[0], err
+
+
 def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["spark", "decode", "--capture", str(tmp_path / "missing.jsonl"),
                  "--output", str(tmp_path / "out"), "-q"]) == 1
@@ -150,6 +253,12 @@ def test_quiet_prints_nothing_and_errors_are_one_line(tmp_path: Path) -> None:
                   "--output", str(tmp_path / "out"), "-q", "--master", "local[1]")
     assert ok.returncode == 0, ok.stderr
     assert ok.stderr == "" and ok.stdout == ""
+    assert_private(tmp_path / "out")
+    flat = _run_cli("spark", "decode", "--capture", CAPTURE, "--catalog", CATALOG,
+                    "--output", str(tmp_path / "flat"), "-q", "--master", "local[1]",
+                    "--flatten", "--format", "json")
+    assert flat.returncode == 0, flat.stderr
+    assert_private(tmp_path / "flat")
     lines = Path(CAPTURE).read_text().splitlines()
     at = next(i for i, line in enumerate(lines) if '"data": "49' in line)  # an Insert
     bad = json.loads(lines[at])

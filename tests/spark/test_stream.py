@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,12 @@ from pgcdc_events.spark._session import to_arrow_table
 from pgcdc_events.spark.capture import capture_dataframe
 from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.state import latest_state
-from pgcdc_events.spark.stream import decode_stream, read_capture_stream
+from pgcdc_events.spark.stream import (
+    StreamState,
+    decode_rows,
+    decode_stream,
+    read_capture_stream,
+)
 from support.golden import recordings
 from support.spark_records import (
     CLOCK_NS,
@@ -38,6 +44,7 @@ from support.spark_records import (
     table_rows,
 )
 
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 RECORDING = next(r for r in recordings("events") if r.mode == "events-txmeta-truncate-notombstones")
 
 
@@ -207,22 +214,99 @@ def test_cli_stream(spark: SparkSession, tmp_path: Path,
     assert compared >= 2
 
 
-def test_a_snapshot_in_the_stream_stops_the_query(spark: SparkSession, tmp_path: Path) -> None:
-    """decode_stream reads stream rows only: a capture file holding an initial snapshot's
-    lines stops the query with an error naming the snapshot, where decoding its rows as
-    stream rows would have made them creates."""
+def _normalized(line: str) -> dict[str, Any]:
+    """A record without what is processing time or run identity by definition."""
+    record = json.loads(line)
+    payload = (record["value"] or {}).get("payload")
+    if isinstance(payload, dict):
+        for name in ("ts_ms", "ts_us", "ts_ns"):
+            payload.pop(name, None)
+    record["headers"].pop("__debezium.context.runId", None)
+    return record  # type: ignore[no-any-return]
+
+
+def test_a_capture_that_begins_with_a_snapshot(spark: SparkSession, tmp_path: Path) -> None:
+    """A capture that begins with an initial snapshot (what ``capture`` writes by default),
+    in files cut inside the snapshot block: its rows are read (``r``) events, first, then
+    the stream's; the records are ``pgcdc-events decode``'s, whole (but the processing time
+    and the run id)."""
+    golden = GOLDEN / "events_snapshot" / "snapshot-initial"
     recording = next(r for r in recordings("events_snapshot") if r.corpus == "events_snapshot")
     rows = list(recording.capture)
-    assert any(r.snapshot for r in rows)
-    write_files(tmp_path / "f", rows, [])
+    flagged = [i for i, r in enumerate(rows) if r.snapshot]
+    assert flagged and flagged[0] == 0
+    write_files(tmp_path / "f", rows, [2, len(flagged) // 2, len(flagged) + 3])
+    reference = tmp_path / "decode.jsonl"
+    assert main(["decode", "--capture", str(golden / "capture.jsonl"), "-o", str(reference),
+                 "--catalog", str(golden / "catalog.json"),
+                 "--config", str(golden / "connector.properties"), "-q"]) == 0
+    want = [_normalized(line) for line in reference.read_text().splitlines()]
+    assert any((r["value"] or {}).get("payload", {}).get("op") == "r" for r in want)
     stream = decode_stream(read_capture_stream(spark, str(tmp_path / "f")),
                            EventConfig.from_properties(recording.properties),
                            catalog=recording.catalog, path=str(tmp_path / "o"),
-                           checkpoint=str(tmp_path / "c"))
+                           checkpoint=str(tmp_path / "c"), lines=True)
     stream.start()
     assert stream.query is not None
-    with pytest.raises(Exception, match="initial snapshot"):
-        stream.query.processAllAvailable()
+    stream.query.processAllAvailable()
     stream.stop()
-    assert not (tmp_path / "o" / "records").exists() or not any(
-        (tmp_path / "o" / "records").iterdir())
+    got = [_normalized(line) for line in records_lines(tmp_path / "o", spark)]
+    assert got == want
+
+
+DEMO = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _stream_cli(tmp_path: Path, rows: list[CaptureRow],
+                capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    tmp_path.mkdir()
+    write_files(tmp_path / "in", rows, [len(rows) // 2])
+    code = main(["spark", "stream", "--input", str(tmp_path / "in"),
+                 "--catalog", str(DEMO / "demo-catalog.json"),
+                 "--config", str(DEMO / "connector.properties"),
+                 "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "cp"),
+                 "--trigger", "0.2", "--stop-when-idle", "20", "-q"])
+    return code, capsys.readouterr().err.splitlines()
+
+
+def test_spark_stream_failures_are_one_line_with_their_cause(
+        spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a user sees when a micro-batch fails: one line, the library's own error (here a
+    message cut inside its tuple) with where it happened, exit status 1; and an error that
+    is not the library's (what the column-wise runs' pickle error was) with its class and
+    message, not ``Return Message: Traceback (most recent call last):``."""
+    import attrs  # noqa: PLC0415
+
+    from pgcdc_events.cli.decode_cmd import load_config  # noqa: PLC0415
+    from pgcdc_events.protocol.capture import iter_capture  # noqa: PLC0415
+    from pgcdc_events.spark import stream as stream_module  # noqa: PLC0415
+    from pgcdc_events.spark.decode import _Decode  # noqa: PLC0415
+    from pgcdc_events.types.catalog import CatalogSnapshot  # noqa: PLC0415
+
+    with open(DEMO / "demo-capture.jsonl", encoding="utf-8") as fh:
+        rows = list(iter_capture(fh))
+    at = next(i for i, r in enumerate(rows) if r.data[:1] == b"I")
+    rows[at] = attrs.evolve(rows[at], data=rows[at].data[:7])  # cut inside its tuple
+    # the library's own error for these rows, as decode_rows raises it
+    config = load_config(str(DEMO / "connector.properties"), [])
+    catalog = CatalogSnapshot.load(str(DEMO / "demo-catalog.json"))
+    with pytest.raises(Exception) as raised:
+        decode_rows(StreamState(), [(0, i, int(r.lsn), r.data) for i, r in enumerate(rows)],
+                    _Decode(config.with_catalog(catalog), catalog, lambda: 0, "r"),
+                    snapshot=[])
+    cause = raised.value
+    assert "pgcdc_events" in type(cause).__module__
+    code, err = _stream_cli(tmp_path / "a", rows, capsys)
+    assert (code, err) == (1, [
+        f"pgcdc-events spark: error: the decoding query failed at micro-batch 0: "
+        f"{type(cause).__name__}: {cause}"])
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise pickle.UnpicklingError("invalid load key, '\\xff'.")
+
+    monkeypatch.setattr(stream_module, "decode_rows", broken)
+    code, err = _stream_cli(tmp_path / "b", rows, capsys)
+    assert (code, err) == (1, [
+        "pgcdc-events spark: error: the decoding query failed at micro-batch 0: "
+        "UnpicklingError: invalid load key, '\\xff'."])

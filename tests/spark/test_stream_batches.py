@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -17,24 +19,32 @@ pytest.importorskip("pyspark")
 
 from pgcdc_events.events import EventConfig
 from pgcdc_events.protocol import CaptureRow
+from pgcdc_events.spark.columnar import MIN_RUN
 from pgcdc_events.spark.decode import _Decode
 from pgcdc_events.spark.errors import SparkDecodeError
-from pgcdc_events.spark.stream import StreamState, decode_rows
+from pgcdc_events.spark.layout import RUN_KIND, TableLayout, catalog_table_schemas
+from pgcdc_events.spark.schema import SparkSchemaOptions
+from pgcdc_events.spark.stream import StreamState, _commit_ms, decode_rows
+from pgcdc_events.types.catalog import fetch_catalog
+from support.capture import Capturer
 from support.golden import Recording, recordings
 from support.spark_records import CLOCK_NS, RUN_ID, decoder_lines, first_difference
 
-RECORDINGS = [r for r in recordings("*") if not r.meta.get("connector_failed")
-              and not r.corpus.startswith("events_snapshot")]
+RECORDINGS = [r for r in recordings("*") if not r.meta.get("connector_failed")]
 
 
-def _run(rows: list[CaptureRow], recording: Recording, batches: list[list[tuple]]
+def _run(rows: list[CaptureRow], recording: Recording, batches: list[list[tuple]],
+         index: Callable[[int], int] = lambda position: position
          ) -> tuple[list[str], StreamState]:
+    """Decode the micro-batches; ``index`` gives the row of a position."""
     config = EventConfig.from_properties(recording.properties).with_catalog(recording.catalog)
     make = _Decode(config, recording.catalog, lambda: CLOCK_NS, RUN_ID)
     state = StreamState()
     lines: list[str] = []
+    flagged = {i for i, r in enumerate(rows) if r.snapshot}  # an initial snapshot's rows
     for batch in batches:
-        out, state, _ = decode_rows(state, batch, make, lines=True)
+        snapshot = [b[1] for b in batch if index(b[1]) in flagged]
+        out, state, _ = decode_rows(state, batch, make, lines=True, snapshot=snapshot)
         lines += [line for b in out for line in b.column("line").to_pylist()]
         # the state survives its JSON form (what the checkpoint holds)
         state = StreamState.from_json(json.loads(json.dumps(state.to_json())), path="x")
@@ -78,7 +88,8 @@ def test_segments_out_of_order(recording: Recording) -> None:
     for k in range(0, len(segments), 2):
         order += [segments[k + 1]] if k + 1 < len(segments) else []
         order += [segments[k]]
-    got, state = _run(rows, recording, order)
+    got, state = _run(rows, recording, order,
+                      lambda position: (position >> 32) * size + (position & 0xFFFFFFFF))
     assert not state.held
     problem = first_difference(got, _want(rows, recording, state))
     assert not problem, problem
@@ -90,3 +101,37 @@ def test_a_stream_that_goes_back_is_refused() -> None:
     batch = [(None, i, int(r.lsn), r.data) for i, r in enumerate(rows[:5])]
     with pytest.raises(SparkDecodeError, match="the stream goes back"):
         _run(rows, recording, [batch, batch])
+
+
+
+@pytest.mark.parametrize("size", [1, 31, 32, 100, 3000])
+def test_an_ordinary_transaction_of_any_size_streams(pg_conn: Any, size: int) -> None:
+    """A transaction of ``size`` changes to one table (32 and more are decoded column-wise
+    into one run): the micro-batch decodes, its commit time is read from the run's Arrow
+    payload (issue 22: it was read as a pickle, ``invalid load key``), and the table's
+    events are one decoder's."""
+    pg_conn.run("CREATE TABLE big (id int PRIMARY KEY, note text)")
+    capturer = Capturer(pg_conn, tables=["big"])
+    pg_conn.run("INSERT INTO big SELECT g, 'n' || g FROM generate_series(1, :n) g", n=size)
+    rows = capturer.changes()
+    catalog = fetch_catalog(pg_conn)
+    config = EventConfig.from_properties({"topic.prefix": "s"}).with_catalog(catalog)
+    make = _Decode(config, catalog, lambda: CLOCK_NS, RUN_ID)
+    out, state, taken = decode_rows(StreamState(), [(None, i, int(r.lsn), r.data)
+                                                    for i, r in enumerate(rows)], make)
+    assert taken == len(rows) and not state.pending
+    kinds = [k for b in out for k in b.column("kind").to_pylist()]
+    assert (RUN_KIND in kinds) == (size >= MIN_RUN), kinds
+    want = [json.loads(line) for line in decoder_lines(rows, config, catalog)]
+    values = [w["value"].get("payload", w["value"]) for w in want
+              if w["value"] is not None and w["topic"] == "s.public.big"]
+    assert len(values) == size
+    assert _commit_ms(out) == values[-1]["source"]["ts_ms"]
+    layout = TableLayout("public.big", [catalog_table_schemas(catalog, config)["public.big"]],
+                         SparkSchemaOptions("literal"))
+    events = layout.batch(
+        (p, i, k, lsn, pl) for b in out for p, i, k, lsn, pl in zip(
+            *(b.column(c).to_pylist() for c in ("position", "index", "kind", "lsn",
+                                                 "payload")), strict=True)
+        if k in ("change", RUN_KIND))
+    assert events.column("after").to_pylist() == [v["after"] for v in values]

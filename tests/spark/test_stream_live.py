@@ -3,8 +3,9 @@ files decoded by ``decode_stream`` and applied to Parquet directories and to Pos
 tables (another database), the capture killed (SIGKILL) and restarted, the queries stopped
 and restarted from their checkpoints, an ``ALTER TABLE ... ADD COLUMN`` mid-stream (the table's
 query fails naming the column; restarted with a catalog taken after it), a big transaction
-streamed by the server (``streaming on``, 64kB of ``logical_decoding_work_mem``) across
-micro-batches. At the end every target equals ``SELECT *`` on the source: nothing lost or
+streamed by the server (``streaming on``, 1MB of ``logical_decoding_work_mem``) across
+micro-batches, and ordinary transactions of 1 to a few thousand changes to one table (from
+32 on decoded column-wise). At the end every target equals ``SELECT *`` on the source: nothing lost or
 doubled. ``-m slow`` runs a longer workload."""
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ TABLES = {
     "item": "CREATE TABLE {s}item (id bigint PRIMARY KEY, note text, qty int)",
     "pair": "CREATE TABLE {s}pair (a int, b text, v int, PRIMARY KEY (a, b))",
 }
+#: Ordinary transactions' sizes (rows of one table): 32 and more are decoded column-wise.
+SIZES = (1, 31, 32, 100, 3000)
+#: Big enough for SIZES' transactions, small enough that big_transaction is streamed.
+WORK_MEM = "1MB"
 PROPS = {"topic.prefix": "d", "skipped.operations": "none", "decimal.handling.mode": "string"}
 
 
@@ -121,6 +126,21 @@ class Setup:
                 continue
             conn.run("COMMIT")
 
+    def sized_transactions(self, stream: DecodedStream | None = None) -> None:
+        """Ordinary transactions (not streamed: under ``logical_decoding_work_mem``) of one
+        table, of every size around the column-wise runs' threshold (32 changes) and
+        beyond; with ``stream``, each is waited for, so it ends a micro-batch."""
+        for n in SIZES:
+            start = self.next_id + 2_000_000
+            self.next_id += n
+            before = _lsn(self.conn.run("SELECT pg_current_wal_lsn()::text")[0][0])
+            self.conn.run("INSERT INTO item SELECT g, 'sized', g % 7 FROM generate_series("
+                          "CAST(:a AS bigint), CAST(:b AS bigint)) g", a=start, b=start + n - 1)
+            if stream is not None:
+                wait_for(f"the transaction of {n} rows decoded", lambda before=before: any(
+                    b.lsn is not None and b.lsn > before for b in stream.batches),
+                    query=stream.query)
+
     def big_transaction(self, rows: int) -> None:
         """Streamed by the server (bigger than logical_decoding_work_mem)."""
         start = self.next_id
@@ -144,7 +164,7 @@ class Setup:
         for name in TABLES:
             table = f"public.{name}"
             parquet = ParquetTarget(str(self.out / "tables" / table), buckets=4)
-            pg = PostgresTarget(self.target, table)
+            pg = PostgresTarget(self.target, "public", name)
 
             def both(df: Any, batch_id: int, parquet: ParquetTarget = parquet,
                      pg: PostgresTarget = pg) -> None:
@@ -172,9 +192,17 @@ class Setup:
         return sorted(json.dumps(row, sort_keys=True) for row in table.to_pylist())
 
 
-def wait_for(what: str, condition: Callable[[], bool], timeout: float = 120) -> None:
+def _lsn(text: str) -> int:
+    hi, lo = (int(x, 16) for x in text.split("/"))
+    return hi << 32 | lo
+
+
+def wait_for(what: str, condition: Callable[[], bool], timeout: float = 120, *,
+             query: Any = None) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
+        if query is not None and query.exception() is not None:
+            raise AssertionError(f"{what}: the query failed: {query.exception()}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.2)
@@ -191,7 +219,7 @@ def setup(pg_cluster: TempCluster, pg_conn: Any, tmp_path: Path) -> Iterator[Set
     for sql in TABLES.values():
         pg_conn.run(sql.format(s=""))
     pg_conn.run("ALTER TABLE item REPLICA IDENTITY FULL")
-    pg_conn.run(f'ALTER DATABASE "{s.db}" SET logical_decoding_work_mem = \'64kB\'')
+    pg_conn.run(f'ALTER DATABASE "{s.db}" SET logical_decoding_work_mem = \'{WORK_MEM}\'')
     admin = pg8000.native.Connection(**pg_cluster.dsn())
     admin.run(f'CREATE DATABASE "{s.target_db}"')
     admin.close()
@@ -215,11 +243,12 @@ def run_end_to_end(spark: SparkSession, setup: Setup, scale: int) -> dict[str, i
     queries: list[Any] = []
     try:
         setup.transactions(10 * scale)
-        setup.big_transaction(1500 * scale)
+        setup.big_transaction(4000 * scale)
         setup.transactions(10 * scale)
         wait_for("capture files", lambda: files(setup) >= 2)
         stream, queries = setup.start_queries(spark, setup.catalog("catalog1.json"))
         setup.transactions(10 * scale)
+        setup.sized_transactions(stream)
         wait_for("a decoded batch", lambda: any(b.records for b in stream.batches))
         # kill the capture mid-stream, and stop the queries while batches are in flight
         capture.kill()
@@ -245,7 +274,8 @@ def run_end_to_end(spark: SparkSession, setup: Setup, scale: int) -> dict[str, i
         target.run("ALTER TABLE acct ADD COLUMN note text")
         target.close()
         stream, queries = setup.start_queries(spark, setup.catalog("catalog2.json"))
-        setup.big_transaction(500 * scale)
+        setup.big_transaction(4000 * scale)
+        setup.sized_transactions()
         setup.transactions(10 * scale, noted=True)
         setup.conn.run("INSERT INTO pair VALUES (-1, 'end', 0)")  # an ordinary last commit
         end_lsn = setup.conn.run("SELECT pg_current_wal_lsn()::text")[0][0]
@@ -292,6 +322,19 @@ def run_end_to_end(spark: SparkSession, setup: Setup, scale: int) -> dict[str, i
                 for line in p.read_text().splitlines()]
     figures["streamed_blocks"] = sum(1 for r in captured if r["data"].startswith("53"))
     assert figures["streamed_blocks"] >= 2  # Stream Start: the big transactions streamed
+    # the sized transactions were ordinary ones (Begin ... Commit, not streamed)
+    ordinary: list[int] = []
+    inside = False
+    for r in captured:
+        tag = r["data"][:2]
+        if tag == "42":  # Begin
+            ordinary.append(0)
+            inside = True
+        elif tag in ("43", "53"):  # Commit, Stream Start
+            inside = False
+        elif tag == "49" and inside:  # Insert
+            ordinary[-1] += 1
+    assert max(SIZES) in ordinary and {32, 100} <= set(ordinary), sorted(ordinary)[-5:]
     return figures
 
 

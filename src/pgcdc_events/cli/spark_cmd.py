@@ -10,13 +10,15 @@ record; ``--format parquet`` (the default) writes the events, or with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import re
 import sys
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Final
 
 from pgcdc_events.cli._io import count
 from pgcdc_events.cli.decode_cmd import load_config
@@ -61,10 +63,76 @@ def register(commands: Any) -> None:
                         "(default: local[*])")
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="no progress on stderr, no Spark INFO/WARN lines or progress bars")
+    add_ui_argument(parser)
     parser.set_defaults(run=run)
     from pgcdc_events.cli import spark_stream_cmd  # noqa: PLC0415
 
     spark_stream_cmd.register(sub)
+
+
+def add_ui_argument(parser: argparse.ArgumentParser) -> None:
+    """``--spark-ui``: what every ``pgcdc-events spark`` subcommand takes."""
+    parser.add_argument("--spark-ui", action="store_true",
+                        help="start Spark's web UI, without its kill links, on 127.0.0.1 only "
+                        "with a local master (unless SPARK_LOCAL_IP says otherwise) "
+                        "(default: no web UI)")
+
+
+#: Spark settings of every session ``pgcdc-events spark`` starts: Hadoop's writers (the
+#: checkpoints, ``--flatten``'s datasets) create files 0600 and directories 0700.
+PRIVATE_FILES: Final = {"spark.hadoop.fs.permissions.umask-mode": "077"}
+
+
+def session_settings(args: argparse.Namespace, master: str | None
+                     ) -> tuple[dict[str, str], dict[str, str]]:
+    """The Spark settings and the environment variables of the session a ``pgcdc-events
+    spark`` subcommand starts on ``master``: no web UI unless ``--spark-ui`` (which has no
+    authentication: its kill links are off and, on a local master, it is bound to
+    127.0.0.1 through ``SPARK_LOCAL_IP`` unless that is set; a cluster's driver must stay
+    reachable, so there Spark's own settings decide), and private files
+    (:data:`PRIVATE_FILES`)."""
+    conf = {**PRIVATE_FILES, "spark.ui.enabled": "true" if args.spark_ui else "false",
+            "spark.ui.killEnabled": "false"}
+    local = master is not None and master.startswith("local")
+    env = {"SPARK_LOCAL_IP": "127.0.0.1"} if args.spark_ui and local else {}
+    return conf, env
+
+
+def start_session(args: argparse.Namespace, app: str, master: str | None,
+                  conf: dict[str, str]) -> Any:
+    """The SparkSession of a subcommand, with :func:`session_settings` (``conf`` last)."""
+    from pgcdc_events.spark import session  # noqa: PLC0415
+
+    settings, env = session_settings(args, master)
+    for name, value in env.items():
+        os.environ.setdefault(name, value)
+    return session(master, app, quiet=True, log_level="off", conf={**settings, **conf})
+
+
+@contextlib.contextmanager
+def private_umask() -> Iterator[None]:
+    """Files 0600 and directories 0700 for what this process, the JVM it starts and Spark's
+    Python workers create (umask 077), restored after."""
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def make_private(path: str) -> None:
+    """``chmod`` a local output tree to 0600 files and 0700 directories: for what a Spark
+    session started before this command (its own umask, Hadoop's 022) wrote."""
+    if not os.path.isdir(path):
+        return
+    os.chmod(path, 0o700)
+    for root, dirs, files in os.walk(path):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
+        for name in files:
+            full = os.path.join(root, name)
+            if not os.path.islink(full):
+                os.chmod(full, 0o600)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,28 +150,44 @@ def run_spark(body: Callable[[argparse.Namespace], int], args: argparse.Namespac
         raise PgCdcError("pgcdc-events spark needs pyspark: install the 'spark' extra "
                          "(pip install 'pgcdc-events[spark]')") from None
     try:
-        return body(args)
+        with private_umask():
+            return body(args)
     except (PySparkException, Py4JJavaError) as exc:
         raise PgCdcError(_spark_message(exc)) from None
 
 
+#: A line of a Python traceback naming one of this library's exceptions.
+_OURS: Final = re.compile(r"\s*pgcdc_events(?:\.\w+)*\.(\w+): (.*)")
+#: A line of a Python traceback naming any exception.
+_PYTHON_ERROR: Final = re.compile(r"\s*(?:\w+\.)*(\w*(?:Error|Exception|Exit|Interrupt)): (.*)")
+_ERROR_CLASS: Final = re.compile(r"\s*(\[[A-Z_]+\])")
+
+
 def _spark_message(exc: BaseException) -> str:
-    """The useful line of a Spark failure (our error from a worker, or Spark's summary)."""
+    """The useful line of a Spark failure: the last of this library's exceptions in the
+    Python traceback Spark carries (a streaming query's :class:`SparkQueryError` names
+    its cause), else the last Python exception line after Spark's error class, else
+    Spark's first line."""
     text = str(exc)
-    for line in reversed(text.splitlines()):
-        if "Error:" in line and ("pgcdc_events" in line or "ProtocolError" in line
-                                 or "ConversionError" in line or "SparkDecodeError" in line):
-            return line.strip()
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:500]
-    return type(exc).__name__
+    lines = text.splitlines()
+    for line in reversed(lines):
+        match = _OURS.fullmatch(line.rstrip())
+        if match is not None:
+            name, message = match.groups()
+            return message if name == "SparkQueryError" else f"{name}: {message}"
+    first = next((line.strip() for line in lines if line.strip()), type(exc).__name__)
+    for line in reversed(lines):
+        match = _PYTHON_ERROR.fullmatch(line.rstrip())
+        if match is not None:
+            head = _ERROR_CLASS.match(first)
+            return (f"{head.group(1)} " if head else "") + f"{match.group(1)}: {match.group(2)}"
+    return first[:500]
 
 
 def _run(args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
-    from pgcdc_events.spark import decode_capture, read_capture, session  # noqa: PLC0415
+    from pgcdc_events.spark import decode_capture, read_capture  # noqa: PLC0415
     from pgcdc_events.spark.capture import check_capture  # noqa: PLC0415
     from pgcdc_events.spark.flatten import flatten  # noqa: PLC0415
     from pgcdc_events.spark.write import table_directory, write_tables  # noqa: PLC0415
@@ -116,9 +200,9 @@ def _run(args: argparse.Namespace) -> int:
     under_submit = "spark.master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
     # Spark's own log is off: progress is ours (unless -q), errors are one line of ours.
     logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
-    spark = session(args.master or (None if under_submit else "local[*]"),
-                    "pgcdc-events spark decode", quiet=True, log_level="off",
-                    conf={"spark.ui.showConsoleProgress": str(not args.quiet).lower()})
+    spark = start_session(args, "pgcdc-events spark decode",
+                          args.master or (None if under_submit else "local[*]"),
+                          {"spark.ui.showConsoleProgress": str(not args.quiet).lower()})
     capture = read_capture(spark, args.capture, order_by=args.order_by)
     json = args.format == "json" and not args.flatten
     decoded = decode_capture(capture, config, catalog=catalog, order_by=args.order_by,
@@ -152,6 +236,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"pgcdc-events spark decode: wrote {table} to "
                   f"{os.path.join(args.output, table_directory(table))}", file=sys.stderr)
     decoded.unpersist()
+    make_private(args.output)
     if not args.quiet:
         print(f"pgcdc-events spark decode: {count(len(wanted), 'table')} in "
               f"{time.monotonic() - started:.1f}s", file=sys.stderr)

@@ -3,8 +3,10 @@ Structured Streaming and keep one target per table equal to the source table.
 
 The capture files come from ``pgcdc-events capture --follow --rotate-every S``; each table's
 events are applied to a Parquet directory under ``--output`` (and, with ``--target-dsn``,
-to the PostgreSQL table of the same name there). ``--checkpoint`` holds the queries'
-checkpoints and the decoder's state: a stopped or killed run continues where it was.
+to the PostgreSQL table of the same name there; ``--target-dsn-file`` keeps the DSN off
+the command line, and the password may come from ``~/.pgpass`` or ``PGPASSFILE``).
+``--checkpoint`` holds the queries' checkpoints and the decoder's state: a stopped or
+killed run continues where it was.
 One progress line per decoded micro-batch goes to stderr.
 """
 
@@ -47,9 +49,14 @@ def register(sub: Any) -> None:
                         help="checkpoint location of the queries (and the decoder's state)")
     parser.add_argument("--tables", help="comma-separated schema.table names (default: the "
                         "catalog's tables the configuration includes)")
-    parser.add_argument("--target-dsn", metavar="DSN",
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--target-dsn", metavar="DSN",
                         help="also apply to the PostgreSQL tables of the same names there "
-                        "(created beforehand, with a primary key)")
+                        "(created beforehand, with a primary key); the password comes from "
+                        "~/.pgpass, PGPASSFILE, passfile= or PGPASSWORD, as with libpq")
+    target.add_argument("--target-dsn-file", metavar="PATH",
+                        help="read the target DSN from this file (so that no secret is on the "
+                        "command line)")
     parser.add_argument("--buckets", type=int, default=16,
                         help="files per Parquet table (rows hashed by key; default 16)")
     parser.add_argument("--trigger", type=float, default=1.0, metavar="S",
@@ -61,6 +68,9 @@ def register(sub: Any) -> None:
                         "until Ctrl-C)")
     parser.add_argument("--master", help="Spark master (default: local[*])")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    from pgcdc_events.cli.spark_cmd import add_ui_argument  # noqa: PLC0415
+
+    add_ui_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -91,8 +101,25 @@ def _input_lsn(directory: str) -> int | None:
         return None
 
 
+def target_settings(args: argparse.Namespace) -> Any:
+    """The target database's connection settings (``--target-dsn`` or
+    ``--target-dsn-file``, read as ``capture`` reads ``--dsn``/``--dsn-file``: the
+    password from the DSN, ``PGPASSWORD`` or the password file), ``None`` without one."""
+    if args.target_dsn is None and args.target_dsn_file is None:
+        return None
+    from pgcdc_events.adapters.connection import parse_conninfo  # noqa: PLC0415
+    from pgcdc_events.cli.capture_cmd import read_dsn  # noqa: PLC0415
+
+    try:
+        dsn = read_dsn(argparse.Namespace(dsn=args.target_dsn, dsn_file=args.target_dsn_file))
+    except ConfigurationError as exc:
+        raise ConfigurationError(str(exc).replace("--dsn-file", "--target-dsn-file", 1)
+                                 ) from None
+    return parse_conninfo(dsn)
+
+
 def _run(args: argparse.Namespace) -> int:
-    from pgcdc_events.spark import session  # noqa: PLC0415
+    from pgcdc_events.cli.spark_cmd import start_session  # noqa: PLC0415
     from pgcdc_events.spark.apply import ParquetTarget, PostgresTarget  # noqa: PLC0415
     from pgcdc_events.spark.stream import (  # noqa: PLC0415
         BatchProgress,
@@ -109,9 +136,10 @@ def _run(args: argparse.Namespace) -> int:
                                  "capture --rotate-every)")
     config = load_config(args.config, args.overrides)
     catalog = CatalogSnapshot.load(args.catalog)
+    settings = target_settings(args)  # before the JVM starts: a bad DSN fails at once
     logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
-    spark = session(args.master or "local[*]", "pgcdc-events spark stream", quiet=True,
-                    log_level="off", conf={"spark.ui.showConsoleProgress": "false"})
+    spark = start_session(args, "pgcdc-events spark stream", args.master or "local[*]",
+                          {"spark.ui.showConsoleProgress": "false"})
     last_row = [time.monotonic()]
 
     def progress(batch: BatchProgress) -> None:
@@ -152,13 +180,12 @@ def _run(args: argparse.Namespace) -> int:
         parquet = ParquetTarget(os.path.join(args.output, "tables", table_directory(table)),
                                 buckets=args.buckets)
         pg = None
-        if args.target_dsn:
-            from pgcdc_events.adapters.connection import parse_conninfo  # noqa: PLC0415
-
-            settings = parse_conninfo(args.target_dsn)
-            pg = PostgresTarget(lambda settings=settings: settings.connect()[0], table)
+        if settings is not None:
+            layout = stream.layout(table)
+            pg = PostgresTarget(lambda settings=settings: settings.connect()[0],
+                                layout.schema_name, layout.table_name)
         queries.append(stream.table(table).writeStream
-                       .foreachBatch(_Both(parquet, pg))
+                       .foreachBatch(_Both(parquet, pg, f"the query of {table}"))
                        .option("checkpointLocation", os.path.join(
                            args.checkpoint, "tables", table_directory(table)))
                        .trigger(processingTime=f"{args.trigger} seconds").start())
@@ -193,10 +220,18 @@ def _run(args: argparse.Namespace) -> int:
 class _Both:
     """Apply a batch to the Parquet target, then to PostgreSQL (if any)."""
 
-    def __init__(self, parquet: Any, pg: Any) -> None:
-        self.parquet, self.pg = parquet, pg
+    def __init__(self, parquet: Any, pg: Any, name: str) -> None:
+        self.parquet, self.pg, self.name = parquet, pg, name
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        from pgcdc_events.spark.errors import query_failure  # noqa: PLC0415
+
+        try:
+            self._apply(df, batch_id)
+        except Exception as exc:  # one line, with the cause, for the query's failure
+            raise query_failure(self.name, batch_id, exc) from exc
+
+    def _apply(self, df: Any, batch_id: int) -> None:
         from pgcdc_events.spark._session import to_arrow_table  # noqa: PLC0415
 
         last = self.parquet.last_batch()

@@ -38,6 +38,7 @@ from pyspark.sql import DataFrame
 
 from pgcdc_events.spark._session import to_arrow_table
 from pgcdc_events.spark.errors import SparkDecodeError
+from pgcdc_events.spark.pgtext import PgColumn, column_text
 from pgcdc_events.spark.stream import write_atomic
 
 __all__ = ["NetChanges", "ParquetTarget", "PostgresTarget", "net_changes"]
@@ -178,16 +179,32 @@ class ParquetTarget:
 
 class PostgresTarget:
     """A ``foreachBatch`` function keeping a PostgreSQL table equal to the source table,
-    through pg8000: ``connect`` returns a ``pg8000.native.Connection``; ``table`` is the
-    target (``schema.table``, created beforehand with the source's columns and a primary
-    key on the key columns); ``name`` identifies this stream in the bookkeeping table
-    ``pgcdc_applied`` (created if missing)."""
+    through pg8000: ``connect`` returns a ``pg8000.native.Connection``; ``schema`` and
+    ``table`` name the target (two names, never parsed out of a qualified one; created
+    beforehand with the source's columns and a primary key on the key columns); ``name``
+    identifies this stream in the bookkeeping table ``pgcdc_applied`` (created if
+    missing; default: the quoted qualified name).
 
-    def __init__(self, connect: Any, table: str, *, name: str | None = None) -> None:
+    Each value is written as the text input of its target column's type (read from the
+    server's catalog at each batch; see :mod:`pgcdc_events.spark.pgtext`), so every type
+    family the type mapper maps arrives as it left, when the events have the semantic
+    flavour (the default; the literal flavour's integers do not say their temporal unit)
+    and ``binary.handling.mode=bytes`` (the default; text for a ``bytea`` is refused).
+    Two values Debezium itself does not carry whole arrive as Debezium gives them: a
+    ``bit varying`` without its leading zeros, and an ``interval`` under
+    ``interval.handling.mode=numeric`` (months of 30.4375 days; use ``string`` for exact
+    intervals).
+    """
+
+    def __init__(self, connect: Any, schema: str, table: str, *, name: str | None = None
+                 ) -> None:
+        if not schema or not table:
+            raise SparkDecodeError("PostgresTarget needs the schema and the table apart")
         self.connect = connect
-        self.schema, _, self.table = table.rpartition(".")
-        self.schema = self.schema or "public"
-        self.name = name or table
+        self.schema = schema
+        self.table = table
+        self.qualified = f"{_quote(schema)}.{_quote(table)}"
+        self.name = name or self.qualified
         self.applied: list[tuple[int, int]] = []
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -207,9 +224,10 @@ class PostgresTarget:
                 return
             events_applied = 0
             if events.num_rows:
-                net = net_changes(events)
+                columns = self.columns(conn)
+                net = net_changes(self._as_text(events, columns))
                 events_applied = net.events
-                self._apply(conn, net)
+                self._apply(conn, net, columns)
             conn.run("INSERT INTO pgcdc_applied VALUES (:n, :b) ON CONFLICT (name) DO UPDATE "
                      "SET batch = EXCLUDED.batch", n=self.name, b=batch_id)
             conn.run("COMMIT")
@@ -221,18 +239,59 @@ class PostgresTarget:
         finally:
             conn.close()
 
-    def _apply(self, conn: Any, net: NetChanges) -> None:
-        target = f"{_quote(self.schema)}.{_quote(self.table)}"
+    def columns(self, conn: Any) -> dict[str, PgColumn]:
+        """The target table's columns, from the server's catalog."""
+        rows = conn.run(_COLUMNS_SQL, s=self.schema, t=self.table)
+        if not rows:
+            raise SparkDecodeError(f"the target table {self.qualified} does not exist (or has "
+                                   "no columns): create it with the source's columns")
+        return {name: PgColumn(name, sql_type, element or base, element is not None, typmod)
+                for name, sql_type, base, element, typmod in rows}
+
+    def _as_text(self, events: Any, columns: dict[str, PgColumn]) -> Any:
+        """The events with ``key`` and ``after`` as structs of text input values."""
+        if "key" not in events.column_names:
+            return events  # net_changes says why it cannot apply it
+        parts: dict[str, Any] = {}
+        for part in ("key", "after"):
+            array = events.column(part).combine_chunks()
+            if isinstance(array, pa.ChunkedArray):  # an empty table
+                array = pa.array([], array.type)
+            children, fields = [], []
+            for i in range(array.type.num_fields):
+                name = array.type.field(i).name
+                column = columns.get(name)
+                if column is None:
+                    raise SparkDecodeError(
+                        f"the target table {self.qualified} has no column for it (an ALTER "
+                        "TABLE on the source?): add the column to the target",
+                        table=f"{self.schema}.{self.table}", column=name)
+                text = column_text(array.field(i), column,
+                                   table=f"{self.schema}.{self.table}")
+                children.append(pa.array(text, pa.string()))
+                fields.append(pa.field(name, pa.string()))
+            parts[part] = pa.StructArray.from_arrays(
+                children, fields=fields, mask=array.is_null()) if fields else array
+        return pa.table({"key": parts["key"], "after": parts["after"],
+                         "op": events.column("op"), "_kind": events.column("_kind"),
+                         "_position": events.column("_position")})
+
+    def _apply(self, conn: Any, net: NetChanges, columns: dict[str, PgColumn]) -> None:
+        target = self.qualified
         if net.truncated:
             conn.run(f"TRUNCATE {target}")
         names = [net.row_type.field(i).name for i in range(net.row_type.num_fields)]
         keys = list(net.key_columns)
-        where = " AND ".join(f"{_quote(k)} = :k{i}" for i, k in enumerate(keys))
-        columns = ", ".join(_quote(n) for n in names)
-        values = ", ".join(f":v{i}" for i in range(len(names)))
+
+        def cast(param: str, column: str) -> str:
+            return f"CAST(:{param} AS {columns[column].sql_type})"
+
+        where = " AND ".join(f"{_quote(k)} = {cast(f'k{i}', k)}" for i, k in enumerate(keys))
+        quoted = ", ".join(_quote(n) for n in names)
+        values = ", ".join(cast(f"v{i}", n) for i, n in enumerate(names))
         update = ", ".join(f"{_quote(n)} = EXCLUDED.{_quote(n)}" for n in names
                            if n not in keys) or f"{_quote(keys[0])} = EXCLUDED.{_quote(keys[0])}"
-        upsert = (f"INSERT INTO {target} ({columns}) VALUES ({values}) ON CONFLICT "
+        upsert = (f"INSERT INTO {target} ({quoted}) VALUES ({values}) ON CONFLICT "
                   f"({', '.join(_quote(k) for k in keys)}) DO UPDATE SET {update}")
         delete = f"DELETE FROM {target} WHERE {where}"
         for key, row in net.rows.items():
@@ -240,6 +299,24 @@ class PostgresTarget:
                 conn.run(delete, **{f"k{i}": v for i, v in enumerate(key)})
             else:
                 conn.run(upsert, **{f"v{i}": row.get(n) for i, n in enumerate(names)})
+
+
+#: A table's columns: name, type (for a cast), base type (domains resolved), an array's
+#: element type, type modifier. The table is named by two parameters, never by SQL text.
+_COLUMNS_SQL: Final = """
+WITH cols AS (
+  SELECT a.attnum, a.attname, format_type(a.atttypid, a.atttypmod) AS sql_type,
+         CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END AS base_oid,
+         CASE WHEN t.typtype = 'd' THEN t.typtypmod ELSE a.atttypmod END AS typmod
+  FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+  WHERE a.attrelid = (SELECT c.oid FROM pg_class c JOIN pg_namespace n
+                      ON n.oid = c.relnamespace WHERE n.nspname = :s AND c.relname = :t)
+    AND a.attnum > 0 AND NOT a.attisdropped)
+SELECT cols.attname, cols.sql_type, b.typname, e.typname, cols.typmod
+FROM cols JOIN pg_type b ON b.oid = cols.base_oid
+LEFT JOIN pg_type e ON e.oid = b.typelem AND b.typcategory = 'A'
+ORDER BY cols.attnum
+"""
 
 
 def _quote(name: str) -> str:

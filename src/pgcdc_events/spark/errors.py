@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pgcdc_events.errors import PgCdcError
 
-__all__ = ["SparkDecodeError"]
+__all__ = ["SparkDecodeError", "SparkQueryError", "query_failure"]
 
 
 class SparkDecodeError(PgCdcError, ValueError):
@@ -26,3 +26,29 @@ class SparkDecodeError(PgCdcError, ValueError):
         if position is not None:
             where.append(f"position {position}")
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+class SparkQueryError(SparkDecodeError):
+    """A streaming query's micro-batch failed: the message names the query, the batch and
+    the cause (its class and message), in one line. Raised from the ``foreachBatch``
+    functions, it is the last line of the Python traceback that Spark carries in its
+    ``StreamingQueryException``, where ``pgcdc-events spark`` finds it."""
+
+
+def query_failure(query: str, batch_id: int, exc: BaseException) -> SparkQueryError:
+    """The :class:`SparkQueryError` of ``exc`` raised by ``query``'s batch ``batch_id``."""
+    return SparkQueryError(f"{query} failed at micro-batch {batch_id}: {describe(exc)}")
+
+
+def describe(exc: BaseException) -> str:
+    """``Class: message`` of an exception, with its cause's, on one line."""
+    text = f"{type(exc).__name__}: {_first_line(exc)}"
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    if cause is not None and not isinstance(exc, SparkQueryError):
+        text += f" (caused by {type(cause).__name__}: {_first_line(cause)})"
+    return text
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[0].strip() if lines else "(no message)"

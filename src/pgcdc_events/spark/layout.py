@@ -51,7 +51,8 @@ from pgcdc_events.types.schema import Schema
 
 __all__ = [
     "BLOCK_TYPE", "POSITION_TYPE", "RUN_KIND", "SOURCE_TYPE", "TableLayout",
-    "catalog_table_schemas", "record_parts", "record_payload", "run_payload",
+    "catalog_table_schemas", "last_source", "load_payload", "record_parts", "record_payload",
+    "run_payload",
 ]
 
 #: The ``source`` block, the ``transaction`` block and the ordering key of the events.
@@ -139,6 +140,31 @@ def run_payload(batch: Any) -> bytes:
 
 def _load_run(payload: bytes) -> Any:
     return pa.ipc.open_stream(payload).read_next_batch()
+
+
+def load_payload(kind: str, payload: Any) -> Any:
+    """A records row's payload, read by its ``kind``: a :data:`RUN_KIND` row's run (an Arrow
+    batch, from :func:`run_payload`), any other table record's key, value and related key
+    (:func:`record_parts`, from :func:`record_payload`). Already-loaded payloads (a batch,
+    a tuple) pass through. The one reader of both payload kinds."""
+    if not isinstance(payload, (bytes, bytearray, memoryview)):
+        return payload
+    if kind == RUN_KIND:
+        return _load_run(bytes(payload))
+    return _load_payload(bytes(payload))
+
+
+def last_source(kind: str, payload: Any) -> dict[str, Any] | None:
+    """The ``source`` block of the last record a records row holds (a run's last change),
+    ``None`` for a row without one (a tombstone)."""
+    loaded = load_payload(kind, payload)
+    if kind == RUN_KIND:
+        if not loaded.num_rows:
+            return None
+        source: dict[str, Any] | None = loaded.column("source")[loaded.num_rows - 1].as_py()
+        return source
+    value = loaded[1]
+    return None if value is None else value.get("source")
 
 
 @attrs.frozen
@@ -264,9 +290,7 @@ class TableLayout:
             if pending:
                 parts.append(self._records(pending, strict))
                 pending = []
-            payload = row[4]
-            run = self._run(_load_run(payload) if isinstance(payload, bytes) else payload,
-                            tombstones, strict)
+            run = self._run(load_payload(RUN_KIND, row[4]), tombstones, strict)
             if run.num_rows:
                 parts.append(run)
         if pending:
@@ -347,8 +371,7 @@ class TableLayout:
         values: list[Any] = []
         related: list[Any] = []
         for position, index, kind, lsn, payload in rows:
-            key, value, rel = (payload if isinstance(payload, tuple)
-                               else _load_payload(payload))
+            key, value, rel = load_payload(kind, payload)
             if strict and value is not None:
                 for row in (value.get("before"), value.get("after")):
                     if row is not None:

@@ -35,7 +35,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any, Final
 
@@ -60,7 +60,7 @@ from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.messages import Relation, Type
 from pgcdc_events.protocol.transactions import Prelude
 from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
-from pgcdc_events.spark.capture import STREAM_SNAPSHOT_REFUSED, parse_capture_lines
+from pgcdc_events.spark.capture import parse_capture_lines
 from pgcdc_events.spark.decode import (
     _RECORDS_ARROW,
     RECORDS_TYPE,
@@ -69,8 +69,13 @@ from pgcdc_events.spark.decode import (
     _Decode,
     normalize_capture,
 )
-from pgcdc_events.spark.errors import SparkDecodeError
-from pgcdc_events.spark.layout import TABLE_KINDS, TableLayout, catalog_table_schemas
+from pgcdc_events.spark.errors import SparkDecodeError, query_failure
+from pgcdc_events.spark.layout import (
+    TABLE_KINDS,
+    TableLayout,
+    catalog_table_schemas,
+    last_source,
+)
 from pgcdc_events.spark.schema import Flavour, SparkSchemaOptions
 from pgcdc_events.types.catalog import CatalogSnapshot
 
@@ -87,7 +92,8 @@ def read_capture_stream(spark: SparkSession, directory: str, *,
                         max_files_per_trigger: int | None = None) -> DataFrame:
     """A streaming DataFrame of the capture rows in a directory of rotating capture files
     (``capture --rotate-every/--rotate-size``): ``segment`` (the file's sequence number),
-    ``position`` (``segment << 32 | line``: the stream order), ``lsn``, ``xid``, ``data``.
+    ``position`` (``segment << 32 | line``: the stream order), ``lsn``, ``xid``, ``data``,
+    ``snapshot`` (the rows of an initial snapshot, which ``capture`` writes first by default).
 
     Each file is read whole (``wholetext``), so a micro-batch never holds part of one.
     """
@@ -102,8 +108,8 @@ def read_capture_stream(spark: SparkSession, directory: str, *,
                          .alias("line", "value")).filter(F.col("value") != "")
     rows = lines.select("segment", "value", (F.col("segment") * F.lit(1 << _SEGMENT_BITS)
                                              + F.col("line")).alias("position"))
-    parsed = parse_capture_lines(rows, where=directory, snapshots=False)
-    return parsed.select("segment", "position", "lsn", "xid", "data")
+    parsed = parse_capture_lines(rows, where=directory)
+    return parsed.select("segment", "position", "lsn", "xid", "data", "snapshot")
 
 
 # ------------------------------------------------------------------ the state, sans Spark
@@ -122,7 +128,8 @@ class StreamState:
     position of that cut; ``pending``: ``(position, lsn, data hex)`` rows not decoded
     yet; ``held``: ``(segment, position, lsn, data hex)`` rows of segments that came
     before the one they follow; ``segment``: the next segment expected; ``position``: the
-    last position taken in.
+    last position taken in; ``snapshot``: the positions of the pending and held rows that
+    belong to an initial snapshot.
     """
 
     prelude: Prelude = attrs.field(factory=Prelude)
@@ -132,12 +139,13 @@ class StreamState:
     segment: int | None = None
     position: int | None = None
     lsn: int | None = None
+    snapshot: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The state as JSON."""
         return {"format": _STATE_FORMAT, "prelude": self.prelude.to_json(), "cut": self.cut,
                 "pending": self.pending, "held": self.held, "segment": self.segment,
-                "position": self.position, "lsn": self.lsn}
+                "position": self.position, "lsn": self.lsn, "snapshot": self.snapshot}
 
     @classmethod
     def from_json(cls, obj: Any, *, path: str) -> StreamState:
@@ -155,7 +163,8 @@ class StreamState:
             return cls(prelude=prelude, cut=cut,
                        pending=tuple(tuple(p) for p in obj["pending"]),
                        held=tuple(tuple(h) for h in obj["held"]),
-                       segment=obj["segment"], position=obj["position"], lsn=obj["lsn"])
+                       segment=obj["segment"], position=obj["position"], lsn=obj["lsn"],
+                       snapshot=tuple(obj.get("snapshot", ())))
         except (KeyError, TypeError, ValueError, PgCdcError) as exc:
             if isinstance(exc, SparkDecodeError):
                 raise
@@ -186,12 +195,16 @@ def _prelude_v1(schema: Any, cut: Any) -> tuple[Prelude, int | None]:
 
 
 def decode_rows(state: StreamState, rows: Iterable[tuple[int | None, int, int, bytes]],
-                make: _Decode, *, lines: bool = False
+                make: _Decode, *, lines: bool = False, snapshot: Collection[int] = ()
                 ) -> tuple[list[Any], StreamState, int]:
     """Decode one micro-batch's rows ``(segment, position, lsn, data)`` after ``state``:
     the records (Arrow batches of ``RECORDS_TYPE``), the state after them, and how many
-    rows were taken in (rows of segments held back wait for the gap before them)."""
+    rows were taken in (rows of segments held back wait for the gap before them).
+    ``snapshot`` holds the positions of the rows that belong to an initial snapshot: they
+    become read (``r``) events, as ``pgcdc-events decode`` makes them, and the snapshot
+    block is never cut."""
     new = sorted(rows, key=lambda r: r[1])
+    snapshots = frozenset(state.snapshot) | frozenset(snapshot)
     taken: list[tuple[int, int, bytes]] = []
     held = list(state.held)
     segment = state.segment
@@ -225,7 +238,8 @@ def decode_rows(state: StreamState, rows: Iterable[tuple[int | None, int, int, b
     pending = [(p, lsn, bytes.fromhex(d)) for p, lsn, d in state.pending]
     all_rows = pending + taken
     schema, cuts = state.plan_prefix()
-    inner = plan_chunks(control_messages(all_rows), min_messages=1)
+    inner = plan_chunks(control_messages(all_rows), min_messages=1,
+                        snapshot=frozenset(p for p, _, _ in all_rows if p in snapshots))
     plan = ChunkPlan(tuple(schema) + inner.schema, tuple(cuts) + inner.cuts)
     first_chunk = len(cuts)  # chunk 0 is what came before the state's cut: nothing here
     batches: list[Any] = []
@@ -237,7 +251,8 @@ def decode_rows(state: StreamState, rows: Iterable[tuple[int | None, int, int, b
         table = pa.RecordBatch.from_pydict({
             "_chunk": [chunk_of(p) for p, _, _ in ready],
             "position": [p for p, _, _ in ready], "lsn": [lsn for _, lsn, _ in ready],
-            "data": [d for _, _, d in ready]})
+            "data": [d for _, _, d in ready],
+            "snapshot": [p in snapshots for p, _, _ in ready]})
         assert not ready or chunk_of(ready[0][0]) >= first_chunk
         batches = list(RecordsFunction(plan, make, payload=True, lines=lines)(iter([table])))
         prelude = plan.prelude(len(plan.cuts))  # the state after the last cut
@@ -246,11 +261,13 @@ def decode_rows(state: StreamState, rows: Iterable[tuple[int | None, int, int, b
     else:
         keep = all_rows
         prelude, new_cut, decoded_lsn = state.prelude, state.cut, state.lsn
+    waiting = {p for p, _, _ in keep} | {h[1] for h in held}
     after = StreamState(
         prelude=prelude, cut=new_cut,
         pending=tuple((p, lsn, d.hex()) for p, lsn, d in keep),
         held=tuple(held), segment=segment,
-        position=taken[-1][0] if taken else state.position, lsn=decoded_lsn)
+        position=taken[-1][0] if taken else state.position, lsn=decoded_lsn,
+        snapshot=tuple(sorted(p for p in snapshots if p in waiting)))
     return batches, after, len(taken)
 
 
@@ -310,17 +327,16 @@ def _write_text(path: str, text: str) -> None:
 
 
 def _commit_ms(batches: list[Any]) -> int | None:
-    """The commit time (``source.ts_ms``) of the last record of a table, from its line or
-    payload (only its source block is read)."""
-    from pgcdc_events.spark.layout import _load_payload  # noqa: PLC0415
-
+    """The commit time (``source.ts_ms``) of the last table record of the batches (a record
+    or a column-wise run, read by :func:`~pgcdc_events.spark.layout.last_source`)."""
     for batch in reversed(batches):
+        kinds = batch.column("kind").to_pylist()
         payloads = batch.column("payload").to_pylist()
-        for payload in reversed(payloads):
+        for kind, payload in zip(reversed(kinds), reversed(payloads), strict=True):
             if payload is not None:
-                value = _load_payload(payload)[1]
-                if value is not None and value.get("source"):
-                    return int(value["source"]["ts_ms"])
+                source = last_source(kind, payload)
+                if source is not None and source.get("ts_ms") is not None:
+                    return int(source["ts_ms"])
     return None
 
 
@@ -331,6 +347,12 @@ class _BatchWriter:
         self.stream = stream
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        try:
+            self._batch(df, batch_id)
+        except Exception as exc:  # one line, with the cause, for the query's failure
+            raise query_failure("the decoding query", batch_id, exc) from exc
+
+    def _batch(self, df: DataFrame, batch_id: int) -> None:
         stream = self.stream
         started = time.monotonic()
         state_dir = stream.state_dir
@@ -345,16 +367,18 @@ class _BatchWriter:
         if "snapshot" in df.columns:
             columns.append("snapshot")
         table = to_arrow_table(df.select(*columns))
-        if "snapshot" in columns and pc.any(table.column("snapshot")).as_py():
-            first = table.filter(table.column("snapshot")).column("position")[0].as_py()
-            raise SparkDecodeError(f"the stream {STREAM_SNAPSHOT_REFUSED}", position=first)
+        snapshot: list[int] = []
+        if "snapshot" in columns:
+            flags = pc.fill_null(table.column("snapshot"), False)
+            snapshot = table.filter(flags).column("position").to_pylist()
         data = table.column("data").to_pylist()
         positions = table.column("position").to_pylist()
         lsns = table.column("lsn").to_pylist()
         segments = (table.column("segment").to_pylist() if "segment" in columns
                     else [None] * len(data))
         rows = list(zip(segments, positions, lsns, data, strict=True))
-        batches, after, taken = decode_rows(state, rows, stream.make, lines=stream.lines)
+        batches, after, taken = decode_rows(state, rows, stream.make, lines=stream.lines,
+                                            snapshot=snapshot)
         records = sum(b.num_rows for b in batches)
         target = stream.records_dir / f"part-{batch_id:012d}.parquet"
         if batches and not target.exists():
