@@ -160,6 +160,38 @@ def test_while_it_runs_the_server_refuses_every_other_reader(url: str, pg_conn: 
     _wait_active(pg_conn, "s", active=False)  # released at the end of the run
 
 
+def test_a_read_stopped_early_still_names_the_prepare_holding_the_slot(url: str,
+                                                                       pg_conn: Any) -> None:
+    """A read the caller stops after a unit (as capture does for --rotate-size and
+    --max-changes) still reports the unresolved PREPARE the slot must not pass. It was
+    left unset: the capture then acknowledged past the PREPARE, and a later read met its
+    COMMIT PREPARED alone and stopped (a SIGKILL campaign with rotation found it)."""
+    from pgcdc_events.adapters.pg8000 import DecodingOptions  # noqa: PLC0415
+
+    reader = StreamReader(url, slot="lib", publications=["p"],
+                          options=DecodingOptions(two_phase=True))
+    reader.connect()
+    try:
+        reader.prepare(create_slot=True)
+        pg_conn.run("BEGIN")
+        pg_conn.run("INSERT INTO t VALUES (10, 'prepared')")
+        pg_conn.run("PREPARE TRANSACTION 'held'")
+        prepare_lsn = Lsn.parse(pg_conn.run(
+            "SELECT pg_current_wal_insert_lsn()::text")[0][0])
+        pg_conn.run("INSERT INTO t VALUES (11, 'after')")
+        pg_conn.run("INSERT INTO t VALUES (12, 'after')")
+        reading = reader.read()
+        unit = next(reading)  # the first plain transaction: the PREPARE came before it
+        assert unit.kind == "transaction" and unit.end_lsn > prepare_lsn
+        unit.close()
+        reading.close()
+        hold = reader.last_batch.hold_lsn
+        assert hold is not None and hold < unit.end_lsn
+    finally:
+        pg_conn.run("ROLLBACK PREPARED 'held'")
+        reader.close()
+
+
 def test_the_reader_is_a_slot_reader(url: str, pg_conn: Any) -> None:
     """The library interface: prepare, read, advance, status, on one held slot."""
     reader = StreamReader(url, slot="lib", publications=["p"])

@@ -494,8 +494,10 @@ class StreamReader(SlotReader):
         finally:
             units.close()
             self._target = None
-        batch.hold_lsn = assembler.hold_lsn
-        batch.incomplete = assembler.incomplete
+            # also when the caller stops the read early (capture's --rotate-size,
+            # --max-changes): an unresolved PREPARE seen so far still holds the slot
+            batch.hold_lsn = assembler.hold_lsn
+            batch.incomplete = assembler.incomplete
 
     def _flush_position(self) -> int:
         rows = self._run("SELECT pg_current_wal_flush_lsn()::text", action="server position")
