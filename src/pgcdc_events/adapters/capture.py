@@ -17,14 +17,16 @@ dropped and the read starts again after the checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from pgcdc_events.adapters.checkpoint import Checkpoint, Output
+from pgcdc_events.adapters.connection import ConnectionSettings
 from pgcdc_events.adapters.errors import (
     CheckpointAheadError,
     ConnectionLostError,
@@ -33,11 +35,17 @@ from pgcdc_events.adapters.errors import (
     SlotNotFoundError,
     SnapshotError,
 )
-from pgcdc_events.adapters.pg8000 import ResolvedOptions, SlotInfo, SlotReader, SlotStatus
+from pgcdc_events.adapters.pg8000 import (
+    ResolvedOptions,
+    SlotInfo,
+    SlotReader,
+    SlotStatus,
+    translate_error,
+)
 from pgcdc_events.adapters.rotating import RotatingOutput
 from pgcdc_events.adapters.snapshot import SNAPSHOT_MODES, read_snapshot
 from pgcdc_events.adapters.units import SchemaTracker, Unit
-from pgcdc_events.errors import ConfigurationError
+from pgcdc_events.errors import ConfigurationError, PgCdcError
 from pgcdc_events.protocol.capture import CaptureRow, dump_capture_row
 from pgcdc_events.protocol.lsn import Lsn
 
@@ -47,11 +55,14 @@ if TYPE_CHECKING:  # the event layer is imported by EventSink alone (a capture s
     from pgcdc_events.events.records import ChangeRecord
     from pgcdc_events.types.catalog import CatalogSnapshot
 
-__all__ = ["CaptureSink", "CaptureStats", "EventSink", "Sink", "run_capture"]
+__all__ = ["IDLE_ACK_INTERVAL", "ActionQuery", "CaptureSink", "CaptureStats", "EventSink",
+           "Heartbeat", "Sink", "run_capture"]
 
 #: Records rendered to one write of the output by EventSink: a few dozen, so that the joined
 #: bytes stay below malloc's mmap threshold (each larger join costs page faults).
 _BATCH = 24
+#: Seconds between two acknowledgements of the server's position while nothing is pending.
+IDLE_ACK_INTERVAL = 2.0
 
 
 class Sink(Protocol):
@@ -172,11 +183,89 @@ class EventSink:
         assert self.decoder is not None, "start() was not called"
         self._write(self.decoder.feed(row.data, row.lsn, snapshot=row.snapshot), output)
 
+    def heartbeat(self, lsn: int, output: Output) -> int:
+        """The heartbeat records due at ``lsn`` (``heartbeat.interval.ms``), written; how many."""
+        if self.decoder is None or not self.config.heartbeat_interval_ms:
+            return 0
+        records = self.decoder.keepalive(lsn)
+        self._write(records, output)
+        return len(records)
+
     def replay(self, unit: Unit) -> None:
         """Decode and drop (a lone COMMIT PREPARED has nothing to decode)."""
         if not unit.partial:
             for _ in self._records(unit):
                 pass
+
+
+class ActionQuery:
+    """``heartbeat.action.query``: the user's statement, run at each heartbeat on a
+    connection of its own (opened at the first run, opened again after a failure).
+
+    Its errors are ours: a lost connection is retried as the capture's are; a failing
+    statement stops the capture, naming the property.
+    """
+
+    def __init__(self, settings: ConnectionSettings, query: str) -> None:
+        self.settings = settings
+        self.query = query
+        self.runs = 0
+        self._conn: Any = None
+
+    def __call__(self) -> None:
+        """Run the statement once (in its own transaction)."""
+        action = "heartbeat.action.query"
+        try:
+            if self._conn is None:
+                self._conn, _ = self.settings.connect()
+            self._conn.run(self.query)
+        except Exception as exc:
+            self.close()
+            if isinstance(exc, PgCdcError):
+                raise
+            raise translate_error(exc, slot=None, action=action,
+                                  password_source=self.settings.password_source) from None
+        self.runs += 1
+
+    def close(self) -> None:
+        """Close the connection (never raises)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+
+@attrs.define
+class Heartbeat:
+    """What a capture does every ``interval`` seconds besides reading changes.
+
+    It runs ``action`` (``heartbeat.action.query``, on a connection of its own), and,
+    when the reader has seen the server's position with nothing pending and every unit
+    written is durable (:meth:`SlotReader.idle_position`), records that position in
+    the checkpoint, then acknowledges it: the slot of a quiet database moves while
+    other databases of the server write. An event sink also writes its heartbeat
+    records (``heartbeat.interval.ms``) at the position recorded. A rotating output
+    only runs the action (a recorded position would make a file of its own).
+    """
+
+    interval: float = IDLE_ACK_INTERVAL
+    action: Callable[[], None] | None = None
+    clock: Callable[[], float] = time.monotonic
+    last: float | None = None
+    #: Positions recorded while idle, and heartbeat records written (for progress reports).
+    idle_acks: int = 0
+    beats: int = 0
+
+    def due(self) -> bool:
+        """Whether ``interval`` seconds passed since the last tick (the first: since start)."""
+        now = self.clock()
+        if self.last is None:
+            self.last = now
+            return False
+        if now - self.last < self.interval:
+            return False
+        self.last = now
+        return True
 
 
 @attrs.define
@@ -217,6 +306,7 @@ def run_capture(
     advance: bool = True,
     notify: Callable[[str], None] | None = None,
     snapshot_mode: str = "no_data",
+    heartbeat: Heartbeat | None = None,
 ) -> CaptureStats:
     """Capture from ``reader`` into ``output`` (already opened) through ``sink``.
 
@@ -234,11 +324,16 @@ def run_capture(
     also takes one when the slot an output was read from is gone (with
     ``create_slot``); ``no_data`` (the default here) never does. See
     :mod:`pgcdc_events.adapters.snapshot` and docs/operations.md.
+
+    ``heartbeat`` (default: every :data:`IDLE_ACK_INTERVAL` seconds, no action) says
+    when to acknowledge the server's position while nothing is pending and to write
+    heartbeat records (see :class:`Heartbeat`).
     """
     if snapshot_mode not in SNAPSHOT_MODES:
         raise ConfigurationError(f"snapshot mode {snapshot_mode!r}: expected one of "
                                  f"{', '.join(SNAPSHOT_MODES)}")
     stats = CaptureStats()
+    beat = heartbeat if heartbeat is not None else Heartbeat()
     reader.render = getattr(sink, "render", False)  # units as lines for a capture sink
     after = output.checkpoint.lsn
     stats.lsn = None if after is None else Lsn(after)
@@ -371,6 +466,10 @@ def run_capture(
                 _, settled_hold = holds.popleft()
             if settled_hold is not None and durable is not None:
                 durable = min(durable, settled_hold)
+            idle = _tick(beat, reader, output, sink, durable, after, advance=advance)
+            if idle is not None:  # recorded durably: the slot may follow the server
+                after = durable = idle
+                stats.lsn = Lsn(idle)
             if advance and durable is not None:
                 before = reader.confirmed_lsn
                 moved = reader.advance(durable) != before
@@ -414,6 +513,29 @@ def run_capture(
         stats.stopped_by = "stopped"
     report(final=True)
     return stats
+
+
+def _tick(beat: Heartbeat, reader: SlotReader, output: Output, sink: Sink,
+          durable: int | None, after: int | None, *, advance: bool) -> int | None:
+    """One pass of ``beat``: its action when due, the sink's heartbeat records, and the
+    server's idle position recorded in the checkpoint (returned) when there is one."""
+    position = None
+    if beat.due():
+        if beat.action is not None:
+            beat.action()
+        if advance and not isinstance(output, RotatingOutput):
+            idle = reader.idle_position(durable if durable is not None else 0)
+            if idle is not None and (after is None or int(idle) > after):
+                position = int(idle)
+    at = position if position is not None else after
+    write: Callable[[int, Output], int] | None = getattr(sink, "heartbeat", None)
+    beats = write(at, output) if write is not None and at is not None else 0
+    if at is None or (position is None and not beats):
+        return None
+    output.commit(at, 0, 0)  # nothing pending up to ``at``: every unit before it is here
+    beat.beats += beats
+    beat.idle_acks += position is not None
+    return position
 
 
 def _takes_snapshot(mode: str, state: str) -> bool:

@@ -737,6 +737,11 @@ class SlotReader:
             self._confirmed = Lsn.parse(rows[0][0])
         return self._confirmed
 
+    def idle_position(self, durable: int) -> Lsn | None:
+        """A server position past ``durable`` that may be recorded and acknowledged with
+        nothing pending (see :meth:`StreamReader.idle_position`); a peek never learns one."""
+        return None
+
     def check_position(self) -> None:
         """Raise :class:`SlotMovedError` unless the slot is where this reader left it.
 

@@ -29,6 +29,8 @@ from pgcdc_events.adapters import (
     StreamOutput,
     run_capture,
 )
+from pgcdc_events.adapters.capture import IDLE_ACK_INTERVAL, ActionQuery, Heartbeat
+from pgcdc_events.adapters.connection import parse_conninfo
 from pgcdc_events.adapters.names import split_identifiers
 from pgcdc_events.adapters.rotating import RotatingOutput
 from pgcdc_events.adapters.snapshot import DEFAULT_SNAPSHOT_MODE, SNAPSHOT_MODES
@@ -218,6 +220,46 @@ def _rotating(args: argparse.Namespace, publications: tuple[str, ...], every: fl
     return output
 
 
+def _properties(path: str | None, overrides: list[str]) -> dict[str, str]:
+    """The connector properties of ``--config`` and ``-c`` as given (``-c`` wins)."""
+    props: dict[str, str] = {}
+    if path:
+        from pgcdc_events.properties import load_properties  # noqa: PLC0415 - start-up
+
+        try:
+            props.update(load_properties(path))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigurationError(f"--config {path!r}: cannot read it: "
+                                     f"{getattr(exc, 'strerror', None) or exc}") from None
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if sep:
+            props[key.strip()] = value.strip()
+    return props
+
+
+def _heartbeat(properties: dict[str, str], reader: SlotReader) -> Heartbeat:
+    """The capture's heartbeat: ``heartbeat.interval.ms`` (0: the idle acknowledgement
+    every :data:`IDLE_ACK_INTERVAL` seconds, no heartbeat) and ``heartbeat.action.query``."""
+    raw = properties.get("heartbeat.interval.ms", "0").strip() or "0"
+    try:
+        interval_ms = int(raw)
+    except ValueError:
+        interval_ms = -1
+    if interval_ms < 0:
+        raise ConfigurationError(f"heartbeat.interval.ms: expected a number of milliseconds "
+                                 f"(0 or more), got {raw!r}")
+    query = properties.get("heartbeat.action.query", "").strip()
+    if query and not interval_ms:
+        raise ConfigurationError("heartbeat.action.query runs at each heartbeat: set "
+                                 "heartbeat.interval.ms too")
+    action = None
+    if query:
+        action = ActionQuery(reader.settings or parse_conninfo({}), query)
+    return Heartbeat(interval=interval_ms / 1000 if interval_ms else IDLE_ACK_INTERVAL,
+                     action=action)
+
+
 def run(args: argparse.Namespace, name: str) -> int:
     """Run capture or tail."""
     # as pgoutput reads publication_names: unquoted folded to lower case, "a,b" one name
@@ -238,9 +280,8 @@ def run(args: argparse.Namespace, name: str) -> int:
         raise ConfigurationError("--table only shapes a publication created with "
                                  "--create-publication")
     decode = bool(args.decode)
-    if not decode and (args.config or args.overrides or args.catalog):
-        raise ConfigurationError("--config, -c and --catalog shape Debezium records: "
-                                 "add --decode")
+    if not decode and args.catalog:
+        raise ConfigurationError("--catalog shapes Debezium records: add --decode")
     snapshot_mode = args.snapshot_mode or (DEFAULT_SNAPSHOT_MODE if name == "capture"
                                            else "no_data")
     memory = int(args.memory_limit * _MIB)
@@ -248,6 +289,7 @@ def run(args: argparse.Namespace, name: str) -> int:
                               messages=args.messages, streaming=args.streaming,
                               two_phase=args.two_phase)
     sink: CaptureSink | EventSink
+    properties = _properties(args.config, args.overrides)
     if decode:
         from pgcdc_events.cli.decode_cmd import load_config  # noqa: PLC0415 - start-up
         from pgcdc_events.types.catalog import CatalogSnapshot  # noqa: PLC0415 - start-up
@@ -260,6 +302,7 @@ def run(args: argparse.Namespace, name: str) -> int:
     reader_class = StreamReader if args.reader == "stream" else SlotReader
     reader = reader_class(read_dsn(args), slot=args.slot, publications=publications,
                           options=options, memory_limit=memory)
+    heartbeat = _heartbeat(properties, reader)
     output: Output
     to_stdout = args.output in (None, "-")
     every, size = getattr(args, "rotate_every", None), getattr(args, "rotate_size", None)
@@ -305,10 +348,13 @@ def run(args: argparse.Namespace, name: str) -> int:
                 tables=tuple(args.table) if args.table else None, retry_for=args.retry_for,
                 should_stop=should_stop, progress=progress, advance=advance,
                 notify=None if args.quiet else notify, snapshot_mode=snapshot_mode,
+                heartbeat=heartbeat,
             )
     finally:
         output.close()
         reader.close()
+        if isinstance(heartbeat.action, ActionQuery):
+            heartbeat.action.close()
     if not args.quiet and stats.snapshot_tables:
         print(f"pgcdc-events {name}: snapshot of {stats.snapshot_tables:,} tables, "
               f"{stats.snapshot_rows:,} rows, consistent with the slot at {stats.lsn}",
