@@ -196,3 +196,83 @@ def test_heartbeats_are_written_and_keep_the_slot_up(
     assert ids[0] == 1 and len(ids) == len(set(ids))  # every change once
     runs = pg_conn.run("SELECT count(*) FROM beats")[0][0]
     assert runs >= seconds / 3, f"heartbeat.action.query ran {runs} times in {seconds:g} s"
+
+
+@pytest.fixture(scope="module")
+def keep_little() -> Iterator[TempCluster]:
+    """A cluster of our own whose slots may keep 32 MB of WAL at most."""
+    cluster = TempCluster(settings={"max_slot_wal_keep_size": "32MB", "wal_keep_size": "0"})
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_a_slot_invalidated_under_the_capture_stops_it_saying_so(
+        keep_little: TempCluster, tmp_path: Path) -> None:
+    import pg8000.native  # noqa: PLC0415 - server tests only
+
+    cluster = keep_little
+    conn = pg8000.native.Connection(**cluster.dsn())
+    holder = pg8000.native.Connection(**cluster.dsn())
+    out = tmp_path / "out"
+    try:
+        conn.run("CREATE TABLE t (id int PRIMARY KEY)")
+        conn.run("CREATE TABLE filler (x text)")
+        conn.run("CREATE PUBLICATION p FOR TABLE t")
+        conn.run("SELECT pg_create_logical_replication_slot('s', 'pgoutput')")
+        conn.run("INSERT INTO t VALUES (1)")
+        proc = _capture(cluster.url(), out, "--warn-retained", "4")
+        try:
+            deadline = time.monotonic() + 60
+            while conn.run("SELECT active_pid FROM pg_replication_slots")[0][0] is None:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+            holder.run("BEGIN")
+            holder.run("SELECT txid_current()")  # an open transaction holds restart_lsn
+
+            def fill(segments: int) -> None:
+                for _ in range(segments):
+                    conn.run("INSERT INTO filler SELECT repeat('x', 1000) "
+                             "FROM generate_series(1, 4000)")
+                    conn.run("SELECT pg_switch_wal()")
+
+            fill(1)
+            time.sleep(5)  # a progress report: over --warn-retained, not invalidated yet
+            fill(4)
+            while proc.poll() is None and time.monotonic() < deadline + 60:
+                conn.run("CHECKPOINT")
+                time.sleep(0.5)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        holder.run("ROLLBACK")
+        assert conn.run("SELECT wal_status FROM pg_replication_slots")[0][0] == "lost"
+        lines = err.decode().splitlines()
+        assert proc.returncode == 1, err.decode()
+        warning = [line for line in lines if "warning" in line]
+        assert len(warning) == 1 and "over --warn-retained 4 MB" in warning[0]
+        assert "of WAL for slot 's'" in warning[0]
+        assert any(", retained " in line for line in lines)  # the progress line
+        error = lines[-1]
+        assert "Traceback" not in err.decode()
+        assert ("was invalidated by the server" in error or "no longer" in error), error
+        assert "--snapshot-mode when_needed --create-slot" in error
+        assert "appends a new snapshot" in error
+        # what the error says when_needed does, it does
+        again = subprocess.run(
+            [sys.executable, "-m", "pgcdc_events", "capture", "--dsn", cluster.url(),
+             "--slot", "s", "--publication", "p", "--output", f"{out}/", "-q",
+             "--snapshot-mode", "when_needed", "--create-slot"],
+            capture_output=True, timeout=120, cwd=ROOT, check=False)
+        assert again.returncode == 0, again.stderr.decode()
+        checkpoint = json.loads((out / "capture.jsonl.checkpoint.json").read_text())
+        assert checkpoint["snapshot"]["state"] == "done" and checkpoint["snapshot"]["rows"] == 1
+        assert conn.run("SELECT wal_status FROM pg_replication_slots")[0][0] == "reserved"
+    finally:
+        holder.close()
+        conn.run("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots")
+        conn.close()

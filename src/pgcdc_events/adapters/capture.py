@@ -32,10 +32,12 @@ from pgcdc_events.adapters.errors import (
     ConnectionLostError,
     DeliveryGapError,
     SlotBusyError,
+    SlotLostError,
     SlotNotFoundError,
     SnapshotError,
 )
 from pgcdc_events.adapters.pg8000 import (
+    LOST_SLOT_HINT,
     ResolvedOptions,
     SlotInfo,
     SlotReader,
@@ -56,7 +58,7 @@ if TYPE_CHECKING:  # the event layer is imported by EventSink alone (a capture s
     from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = ["IDLE_ACK_INTERVAL", "ActionQuery", "CaptureSink", "CaptureStats", "EventSink",
-           "Heartbeat", "Sink", "run_capture"]
+           "Heartbeat", "Sink", "check_slot", "run_capture"]
 
 #: Records rendered to one write of the output by EventSink: a few dozen, so that the joined
 #: bytes stay below malloc's mmap threshold (each larger join costs page faults).
@@ -279,6 +281,8 @@ class CaptureStats:
     reconnects: int = 0
     lsn: Lsn | None = None
     lag_bytes: int | None = None
+    #: WAL the server keeps for the slot (from its restart position), at the last report.
+    retained_bytes: int | None = None
     started: float = attrs.field(factory=time.monotonic)
     stopped_by: str = ""
     #: The initial snapshot taken by this call (tables and rows), if any.
@@ -364,6 +368,8 @@ def run_capture(
             try:
                 status = reader.status()
                 stats.lag_bytes = status.lag_bytes
+                stats.retained_bytes = status.retained_bytes
+                check_slot(reader.slot, status)
             except (ConnectionLostError, SlotBusyError):
                 # The reader closed itself: connect again before the next read (reading
                 # on would be "call prepare() before reading", and the capture would stop).
@@ -397,6 +403,11 @@ def run_capture(
                     info = _prepare(reader, output, take, state, create_slot=True,
                                     create_publication=False, tables=tables,
                                     mode=snapshot_mode)
+                except SlotLostError:
+                    if not (needed and create_slot):
+                        raise
+                    take = True  # invalidated: replaced by a new slot, with a snapshot
+                    info = _replace_lost(reader, output, tables, snapshot_mode)
                 create_slot = create_publication = False  # created (or found) once is enough
                 if not take and after is not None and info.confirmed_lsn is not None \
                         and info.confirmed_lsn > after:
@@ -536,6 +547,25 @@ def _tick(beat: Heartbeat, reader: SlotReader, output: Output, sink: Sink,
     beat.beats += beats
     beat.idle_acks += position is not None
     return position
+
+
+def check_slot(slot: str, status: SlotStatus) -> None:
+    """Raise :class:`SlotLostError` when the server has invalidated the slot."""
+    if status.wal_status == "lost":
+        raise SlotLostError(
+            f"replication slot {slot!r} was invalidated by the server while the capture ran "
+            "(wal_status 'lost'): it held more WAL than max_slot_wal_keep_size allows, so the "
+            f"changes after {status.confirmed_lsn or 'its position'} can no longer be read",
+            slot=slot, hint=LOST_SLOT_HINT)
+
+
+def _replace_lost(reader: SlotReader, output: Output, tables: tuple[str, ...] | None,
+                  mode: str) -> SlotInfo:
+    """``snapshot.mode=when_needed``: the output's slot was invalidated (its WAL is gone):
+    drop it and create it again, exporting the snapshot the output continues with."""
+    return reader.prepare(create_slot=True, tables=tables, snapshot=True, replace_slot=True,
+                          before_create=lambda: output.mark_snapshot(
+                              {"state": "running", "mode": mode}))
 
 
 def _takes_snapshot(mode: str, state: str) -> bool:

@@ -236,6 +236,13 @@ _REPLICATION_HINT = "the role needs the REPLICATION attribute (ALTER ROLE ... RE
     "superuser"
 
 
+#: What to do about an invalidated slot (the hint of :class:`SlotLostError`).
+LOST_SLOT_HINT = ("with --snapshot-mode when_needed --create-slot the capture replaces the slot "
+                  "and appends a new snapshot of the tables to this output, then streams (the "
+                  "changes in between are not recoverable); see docs/operations.md, 'When the "
+                  "slot is lost'")
+
+
 def translate_error(exc: BaseException, *, slot: str | None, publications: Sequence[str] = (),
                     action: str = "", password_source: str = "") -> SlotError:
     """One of our exceptions for a pg8000 or socket error, chosen by SQLSTATE (see the
@@ -262,8 +269,7 @@ def translate_error(exc: BaseException, *, slot: str | None, publications: Seque
         return ServerConfigError(text, slot=slot, sqlstate=code,
                                  hint="set wal_level = logical and restart the server")
     if code == "55000" and ("invalidated" in lowered or "no longer" in lowered):
-        return SlotLostError(text, slot=slot, sqlstate=code,
-                             hint="see docs/operations.md, 'When the slot is lost'")
+        return SlotLostError(text, slot=slot, sqlstate=code, hint=LOST_SLOT_HINT)
     if code == "28P01":  # invalid_password
         return AuthenticationError(text, slot=slot, sqlstate=code,
                                    hint=f"check the password ({password_source or 'see --dsn'})"
@@ -524,9 +530,12 @@ class SlotReader:
                             f"not {database!r}", slot=self.slot,
                             hint=f"connect to database {slot_db!r}")
         if wal_status == "lost":
+            keep = self._run("SHOW max_slot_wal_keep_size", action="check")[0][0]
             raise SlotLostError(
-                f"replication slot {self.slot!r} was invalidated: the WAL it needs is gone",
-                slot=self.slot, hint="see docs/operations.md, 'When the slot is lost'")
+                f"replication slot {self.slot!r} was invalidated by the server (wal_status "
+                f"'lost'): it held more WAL than max_slot_wal_keep_size ({keep}) allows, so the "
+                f"WAL it needs is gone and the changes after {confirmed or 'its position'} can "
+                "no longer be read", slot=self.slot, hint=LOST_SLOT_HINT)
         options = self.requested.resolve(version, bool(two_phase))
         self._confirmed = Lsn.parse(confirmed) if confirmed else None
         sysid, timeline, current = self._run(

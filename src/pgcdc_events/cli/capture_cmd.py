@@ -103,6 +103,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
                       "a temporary file (default 64)")
     loop.add_argument("--retry-for", type=float, default=10.0, metavar="S",
                       help="without --follow, give up reconnecting after S seconds (default 10)")
+    loop.add_argument("--warn-retained", type=float, default=1024.0, metavar="MB",
+                      help="warn on stderr when the server keeps more than MB megabytes of "
+                      "WAL for the slot (its restart position; default 1024, 0: never)")
     loop.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     events = parser.add_argument_group("events (Debezium records)")
     events.add_argument("--config", help="connector .properties file")
@@ -266,7 +269,8 @@ def run(args: argparse.Namespace, name: str) -> int:
     publications = tuple(dict.fromkeys(
         name for item in args.publication
         for name in split_identifiers(item, what="--publication")))
-    for flag, value in (("--poll-interval", args.poll_interval),
+    for flag, value in (("--warn-retained", args.warn_retained),
+                        ("--poll-interval", args.poll_interval),
                         ("--memory-limit", args.memory_limit), ("--retry-for", args.retry_for)):
         if value < 0:
             raise ConfigurationError(f"{flag} must not be negative, got {value}")
@@ -328,10 +332,23 @@ def run(args: argparse.Namespace, name: str) -> int:
         output = durable
         advance = True
 
+    warned = [False]
+
     def progress(stats: CaptureStats, status: SlotStatus | None) -> None:
+        retained = None if status is None else status.retained_bytes
+        if retained is not None and args.warn_retained > 0:
+            over = retained > args.warn_retained * _MIB
+            if over and not warned[0]:  # once each time it goes over (warnings even with -q)
+                print(f"pgcdc-events {name}: warning: the server keeps {_size(retained)} of WAL "
+                      f"for slot {args.slot!r}, over --warn-retained {args.warn_retained:g} MB "
+                      "(a long transaction, an unresolved PREPARE, or a capture that cannot "
+                      "keep up holds it); see docs/operations.md, 'Running for weeks'",
+                      file=sys.stderr, flush=True)
+            warned[0] = over
         if args.quiet:
             return
-        lag = "" if status is None else f", lag {_size(status.lag_bytes)}"
+        lag = "" if status is None else (f", lag {_size(status.lag_bytes)}, retained "
+                                         f"{_size(retained)}")
         print(f"pgcdc-events {name}: {stats.changes:,} changes, {stats.units:,} transactions"
               f", lsn {stats.lsn if stats.lsn is not None else '-'}{lag}",
               file=sys.stderr, flush=True)
