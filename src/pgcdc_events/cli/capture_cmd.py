@@ -41,6 +41,8 @@ from pgcdc_events.protocol.lsn import Lsn
 __all__ = ["register", "register_tail"]
 
 _MIB = 1024 * 1024
+#: The connector properties a capture without --decode honours.
+_HEARTBEAT = ("heartbeat.interval.ms", "heartbeat.action.query")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -286,6 +288,12 @@ def run(args: argparse.Namespace, name: str) -> int:
     decode = bool(args.decode)
     if not decode and args.catalog:
         raise ConfigurationError("--catalog shapes Debezium records: add --decode")
+    shaping = [item.partition("=")[0].strip() for item in args.overrides
+               if not item.partition("=")[0].strip().startswith(_HEARTBEAT)]
+    if not decode and shaping:
+        raise ConfigurationError(f"-c {shaping[0]} shapes Debezium records: add --decode "
+                                 "(without it, only heartbeat.interval.ms and "
+                                 "heartbeat.action.query apply)")
     snapshot_mode = args.snapshot_mode or (DEFAULT_SNAPSHOT_MODE if name == "capture"
                                            else "no_data")
     memory = int(args.memory_limit * _MIB)
