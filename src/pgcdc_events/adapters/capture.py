@@ -131,11 +131,16 @@ class EventSink:
     kind = "events"
 
     def __init__(self, config: EventConfig, *, catalog: CatalogSnapshot | None = None,
-                 memory_limit: int | None = None) -> None:
+                 memory_limit: int | None = None,
+                 catalog_for: Callable[[CatalogSnapshot | None], CatalogSnapshot | None]
+                 | None = None) -> None:
         from pgcdc_events.events.jsonconv import JsonRecordWriter  # noqa: PLC0415 - start-up
 
         self.config = config
         self.catalog = catalog
+        #: Called once connected, before the decoder is made, with ``catalog``: the catalog
+        #: to decode with (read from the connection, or ``catalog`` checked against it).
+        self.catalog_for = catalog_for
         self.memory_limit = memory_limit
         self.writer = JsonRecordWriter.for_config(config)  # key and header converters too
         self.decoder: EventDecoder | None = None
@@ -146,6 +151,9 @@ class EventSink:
         """Create the decoder for the options the slot is read with (once)."""
         if self.decoder is None:
             from pgcdc_events.events.decoder import EventDecoder  # noqa: PLC0415 - start-up
+
+            if self.catalog_for is not None:
+                self.catalog = self.catalog_for(self.catalog)
 
             self.decoder = EventDecoder(self.config, catalog=self.catalog,
                                         proto_version=options.proto_version,

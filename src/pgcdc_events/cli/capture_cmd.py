@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgcdc_events.adapters import (
     CaptureSink,
@@ -37,6 +37,9 @@ from pgcdc_events.adapters.snapshot import DEFAULT_SNAPSHOT_MODE, SNAPSHOT_MODES
 from pgcdc_events.adapters.stream import StreamReader
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.protocol.lsn import Lsn
+
+if TYPE_CHECKING:
+    from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = ["register", "register_tail"]
 
@@ -113,7 +116,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
     events.add_argument("--config", help="connector .properties file")
     events.add_argument("-c", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="a connector property (repeatable)")
-    events.add_argument("--catalog", help="catalog snapshot JSON (pgcdc-events catalog)")
+    events.add_argument("--catalog", help="catalog snapshot JSON (pgcdc-events catalog; "
+                        "default: read from the connection when the capture starts)")
+    events.add_argument("--catalog-from-another-database", action="store_true",
+                        help="use --catalog although it is a snapshot of another database "
+                        "than the one read (its name becomes source.db)")
 
 
 def register(commands: Any) -> None:
@@ -265,6 +272,33 @@ def _heartbeat(properties: dict[str, str], reader: SlotReader) -> Heartbeat:
                      action=action)
 
 
+def _connected_catalog(reader: SlotReader, given: CatalogSnapshot | None, path: str | None,
+                       other_database: bool, name: str | None) -> CatalogSnapshot:
+    """The catalog to decode with, once ``reader`` is connected: read from its connection
+    (enums, domains, PostGIS, NOT NULL, keys and ``source.db`` as the database has them),
+    or ``given`` (``--catalog``) when it is a snapshot of the database read (else refused,
+    unless ``other_database``)."""
+    from pgcdc_events.types.catalog import fetch_catalog  # noqa: PLC0415 - start-up
+
+    database = reader.info.database if reader.info is not None else None
+    if given is None:
+        catalog: CatalogSnapshot = reader.call(fetch_catalog, action="read the catalog")
+        if name is not None:
+            print(f"pgcdc-events {name}: catalog read from database {catalog.database!r}: "
+                  f"{len(catalog.tables)} tables, {len(catalog.types)} types",
+                  file=sys.stderr, flush=True)
+        return catalog
+    if database is not None and given.database != database and not other_database:
+        raise ConfigurationError(
+            f"--catalog {path!r} is a snapshot of database {given.database!r}, but the slot "
+            f"is read from database {database!r}: every record would say source.db "
+            f"{given.database!r} and be decoded with another database's tables; leave "
+            "--catalog out (the catalog is then read from the connection), take it from "
+            f"{database!r} (pgcdc-events catalog), or add --catalog-from-another-database "
+            "to use it anyway")
+    return given
+
+
 def run(args: argparse.Namespace, name: str) -> int:
     """Run capture or tail."""
     # as pgoutput reads publication_names: unquoted folded to lower case, "a,b" one name
@@ -308,7 +342,16 @@ def run(args: argparse.Namespace, name: str) -> int:
 
         config = load_config(args.config, args.overrides)
         catalog = CatalogSnapshot.load(args.catalog) if args.catalog else None
-        sink = EventSink(config, catalog=catalog, memory_limit=memory)
+        if catalog is not None and config.database and catalog.database != config.database \
+                and not args.catalog_from_another_database:
+            raise ConfigurationError(
+                f"--catalog {args.catalog!r} is a snapshot of database {catalog.database!r}, "
+                f"not of database.dbname {config.database!r}; add "
+                "--catalog-from-another-database to use it anyway")
+        sink = EventSink(config, catalog=catalog, memory_limit=memory,
+                         catalog_for=lambda given: _connected_catalog(
+                             reader, given, args.catalog, args.catalog_from_another_database,
+                             None if args.quiet else name))
     else:
         sink = CaptureSink()
     reader_class = StreamReader if args.reader == "stream" else SlotReader
