@@ -121,13 +121,16 @@ def run(args: argparse.Namespace) -> int:
 
     _refuse_same_file(args.capture, args.output)
     cut = unfinished_transaction(args.capture) if args.capture != "-" else None
-    if cut is not None:
-        print(f"pgcdc-events decode: warning: {cut.describe()}", file=sys.stderr, flush=True)
     with open_binary_input(args.capture) as src, open_binary_output(args.output) as out, \
             _terminate_as_interrupt():
         lines, count = run_decode(job, src if cut is None else _upto(src, cut.offset), out,
                                   report=report, tally=tally,
                                   workers=args.workers or default_workers())
+        if cut is not None:  # left out of the output, but its errors are still reported
+            with open_binary_input(args.capture) as again, open(os.devnull, "wb") as nowhere:
+                run_decode(job, again, nowhere, workers=1)
+            print(f"pgcdc-events decode: warning: {cut.describe()}", file=sys.stderr,
+                  flush=True)
     if tally is not None:
         where = "standard output" if args.output in (None, "-") else args.output
         print(summary(tally, f"{counted(count, 'record')} from {counted(lines, 'message')}, "
