@@ -360,6 +360,9 @@ class SlotReader:
         self.info: SlotInfo | None = None
         self.last_batch = BatchInfo()
         self._confirmed: Lsn | None = None
+        #: The server's flush position before the last peek, when that peek returned
+        #: everything up to it and left nothing pending (see :meth:`idle_position`).
+        self._idle: int | None = None
         #: The snapshot the slot exported when :meth:`prepare` created it for one (its
         #: name and the slot's consistent point), until :meth:`finish_snapshot`.
         self.exported: tuple[str, Lsn] | None = None
@@ -706,6 +709,11 @@ class SlotReader:
                                   streaming=options.streaming, budget=self._budget, after=after,
                                   render=self.render)
         batch = self.last_batch = BatchInfo(limit=limit)
+        self._idle = None
+        # every transaction committed before this position is in the peek, unless it stops
+        # at ``limit``
+        before = Lsn.parse(self._run("SELECT pg_current_wal_flush_lsn()::text",
+                                     action="server position")[0][0])
         rows = self.rows(limit)
         try:
             for row in rows:
@@ -719,6 +727,8 @@ class SlotReader:
                     yield unit
             batch.hold_lsn = assembler.hold_lsn
             batch.incomplete = assembler.incomplete
+            if not batch.hit_limit and not assembler.incomplete:
+                self._idle = int(before)
         finally:
             rows.close()  # ends the read's transaction now, not when garbage-collected
             assembler.reset()
@@ -731,9 +741,12 @@ class SlotReader:
         """
         batch = self.last_batch
         target = int(lsn)
-        if batch.last_end is None:
+        ceiling = batch.last_end
+        if self._idle is not None and (batch.last_end or 0) <= target:
+            ceiling = max(ceiling or 0, self._idle)  # nothing pending up to there
+        if ceiling is None:
             return self._confirmed
-        target = min(target, batch.last_end)
+        target = min(target, ceiling)
         if batch.hold_lsn is not None:
             target = min(target, batch.hold_lsn)
         if self._confirmed is not None and target <= self._confirmed:
@@ -747,9 +760,19 @@ class SlotReader:
         return self._confirmed
 
     def idle_position(self, durable: int) -> Lsn | None:
-        """A server position past ``durable`` that may be recorded and acknowledged with
-        nothing pending (see :meth:`StreamReader.idle_position`); a peek never learns one."""
-        return None
+        """The server's flush position taken before the last peek, when that peek read
+        everything up to it (not stopped by its limit) and left nothing pending (no
+        transaction streamed or prepared and unresolved), if every unit it delivered ends
+        at or before ``durable`` and it is past the slot's position; else ``None``.
+
+        The caller records it durably, then passes it to :meth:`advance` (see
+        :meth:`StreamReader.idle_position`).
+        """
+        idle = self._idle
+        if idle is None or (self.last_batch.last_end or 0) > durable \
+                or idle <= int(self._confirmed or 0):
+            return None
+        return Lsn(idle)
 
     def check_position(self) -> None:
         """Raise :class:`SlotMovedError` unless the slot is where this reader left it.
