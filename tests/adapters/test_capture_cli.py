@@ -185,3 +185,36 @@ def test_capture_decode_writes_what_decode_writes(url: str, pg_conn: Any,
     assert len(ours) > 2000
     assert ours == [_comparable(x) for x in _lines(tmp_path / "decoded.jsonl")]
     assert ours[1]["key"] == {"id": 1}  # the key converter without schemas
+
+
+def test_a_first_run_does_not_say_continuing(url: str, pg_conn: Any, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Every new output started with "0 transactions, 0 changes so far; continuing after the
+    slot's position"; a first run now says nothing of the kind, a later one says where it
+    continues."""
+    out = tmp_path / "o"
+    assert _capture(url, out, "--create-slot", "--create-publication") == 0
+    err = capsys.readouterr().err
+    assert "so far" not in err and "continuing" not in err, err
+    pg_conn.run("INSERT INTO t VALUES (1, 'x')")
+    assert _capture(url, out) == 0
+    capsys.readouterr()
+    checkpoint = json.loads((out / "capture.jsonl.checkpoint.json").read_text())
+    assert _capture(url, out) == 0
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"pgcdc-events capture: {out}/capture.jsonl: 1 transaction, 1 change so far; "
+        f"continuing after {checkpoint['lsn']}")
+    pg_conn.run("SELECT pg_create_logical_replication_slot('r', 'pgoutput')")
+    files = ["capture", "--dsn", url, "--slot", "r", "--publication", "p", "--output",
+             f"{tmp_path}/files/", "--snapshot-mode", "no_data", "--rotate-size", "1"]
+    assert main(files) == 0
+    err = capsys.readouterr().err
+    assert "so far" not in err and "continuing" not in err, err
+    pg_conn.run("INSERT INTO t VALUES (2, 'x')")
+    assert main(files) == 0
+    capsys.readouterr()
+    assert main(files) == 0
+    checkpoint = json.loads((tmp_path / "files" / "_capture.checkpoint.json").read_text())
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"pgcdc-events capture: {tmp_path}/files: 1 file, 1 change so far; continuing after "
+        f"{checkpoint['lsn']}")

@@ -307,3 +307,35 @@ def test_a_url_with_options(home: Path) -> None:
     assert (quoted.dbname, quoted.user) == ("my 'db'", "x y")
     assert quoted.password_source.startswith("no password in the DSN")
     assert quoted.sslmode == "prefer" and quoted.connect_timeout == 10.0
+
+
+# ---------------------------------------------------------------- catalog
+
+
+def test_catalog_takes_its_password_as_capture_does(secure: tuple[TempCluster, Path],
+                                                    home: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """It took a password only on the command line (``ps`` shows it), and crashed with
+    "'NoneType' object has no attribute 'decode'" without one."""
+    cluster, _ = secure
+    dsn = f"host=127.0.0.1 port={cluster.port} user=pwuser dbname=postgres sslmode=disable"
+    out = tmp_path / "catalog.json"
+    assert main(["catalog", "--dsn", dsn, "-o", str(out)]) == 1
+    home_pgpass = home / ".pgpass"
+    assert capsys.readouterr().err == (
+        f"pgcdc-events catalog: error: cannot connect: connect to 127.0.0.1:{cluster.port}/"
+        "postgres: the server asks for a password for user 'pwuser' and none was found (no "
+        f"password in the DSN, PGPASSWORD unset, no password file at {home_pgpass}); put it "
+        "in ~/.pgpass (mode 0600), PGPASSFILE, passfile=, PGPASSWORD or a --dsn-file\n")
+    home_pgpass.write_text(f"127.0.0.1:{cluster.port}:*:pwuser:{SECRET}\n")
+    home_pgpass.chmod(0o600)
+    assert main(["catalog", "--dsn", dsn, "-o", str(out)]) == 0
+    assert out.stat().st_size > 0
+    home_pgpass.unlink()
+    dsn_file = tmp_path / "dsn"
+    dsn_file.write_text(f"{dsn} password={SECRET}\n")
+    dsn_file.chmod(0o600)
+    out.unlink()
+    assert main(["catalog", "--dsn-file", str(dsn_file), "-o", str(out)]) == 0
+    assert out.stat().st_size > 0
+    assert SECRET not in capsys.readouterr().err

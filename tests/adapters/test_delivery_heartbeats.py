@@ -13,6 +13,7 @@ import pg8000.native
 import pytest
 
 from adapters import test_delivery
+from adapters.test_running_for_weeks import position
 from pgcdc_events.protocol import Lsn, iter_capture
 from pgcdc_events.testing.cluster import TempCluster
 
@@ -41,17 +42,19 @@ def test_sigkill_with_heartbeats(cluster: TempCluster, tmp_path: Path,
         time.sleep(2)
         with open(output / "capture.jsonl", encoding="utf-8") as fh:
             captured = list(iter_capture(fh))
-        before = int(Lsn.parse(json.loads(checkpoint.read_text())["lsn"]))
+        before = position(checkpoint)
         assert before >= max(int(row.lsn) for row in captured)
         conn.run("CREATE TEMPORARY TABLE nothing_published (x int)")
         deadline = time.monotonic() + 30
-        while int(Lsn.parse(json.loads(checkpoint.read_text())["lsn"])) <= before:
+        while position(checkpoint) <= before:
             assert time.monotonic() < deadline, "no idle position was recorded"
             time.sleep(0.2)
         confirmed = conn.run("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
                              "WHERE slot_name = 'cap'")[0][0]
-        assert int(Lsn.parse(confirmed)) <= int(
-            Lsn.parse(json.loads(checkpoint.read_text())["lsn"]))
+        assert int(Lsn.parse(confirmed)) <= position(checkpoint)
+        # the checkpoint's lsn is still the end of the last transaction in the output
+        saved = json.loads(checkpoint.read_text())
+        assert int(Lsn.parse(saved["lsn"])) < int(Lsn.parse(saved["idle"]))
     finally:
         conn.close()
         proc.send_signal(signal.SIGINT)

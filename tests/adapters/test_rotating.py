@@ -13,6 +13,7 @@ import signal
 import stat
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -218,3 +219,43 @@ def test_a_snapshot_is_finalized_at_once(tmp_path: Path) -> None:
     assert out.checkpoint.snapshot_state == "done" and out.checkpoint.lsn == 0x10
     assert (tmp_path / capture_file_name(0, 0x10)).exists()
     out.close()
+
+
+def test_rotate_size_bounds_each_file(pg_cluster: TempCluster, pg_conn: Any,
+                                      tmp_path: Path) -> None:
+    """``--rotate-size`` was checked only when a read was committed: one read of 60
+    transactions went into a single file 20 times the size. A file is now finalized at the
+    end of the transaction that reached the size: it exceeds it by at most that one."""
+    from pgcdc_events.cli import main  # noqa: PLC0415
+    from pgcdc_events.protocol import Insert, PgOutputReader  # noqa: PLC0415
+
+    conn = pg_conn
+    database = conn.run("SELECT current_database()")[0][0]
+    url = f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{database}"
+    conn.run("CREATE TABLE t (id int PRIMARY KEY, v text)")
+    out = tmp_path / "files"
+    args = ["capture", "--dsn", url, "--slot", "s", "--publication", "p", "--output",
+            f"{out}/", "--snapshot-mode", "no_data", "-q", "--rotate-size", "0.002"]
+    assert main([*args, "--create-slot", "--create-publication"]) == 0
+    for i in range(60):
+        conn.run("INSERT INTO t VALUES (:i, repeat('v', 200))", i=i)
+    assert main(args) == 0
+    files = sorted(p for p in out.iterdir() if parse_capture_file_name(p.name))
+    reader = PgOutputReader()
+    ids: list[int] = []
+    biggest_unit = 0
+    for path in files:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.readlines()
+        unit = 0
+        for row, line in zip(iter_capture(lines), lines, strict=True):
+            unit += len(line)
+            message = reader.read(row.data)
+            if isinstance(message, Insert):
+                ids.append(int(message.new.values[0] or b""))
+            if row.data[:1] == b"C":
+                biggest_unit, unit = max(biggest_unit, unit), 0
+    assert ids == list(range(60))
+    assert len(files) >= 60 * 300 // 2000
+    sizes = [p.stat().st_size for p in files]
+    assert max(sizes) < 2000 + biggest_unit, sizes

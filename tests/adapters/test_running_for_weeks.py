@@ -104,6 +104,13 @@ def _capture(url: str, out: Path, *extra: str) -> subprocess.Popen[bytes]:
         stderr=subprocess.PIPE, cwd=ROOT)
 
 
+def position(checkpoint: Path) -> int:
+    """How far a checkpoint says the output is complete: its last unit's end (``lsn``) or
+    a later position recorded while nothing was pending (``idle``)."""
+    saved = json.loads(checkpoint.read_text())
+    return max(int(Lsn.parse(saved[key])) for key in ("lsn", "idle") if saved.get(key))
+
+
 def _slot(pg_conn: Any) -> tuple[int, int, int | None]:
     """(retained WAL past the confirmed position, confirmed position, active pid)."""
     retained, confirmed, pid = pg_conn.run(
@@ -136,8 +143,7 @@ def _run_beside(pg_conn: Any, busy: Busy, url: str, out: Path, seconds: float,
             assert proc.poll() is None, proc.stderr.read().decode()  # type: ignore[union-attr]
             retained, confirmed, _ = _slot(pg_conn)
             if checkpoint.exists():  # never acknowledged past what is on disk
-                on_disk = json.loads(checkpoint.read_text())["lsn"]
-                assert on_disk is not None and confirmed <= int(Lsn.parse(on_disk))
+                assert confirmed <= position(checkpoint)
             if time.monotonic() - began > 8:  # the capture has seen the first writes
                 samples.append(retained)
         end = int(Lsn.parse(pg_conn.run("SELECT pg_current_wal_lsn()::text")[0][0]))

@@ -111,3 +111,40 @@ def test_bad_configuration_is_one_line(capsys: pytest.CaptureFixture[str]) -> No
     assert "did you mean tombstones.on.delete" in capsys.readouterr().err
     assert main(["decode", "--capture", str(capture), "--memory-limit", "-1"]) == 1
     assert "--memory-limit must not be negative" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mask", ["column.mask.with.5.chars",
+                                  "column.mask.hash.SHA-256.with.salt.pepper"])
+def test_a_masked_value_is_never_shown_in_a_conversion_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], mask: str) -> None:
+    """The review's case: a masked column's value appeared in clear in the error. Invalid
+    UTF-8 in a text column cannot come from PostgreSQL 15: the bytes are built by hand."""
+    from pgcdc_events.protocol import (  # noqa: PLC0415
+        Begin,
+        CaptureRow,
+        Commit,
+        Insert,
+        Lsn,
+        Relation,
+        RelationColumn,
+        TupleData,
+        dump_capture_row,
+        encode_message,
+    )
+
+    relation = Relation(16384, "public", "t", "d", (RelationColumn(1, "id", 23, -1),
+                                                    RelationColumn(0, "secret", 25, -1)))
+    messages = (Begin(0x200, 0, 700), relation,
+                Insert(16384, TupleData(b"tt", (b"1", b"\xffhunter2-pass"))),
+                Commit(0, 0x1F0, 0x200, 0))
+    capture = tmp_path / "c.jsonl"
+    capture.write_text("".join(
+        dump_capture_row(CaptureRow(Lsn(0x100 + i), 700, encode_message(m))) + "\n"
+        for i, m in enumerate(messages)))
+    assert main(["decode", "--capture", str(capture), "-c", "topic.prefix=p",
+                 "-c", f"{mask}=public.t.secret"]) == 1
+    err = capsys.readouterr().err
+    assert "hunter2" not in err
+    assert "public.t.secret (text): cannot convert value of a masked column (value not " \
+           "shown, 13 bytes): UnicodeDecodeError" in err
+    assert err.count("\n") == 1, err

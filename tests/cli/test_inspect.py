@@ -51,7 +51,7 @@ def test_bad_line_names_line_and_offset(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 @pytest.mark.parametrize("content, expected", [
-    ("not json\n", "line 1: valid JSON"),
+    ("not json\n", "line 1: not valid JSON"),
     ('{"lsn": "x", "xid": 1, "data": "42"}\n', "'lsn' in X/Y form"),
     ('{"lsn": "0/1", "xid": 1, "data": "zz"}\n', "'data' as a hex string"),
 ])

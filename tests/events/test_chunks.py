@@ -156,6 +156,8 @@ def test_planner_cuts_and_preludes_by_message_type() -> None:
     assert cuts == ["C1", "M-alone", "c"]  # not C2: the streamed transaction was open
     # the Stream Commit ended the last transaction: it stands alone (plan_chunks makes a
     # Begin and Commit of it)
-    assert planner.prelude() == ["Y1", "R1'", "R2", "c"]
-    assert planner.transaction == (None, "c")
-    assert planner.last_cut == 12 and planner.begin == "B3"
+    resolver = planner.resolver
+    assert list(resolver.schema_items()) == ["Y1", "R1'", "R2"]
+    assert resolver.last_transaction == (None, "c") and resolver.last_message is None
+    assert planner.last_cut == 12 and resolver.open_begin == "B3"
+    assert resolver.current == 0 and not resolver.idle  # B3 is open

@@ -38,7 +38,12 @@ def _decode(recording: Recording) -> list[dict[str, Any]]:
     config = EventConfig.from_properties(recording.properties)
     decoder = EventDecoder(config, catalog=recording.catalog, clock=lambda: _CLOCK_NS)
     writer = JsonRecordWriter.for_config(config)
-    return [json.loads(writer.record_line(r)) for r in decoder.feed_rows(recording.capture)]
+    records = [json.loads(writer.record_line(r)) for r in decoder.feed_rows(recording.capture)]
+    # the generated paths ran: a tuple leaves them only for a value that fails to convert
+    metrics = decoder.metrics
+    assert decoder.fast_path_fallbacks <= metrics.conversion_errors + metrics.failed_events, (
+        f"{decoder.fast_path_fallbacks} tuples fell back to the general loop")
+    return records
 
 
 @cache

@@ -194,7 +194,7 @@ def test_decoder_memory_limit_spills_a_streamed_transaction() -> None:
     spilled = False
     for row in rows:
         decoder.feed_row(row)
-        spilled = spilled or any(b.spilled for b in decoder._streams.values())
+        spilled = spilled or any(b.spilled for b in decoder._buffers.values())
     assert spilled
     assert decoder._budget is not None and decoder._budget.spills > 0
     payloads = [json.loads(line) for line in _decode("stream_commit", memory_limit=0)]
@@ -222,7 +222,7 @@ def test_iter_feed_reads_a_committed_transaction_back_one_change_at_a_time() -> 
     commit = next(i for i, row in enumerate(rows) if row.data[:1] == b"c")
     for row in rows[:commit]:
         list(decoder.iter_feed(row.data, row.lsn))
-    (buffer,) = decoder._streams.values()
+    (buffer,) = decoder._buffers.values()
     assert buffer.spilled and len(buffer) == 64  # 60 inserts, 3 updates, a delete
     changes, committed = len(buffer), decoder.metrics.committed_transactions
     records = decoder.iter_feed(rows[commit].data, rows[commit].lsn)

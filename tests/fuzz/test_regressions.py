@@ -130,7 +130,8 @@ def test_a_tuple_claiming_32767_columns_allocates_nothing_for_them() -> None:
     data = b"I" + struct.pack(">I", 16400) + b"N" + struct.pack(">H", 32767) + b"t"
     tracemalloc.start()
     try:
-        with pytest.raises(ProtocolError, match="32767 columns") as info:
+        # refused by PostgreSQL's 1664-column limit now, before the bytes are even counted
+        with pytest.raises(ProtocolError, match="the count is 32767") as info:
             parse_message(data)
         peak = tracemalloc.get_traced_memory()[1]
     finally:

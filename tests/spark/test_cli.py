@@ -101,7 +101,7 @@ def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 NOT_CAPTURES = {
-    "csv": ("id,name\n1,a\n2,b\n", "line 1: valid JSON"),
+    "csv": ("id,name\n1,a\n2,b\n", "line 1: not valid JSON"),
     "empty": ("", "holds no messages"),
     "blank": ("\n\n  \n", "holds no messages"),
     "garbage": ('{"lsn": "0/1", "xid": 1, "data": "42"}\nnot json at all\n', "line 2"),

@@ -1,6 +1,6 @@
 """Spark's column-wise runs give the events of the record-by-record path, whole.
 
-The tables' events decoded with runs taken column-wise (:mod:`pgcdc_events.events.columnar`,
+The tables' events decoded with runs taken column-wise (:mod:`pgcdc_events.spark.columnar`,
 runs of one message too) must be exactly those decoded with every message through the
 ``EventDecoder`` (whose records ``tests/spark/test_batch_golden.py`` checks against one
 decoder's): every golden capture and generated workloads, both flavours, with and without

@@ -1,6 +1,7 @@
 """YBRecordsStreamProducerIT.verifyAllWorkingTypesInATableWithYbOutput, on real PostgreSQL bytes.
 
-yugabyte/debezium debezium-connector-postgres/src/test/java/io/debezium/connector/postgresql/
+yugabyte/debezium (branch ybdb-debezium-2.5.2 at commit 52515b4ac54322b14c0d39c56a74e8aef530c61e)
+debezium-connector-postgres/src/test/java/io/debezium/connector/postgresql/
 YBRecordsStreamProducerIT.java, ``verifyAllWorkingTypesInATable(YBOUTPUT)``: one INSERT of
 every type into ``all_types`` and one assertion per column on ``after/<column>/value``.
 

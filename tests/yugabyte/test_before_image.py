@@ -56,10 +56,13 @@ def _run(conn: Any, identity: str, statements: list[str], changed: list[set[str]
 
 
 def _value(record: ChangeRecord, path: str) -> Any:
-    """assertValueField's path, "before/id/value" or "after"."""
+    """assertValueField's path, "before/id/value" or "after": each step a ``getStruct`` of
+    the one before, so a missing cell (a column not sent) fails on the way to its
+    ``value`` -- a sent NULL is a cell whose value is null."""
     node: Any = record.value
     for part in path.split("/"):
-        node = None if node is None else node[part]
+        assert node is not None, f"{path}: null before {part!r} (a cell that is not there)"
+        node = node[part]
     return node
 
 

@@ -1,5 +1,8 @@
-"""YugabyteDBConnectorIT (yugabyte/debezium, debezium-connector-postgres/src/test/java/io/
-debezium/connector/postgresql/YugabyteDBConnectorIT.java), the tests that apply to a decoder,
+"""PostgresConnectorIT of the connector YugabyteDB ships (yugabyte/debezium, branch
+ybdb-debezium-2.5.2 at commit 52515b4ac54322b14c0d39c56a74e8aef530c61e,
+debezium-connector-postgres/src/test/java/io/debezium/connector/postgresql/
+PostgresConnectorIT.java; side branches name the class YugabyteDBConnectorIT), the tests that
+apply to a decoder,
 on real PostgreSQL bytes made yboutput (support.yboutput.as_yboutput): the test's own
 statements run on PostgreSQL 15, the Relation says CHANGE (YugabyteDB's default) and an
 UPDATE sends the key and its SET columns only. Where a test also takes a snapshot, restarts
@@ -14,11 +17,14 @@ PRIMARY KEY(pk)); s2.a (pk SERIAL, aa integer, bb varchar(20), PRIMARY KEY(pk));
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import pytest
 
+from pgcdc_events.errors import ConfigurationError, PgCdcError
+from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.protocol import Delete, Insert
 from pgcdc_events.types.catalog import fetch_catalog
@@ -397,3 +403,241 @@ def test_should_close_tx_after_type_query(pg_conn: Any) -> None:
     assert record.topic == "test_server.s1.b"
     _check(record, "c", "pk", 1)
     assert _after(record, "aa") == "0-393-04002-X"
+
+
+def _sequence(record: ChangeRecord) -> list[int]:
+    """PostgresConnectorIT.getSequence: ``source.sequence`` read as a JSON array of longs
+    (``mapper.readValue(stringSequence, Long[].class)``; the strings are numbers)."""
+    values = json.loads(record.value["source"]["sequence"])  # type: ignore[index]
+    assert isinstance(values, list)
+    return [int(v) for v in values]
+
+
+def test_should_have_last_commit_lsn(pg_conn: Any) -> None:
+    """shouldHaveLastCommitLsn (provide.transaction.metadata=true, snapshot.mode=never):
+    SETUP_TABLES_STMT, then INSERT_STMT three times -- 12 records (BEGIN, s1.a, s2.a, END per
+    transaction); records 5 and 6 (the second transaction's changes) share the sequence's
+    first element (the last commit LSN), as do 9 and 10; the second's LSN is below the
+    third's; and 5 and 6 have different sequences (DBZ-3801)."""
+    _create(pg_conn)
+    capturer = Capturer(pg_conn)
+    for _ in range(3):
+        _statements(pg_conn, INSERT_STMT)
+    records = decode_yb(as_yboutput(capturer.changes()),
+                        **{"provide.transaction.metadata": "true"})
+    assert len(records) == 4 * 3
+    assert [r.topic for r in records[4:8]] == [
+        "test_server.transaction", "test_server.s1.a", "test_server.s2.a",
+        "test_server.transaction"]
+    second, third = _sequence(records[5]), _sequence(records[9])
+    assert len(second) == 2 and second[0] == _sequence(records[6])[0]
+    assert len(third) == 2 and third[0] == _sequence(records[10])[0]
+    assert second[1] < third[1]
+    assert _sequence(records[5]) != _sequence(records[6])
+
+
+def test_should_throw_error_if_decimal_handling_mode_precise_is_used() -> None:
+    """shouldThrowErrorIfDecimalHandlingModePreciseIsUsed (decimal.handling.mode=PRECISE): the
+    connector does not start, its error contains "Decimal handling mode PRECISE is
+    unsupported, please use DOUBLE or STRING" (PostgresConnectorConfig.getDecimalMode(),
+    commit e4746baa2) -- here a ConfigurationError from the configuration, in any case; and
+    the other modes start, double being the default (DECIMAL_HANDLING_MODE)."""
+    for mode in ("PRECISE", "precise", " Precise "):
+        with pytest.raises(ConfigurationError) as error:
+            EventConfig.from_properties({"topic.prefix": "test_server",
+                                         "plugin.name": "yboutput",
+                                         "decimal.handling.mode": mode})
+        message = str(error.value)
+        assert "Decimal handling mode PRECISE is unsupported, please use DOUBLE or STRING" \
+            in message and "\n" not in message
+    for props, mode in (({}, "double"), ({"decimal.handling.mode": "string"}, "string"),
+                        ({"decimal.handling.mode": "double"}, "double")):
+        config = EventConfig.from_properties({"topic.prefix": "test_server",
+                                              "plugin.name": "yboutput", **props})
+        assert config.types.decimal_handling_mode == mode
+    # the PostgreSQL connector's rules are unchanged under pgoutput
+    assert EventConfig.from_properties({"topic.prefix": "t"}).types.decimal_handling_mode \
+        == "precise"
+
+
+def _field(record: ChangeRecord, path: str) -> Any:
+    """VerifyRecord.assertValueField's walk: ``Struct.get`` per step, failing where a step
+    is not a struct (a missing cell on the way to its ``value``)."""
+    node: Any = record.value
+    for part in path.split("/"):
+        assert node is not None, f"{path}: expected a Struct before {part!r}, got null"
+        node = node[part]
+    return node
+
+
+def test_table_with_composite_primary_key(pg_conn: Any) -> None:
+    """testTableWithCompositePrimaryKey (table.include.list=s1.test_composite_pk): PRIMARY
+    KEY(id, text_col); INSERT (1, 'ffff-ffff', 'Vaibhav', 25); UPDATE first_name='Vaibhav K';
+    DELETE -- four records: the insert's every column, the update's key and first_name
+    with ``after/age`` null (not sent under CHANGE), the delete's key with first_name and
+    age cells whose value is null and no after, and the tombstone."""
+    _create(pg_conn, setup=False)
+    pg_conn.run("CREATE TABLE s1.test_composite_pk (id INT, text_col TEXT, first_name "
+                "VARCHAR(60), age INT, PRIMARY KEY(id, text_col))")
+    capturer = Capturer(pg_conn)
+    pg_conn.run("INSERT INTO s1.test_composite_pk VALUES (1, 'ffff-ffff', 'Vaibhav', 25)")
+    pg_conn.run("UPDATE s1.test_composite_pk SET first_name='Vaibhav K' WHERE id = 1 AND "
+                "text_col='ffff-ffff'")
+    pg_conn.run("DELETE FROM s1.test_composite_pk")
+    records = decode_yb(as_yboutput(capturer.changes(), [{"first_name"}]),
+                        **{"table.include.list": "s1.test_composite_pk"})
+    assert len(records) == 4
+    insert, update, delete, tombstone = records
+    for path, want in (("after/id/value", 1), ("after/text_col/value", "ffff-ffff"),
+                       ("after/first_name/value", "Vaibhav"), ("after/age/value", 25)):
+        assert _field(insert, path) == want, path
+    for path, want in (("after/id/value", 1), ("after/text_col/value", "ffff-ffff"),
+                       ("after/first_name/value", "Vaibhav K"), ("after/age", None)):
+        assert _field(update, path) == want, path
+    for path, want in (("before/id/value", 1), ("before/text_col/value", "ffff-ffff"),
+                       ("before/first_name/value", None), ("before/age/value", None),
+                       ("after", None)):
+        assert _field(delete, path) == want, path
+    assert tombstone.kind == "tombstone" and tombstone.value is None  # assertTombstone
+
+
+@pytest.mark.parametrize("identity", ["CHANGE", "FULL", "DEFAULT"])
+def test_stream_columns_with_not_null_constraints(pg_conn: Any, identity: str) -> None:
+    """streamColumnsWithNotNullConstraintsForReplicaIdentity{Change,Full,Default}
+    (testStreamColumnsWithNotNullConstraints, table.include.list=s1.test_table): (id INT
+    PRIMARY KEY, name TEXT NOT NULL, age INT), REPLICA IDENTITY altered unless CHANGE;
+    INSERT (1, 'Vaibhav', 25); UPDATE age = 30 -- an insert and an update, whose
+    ``after/name`` is null under CHANGE (not sent) and "Vaibhav" otherwise."""
+    _create(pg_conn, setup=False)
+    pg_conn.run("CREATE TABLE s1.test_table (id INT PRIMARY KEY, name TEXT NOT NULL, age INT)")
+    if identity != "CHANGE":
+        pg_conn.run(f"ALTER TABLE s1.test_table REPLICA IDENTITY {identity}")
+    cat = fetch_catalog(pg_conn)
+    capturer = Capturer(pg_conn)
+    pg_conn.run("INSERT INTO s1.test_table VALUES (1, 'Vaibhav', 25)")
+    pg_conn.run("UPDATE s1.test_table SET age = 30 WHERE id = 1")
+    stream = as_yboutput(capturer.changes(), [{"age"}], catalog=cat,
+                         default_is_change=identity == "CHANGE")
+    records = decode_yb(stream, cat, **{"table.include.list": "s1.test_table"})
+    assert len(records) == 2
+    insert, update = records
+    _check(insert, "c", "id", 1)
+    _check(update, "u", "id", 1)
+    if identity == "CHANGE":
+        assert _field(update, "after/name") is None
+    else:
+        assert _field(update, "after/name/value") == "Vaibhav"
+
+
+def test_foreign_key_on_the_table_should_not_cause_issues(pg_conn: Any) -> None:
+    """foreignKeyOnTheTableShouldNotCauseIssues (table.include.list=s1.users): s1.users
+    references s1.department; INSERT a department, then INSERT INTO s1.users VALUES (1,
+    'Vaibhav', 11) -- one record, the insert of id 1 with name and dept_id."""
+    _create(pg_conn, setup=False)
+    pg_conn.run("CREATE TABLE s1.department (dept_id INT PRIMARY KEY, dept_name TEXT)")
+    pg_conn.run("CREATE TABLE s1.users (id SERIAL PRIMARY KEY, name TEXT, dept_id INT, "
+                "FOREIGN KEY (dept_id) REFERENCES s1.department(dept_id))")
+    capturer = Capturer(pg_conn)
+    pg_conn.run("INSERT INTO s1.department VALUES (11, 'Industrial equipments')")
+    pg_conn.run("INSERT INTO s1.users VALUES (1, 'Vaibhav', 11)")
+    (record,) = decode_yb(as_yboutput(capturer.changes()),
+                          **{"table.include.list": "s1.users"})
+    _check(record, "c", "id", 1)
+    for path, want in (("after/id/value", 1), ("after/name/value", "Vaibhav"),
+                       ("after/dept_id/value", 11)):
+        assert _field(record, path) == want, path
+
+
+def test_should_not_work_with_replica_identity_change_and_pg_output(pg_conn: Any) -> None:
+    """shouldNotWorkWithReplicaIdentityChangeAndPgOutput (plugin.name=pgoutput,
+    table.include.list=s2.a, s2.a of YugabyteDB's default identity CHANGE): the connector
+    does not start. Here the first message that says CHANGE stops the pgoutput decoder with
+    a one-line error naming its offset, nothing decoded from it."""
+    _create(pg_conn)
+    capturer = Capturer(pg_conn)
+    _statements(pg_conn, INSERT_STMT)
+    decoder = EventDecoder(EventConfig.from_properties(
+        {"topic.prefix": "test_server", "table.include.list": "s2.a"}))
+    stream = as_yboutput(capturer.changes())
+    with pytest.raises(PgCdcError) as error:
+        for data, lsn in stream:
+            decoder.feed(data, lsn)
+    message = str(error.value)
+    assert "\n" not in message and "offset" in message, message
+
+
+# -- snapshot-only tests adapted to streaming -------------------------------------------------
+# Each reads the rows of its setup as a snapshot (``r`` records). This library takes no
+# snapshot under yboutput, so the same rows are inserted after the capture starts and the
+# test's assertions are made on their ``c`` records (isValidRead becomes isValidInsert);
+# what they check (keys, filters, masks, topic names, source.table) is the same.
+
+def test_should_rewrite_identity_key_streaming(pg_conn: Any) -> None:
+    """shouldRewriteIdentityKey, adapted to streaming (schema.include.list=s1,s2,
+    message.key.columns=(.*)1.a:pk,aa): SETUP_TABLES_STMT's inserts -- s1.a's key has pk
+    and aa, s2.a's key has pk and no aa field."""
+    _create(pg_conn, setup=False)
+    capturer = Capturer(pg_conn)
+    _statements(pg_conn, INSERT_STMT)
+    records = decode_yb(as_yboutput(capturer.changes()), **{
+        "schema.include.list": "s1,s2", "message.key.columns": "(.*)1.a:pk,aa"})
+    assert len(records) == 2
+    for record in _by_topic(records, "s1.a"):
+        assert record.key is not None
+        assert record.key["pk"] is not None and record.key["aa"] is not None
+    for record in _by_topic(records, "s2.a"):
+        assert record.key is not None and record.key["pk"] is not None
+        assert "aa" not in [f.name for f in record.key.schema.fields or ()]
+    assert _by_topic(records, "s1.a") and _by_topic(records, "s2.a")
+
+
+def test_should_take_column_include_list_filter_into_account_streaming(pg_conn: Any) -> None:
+    """shouldTakeColumnIncludeListFilterIntoAccount, adapted to streaming
+    (column.include.list=.+aa,.+cc, column.mask.with.5.chars=.+cc): s1.a gets bb integer and
+    cc char(12); INSERT INTO s1.a (aa, bb) VALUES (2, 2) -- its record has no bb field
+    (assertFieldAbsent) and ``after.cc.value`` is "*****"."""
+    _create(pg_conn)
+    pg_conn.run("ALTER TABLE s1.a ADD COLUMN bb integer")
+    pg_conn.run("ALTER TABLE s1.a ADD COLUMN cc char(12)")
+    capturer = Capturer(pg_conn)
+    pg_conn.run("INSERT INTO s1.a (aa, bb) VALUES (2, 2)")
+    records = _by_topic(decode_yb(as_yboutput(capturer.changes()), **{
+        "column.mask.with.5.chars": ".+cc", "column.include.list": ".+aa,.+cc"}), "s1.a")
+    assert len(records) == 1
+    for record in records:
+        after = record.value["after"]  # type: ignore[index]
+        assert "bb" not in [f.name for f in after.schema.fields or ()]
+        assert after["cc"]["value"] == "*****"
+
+
+def test_should_replace_invalid_topic_name_characters_streaming(pg_conn: Any) -> None:
+    """shouldReplaceInvalidTopicNameCharacters, adapted to streaming (schema.include.list=s1,
+    table.include.list=s1\\.dbz_878_some\\|test@data): CREATE TABLE
+    s1."dbz_878_some|test@data"; INSERT (aa) VALUES (123) -- one record, on topic
+    test_server.s1.dbz_878_some_test_data, pk 1, source.table "dbz_878_some|test@data"."""
+    _create(pg_conn)
+    pg_conn.run('CREATE TABLE s1."dbz_878_some|test@data" (pk SERIAL, aa integer, '
+                "PRIMARY KEY(pk))")
+    capturer = Capturer(pg_conn)
+    pg_conn.run('INSERT INTO s1."dbz_878_some|test@data" (aa) VALUES (123)')
+    records = decode_yb(as_yboutput(capturer.changes()), **{
+        "schema.include.list": "s1", "table.include.list": "s1\\.dbz_878_some\\|test@data"})
+    (record,) = _by_topic(records, "s1.dbz_878_some_test_data")
+    assert len(records) == 1
+    _check(record, "c", "pk", 1)
+    assert record.value["source"]["table"] == "dbz_878_some|test@data"  # type: ignore[index]
+
+
+def test_should_remove_white_space_chars_streaming(pg_conn: Any) -> None:
+    """shouldRemoveWhiteSpaceChars (and ...Old), adapted to streaming
+    (schema.include.list=s1, table.include.list="s1.a, s1.b"): CREATE TABLE s1.b; INSERT
+    INTO s1.b (aa) VALUES (123) -- one record of s1.b, pk 1, source.table "b"."""
+    _create(pg_conn)
+    pg_conn.run("CREATE TABLE s1.b (pk SERIAL, aa integer, PRIMARY KEY(pk))")
+    capturer = Capturer(pg_conn)
+    pg_conn.run("INSERT INTO s1.b (aa) VALUES (123)")
+    records = decode_yb(as_yboutput(capturer.changes()), **{
+        "schema.include.list": "s1", "table.include.list": "s1.a, s1.b"})
+    (record,) = _by_topic(records, "s1.b")
+    _check(record, "c", "pk", 1)
+    assert record.value["source"]["table"] == "b"  # type: ignore[index]

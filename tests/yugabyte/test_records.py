@@ -2,7 +2,9 @@
 
 Each test ports one test of yugabyte/debezium
 ``debezium-connector-postgres/src/test/java/io/debezium/connector/postgresql/YugabyteReplicaIdentityIT.java``
-(named in the test's docstring): the same table, the same statements (as the yboutput
+on the branch YugabyteDB ships, ``ybdb-debezium-2.5.2``, at commit
+52515b4ac54322b14c0d39c56a74e8aef530c61e (named in the test's docstring; the ``...PgOutput``
+methods run the connector with ``plugin.name=pgoutput`` and read plain values): the same table, the same statements (as the yboutput
 messages YugabyteDB sends for them, see support/yboutput.py) and the same assertions.
 ``YBVerifyRecord`` (same directory, ``YBVerifyRecord.java``) checks the key as
 ``key.getStruct(pkField).get("value") == pk`` and then Debezium's ``VerifyRecord``
@@ -20,6 +22,7 @@ from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.yugabyte import YugabyteEventDecoder
 from pgcdc_events.protocol import Begin, Delete, Insert, Truncate, Update, encode_message
+from pgcdc_events.types.catalog import CatalogSnapshot
 from support.yboutput import (
     INT4,
     VARCHAR,
@@ -42,15 +45,26 @@ def _cell(struct: Any, name: str) -> Any:
     return struct[name]
 
 
+def _get(struct: Any, name: str, plugin: str) -> Any:
+    """``getStruct(name).getInt32("value")`` (or ``getString``) under yboutput -- a cell must
+    be there, even for a null value -- and ``struct.get(name)`` under pgoutput."""
+    if plugin == "pgoutput":
+        return struct[name]
+    cell = struct[name]
+    assert cell is not None, f"{name}: no cell (getStruct({name!r}) is null)"
+    return cell["value"]
+
+
 def _value(record: ChangeRecord, part: str) -> Any:
     assert record.value is not None
     return record.value[part]
 
 
-def _is_valid(record: ChangeRecord, op: str, pk: int) -> None:
-    """YBVerifyRecord.isValid{Insert,Update,Delete}(record, "pk", pk)."""
+def _is_valid(record: ChangeRecord, op: str, pk: int, plugin: str = "yboutput") -> None:
+    """YBVerifyRecord.isValid{Insert,Update,Delete}(record, "pk", pk) under yboutput,
+    VerifyRecord's (a plain key) under pgoutput."""
     assert record.key is not None
-    assert record.key["pk"]["value"] == pk  # YBVerifyRecord.hasValidKey
+    assert _get(record.key, "pk", plugin) == pk  # YBVerifyRecord.hasValidKey
     assert _value(record, "op") == op
     if op == "c":
         assert _value(record, "after") is not None and _value(record, "before") is None
@@ -65,61 +79,95 @@ def _table_records(records: list[ChangeRecord], table: str) -> list[ChangeRecord
     return [r for r in records if r.topic == f"test_server.{table}" and r.value is not None]
 
 
-def test_should_produce_old_values_with_replica_identity_full() -> None:
-    """shouldProduceOldValuesWithReplicaIdentityFull: ALTER TABLE s1.a REPLICA IDENTITY FULL;
-    INSERT INTO s1.a (aa) VALUES (1); UPDATE s1.a SET aa = 12345 WHERE pk = 1."""
-    records = decode({}, [
+def _decode(plugin: str, messages: list[tuple[Any, int]], cat: Any = None
+            ) -> list[ChangeRecord]:
+    """The connector with ``plugin.name``: yboutput bytes to the YugabyteDB decoder, or the
+    same messages as pgoutput bytes to the plain decoder (the YugabyteDB connector's
+    pgoutput records are the PostgreSQL connector's)."""
+    if plugin == "yboutput":
+        return decode({}, messages, cat)
+    decoder = EventDecoder(EventConfig.from_properties({"topic.prefix": "test_server"}),
+                           catalog=cat)
+    out: list[ChangeRecord] = []
+    for message, lsn in messages:
+        out += decoder.feed(encode_message(message), lsn)
+    return out
+
+
+PLUGINS = pytest.mark.parametrize("plugin", ["yboutput", "pgoutput"],
+                                  ids=["YbOutput", "PgOutput"])
+
+
+@PLUGINS
+def test_should_produce_old_values_with_replica_identity_full(plugin: str) -> None:
+    """oldValuesWithReplicaIdentityFullFor{YbOutput,PgOutput}
+    (shouldProduceOldValuesWithReplicaIdentityFull(logicalDecoder)): ALTER TABLE s1.a, s2.a
+    REPLICA IDENTITY FULL; INSERT_STMT; UPDATE s1.a SET aa = 12345 WHERE pk = 1 -- s1.a's
+    insert and update, before aa 1, after aa 12345."""
+    records = _decode(plugin, [
         (relation(S1, "s1", "a", "f", S1_A), 1),
-        *transaction(700, 10, Insert(S1, text("1", "1"))),
+        (relation(S2, "s2", "a", "f", S2_A), 2),
+        *transaction(700, 10, Insert(S1, text("1", "1")), Insert(S2, text("1", "1", None))),
         *transaction(701, 20, Update(S1, "O", text("1", "1"), text("1", "12345"))),
-    ], catalog(S1, "s1", "a", "f", S1_A))
+    ], CatalogSnapshot("yugabyte", "15.2-YB", catalog(S1, "s1", "a", "f", S1_A).tables
+                       + catalog(S2, "s2", "a", "f", S2_A).tables))
     insert, update = _table_records(records, "s1.a")
-    _is_valid(insert, "c", 1)
-    _is_valid(update, "u", 1)
+    _is_valid(insert, "c", 1, plugin)
+    _is_valid(update, "u", 1, plugin)
     assert _value(update, "after") is not None and _value(update, "before") is not None
-    assert _cell(_value(update, "before"), "aa")["value"] == 1
-    assert _cell(_value(update, "after"), "aa")["value"] == 12345
+    assert _get(_value(update, "before"), "aa", plugin) == 1
+    assert _get(_value(update, "after"), "aa", plugin) == 12345
 
 
-def test_should_produce_expected_values_with_replica_identity_default() -> None:
-    """shouldProduceExpectedValuesWithReplicaIdentityDefault: ALTER TABLE s2.a REPLICA
-    IDENTITY DEFAULT; INSERT INTO s2.a VALUES (1, 22, 'random text value');
+@PLUGINS
+def test_should_produce_expected_values_with_replica_identity_default(plugin: str) -> None:
+    """replicaIdentityDefaultWith{YbOutput,PgOutput}
+    (shouldProduceExpectedValuesWithReplicaIdentityDefault(logicalDecoder)): ALTER TABLE
+    s2.a REPLICA IDENTITY DEFAULT; INSERT INTO s2.a VALUES (1, 22, 'random text value');
     UPDATE s2.a SET aa = 12345 WHERE pk = 1. "After field will have entries for all the
     columns." YugabyteDB sends the whole new row under DEFAULT (yb_decode.c,
     YBDecodeUpdate: the omitted case is handled "only for ... CHANGE")."""
-    records = decode({}, [
+    records = _decode(plugin, [
         (relation(S2, "s2", "a", "d", S2_A), 1),
         *transaction(700, 10, Insert(S2, text("1", "22", "random text value"))),
         *transaction(701, 20, Update(S2, None, None, text("1", "12345", "random text value"))),
     ])
     insert, update = _table_records(records, "s2.a")
-    _is_valid(insert, "c", 1)
-    _is_valid(update, "u", 1)
+    _is_valid(insert, "c", 1, plugin)
+    _is_valid(update, "u", 1, plugin)
     after = _value(update, "after")
     assert after is not None and _value(update, "before") is None
-    assert _cell(after, "pk")["value"] == 1
-    assert _cell(after, "aa")["value"] == 12345
-    assert _cell(after, "bb")["value"] == "random text value"
+    assert _get(after, "pk", plugin) == 1
+    assert _get(after, "aa", plugin) == 12345
+    assert _get(after, "bb", plugin) == "random text value"
 
 
 def test_should_produce_events_with_values_for_changed_column_with_replica_identity_change(
 ) -> None:
     """shouldProduceEventsWithValuesForChangedColumnWithReplicaIdentityChange: ALTER TABLE
     s2.a REPLICA IDENTITY CHANGE; INSERT (1, 22, 'random text value'); UPDATE s2.a SET
-    aa = 12345 WHERE pk = 1. "After field will have entries for all the changed columns":
-    bb, not sent ('u'), is a null cell."""
+    aa = 12345 WHERE pk = 1; UPDATE s2.a SET aa = null WHERE pk = 1. "After field will have
+    entries for all the changed columns": bb, not sent ('u'), is a null cell; "After field
+    will have a null value in place of the column explicitly set as null": aa is a cell
+    whose value is null."""
     records = decode({}, [
         (relation(S2, "s2", "a", "c", S2_A), 1),
         *transaction(700, 10, Insert(S2, text("1", "22", "random text value"))),
         *transaction(701, 20, Update(S2, None, None, text("1", "12345", ...))),
+        *transaction(702, 30, Update(S2, None, None, text("1", None, ...))),
     ])
-    insert, update = _table_records(records, "s2.a")
+    insert, update, update_with_null = _table_records(records, "s2.a")
     _is_valid(insert, "c", 1)
     _is_valid(update, "u", 1)
+    _is_valid(update_with_null, "u", 1)
     after = _value(update, "after")
     assert after is not None and _value(update, "before") is None
-    assert _cell(after, "pk")["value"] == 1
-    assert _cell(after, "aa")["value"] == 12345
+    assert _get(after, "pk", "yboutput") == 1
+    assert _get(after, "aa", "yboutput") == 12345
+    assert _cell(after, "bb") is None
+    after = _value(update_with_null, "after")
+    assert _get(after, "pk", "yboutput") == 1
+    assert _get(after, "aa", "yboutput") is None
     assert _cell(after, "bb") is None
 
 
@@ -139,46 +187,52 @@ def test_change_update_ignores_any_old_tuple(old_kind: str) -> None:
     assert _cell(_value(update, "after"), "bb") is None  # not filled from the old tuple
 
 
-def test_should_have_before_image_for_deletes_for_replica_identity_full() -> None:
-    """shouldHaveBeforeImageForDeletesForReplicaIdentityFull: ALTER TABLE s2.a REPLICA
-    IDENTITY FULL; INSERT (1, 22, 'random text value'); DELETE FROM s2.a WHERE pk = 1.
-    "Before field will have entries for all the columns." """
-    records = decode({}, [
+@PLUGINS
+def test_should_have_before_image_for_deletes_for_replica_identity_full(plugin: str) -> None:
+    """beforeImageForDeleteWithReplicaIdentityFullAnd{YbOutput,PgOutput}
+    (shouldHaveBeforeImageForDeletesForReplicaIdentityFull(logicalDecoder)): ALTER TABLE
+    s2.a REPLICA IDENTITY FULL; INSERT (1, 22, 'random text value'); DELETE FROM s2.a WHERE
+    pk = 1. "Before field will have entries for all the columns." """
+    records = _decode(plugin, [
         (relation(S2, "s2", "a", "f", S2_A), 1),
         *transaction(700, 10, Insert(S2, text("1", "22", "random text value"))),
         *transaction(701, 20, Delete(S2, "O", text("1", "22", "random text value"))),
     ], catalog(S2, "s2", "a", "f", S2_A))
     insert, delete = _table_records(records, "s2.a")
-    _is_valid(insert, "c", 1)
-    _is_valid(delete, "d", 1)
+    _is_valid(insert, "c", 1, plugin)
+    _is_valid(delete, "d", 1, plugin)
     before = _value(delete, "before")
     assert _value(delete, "after") is None and before is not None
-    assert _cell(before, "pk")["value"] == 1
-    assert _cell(before, "aa")["value"] == 22
-    assert _cell(before, "bb")["value"] == "random text value"
+    assert _get(before, "pk", plugin) == 1
+    assert _get(before, "aa", plugin) == 22
+    assert _get(before, "bb", plugin) == "random text value"
 
 
-@pytest.mark.parametrize("identity", ["d", "c"], ids=["DEFAULT", "CHANGE"])
+@pytest.mark.parametrize(("identity", "plugin"), [
+    ("d", "yboutput"), ("d", "pgoutput"), ("c", "yboutput")],
+    ids=["DefaultAndYbOutput", "DefaultAndPgOutput", "Change"])
 def test_should_have_before_image_for_deletes_for_replica_identity_default_and_change(
-        identity: str) -> None:
-    """shouldHaveBeforeImageForDeletesForReplicaIdentityDefault and
+        identity: str, plugin: str) -> None:
+    """beforeImageForDeleteWithReplicaIdentityDefaultAnd{YbOutput,PgOutput}
+    (shouldHaveBeforeImageForDeletesForReplicaIdentityDefault(logicalDecoder)) and
     shouldHaveBeforeImageForDeletesForReplicaIdentityChange: INSERT (1, 22, 'random text
     value'); DELETE FROM s2.a WHERE pk = 1. "Before field will have entries only for the
     primary key columns": the old key tuple carries the key and NULL for the others
-    (logicalrep_write_delete, 'K'), so aa and bb are cells whose value is null."""
-    records = decode({}, [
+    (logicalrep_write_delete, 'K'), so under yboutput aa and bb are cells whose value is
+    null (``getStruct("aa").getInt32("value")`` is null)."""
+    records = _decode(plugin, [
         (relation(S2, "s2", "a", identity, S2_A), 1),
         *transaction(700, 10, Insert(S2, text("1", "22", "random text value"))),
         *transaction(701, 20, Delete(S2, "K", text("1", None, None))),
     ])
     insert, delete = _table_records(records, "s2.a")
-    _is_valid(insert, "c", 1)
-    _is_valid(delete, "d", 1)
+    _is_valid(insert, "c", 1, plugin)
+    _is_valid(delete, "d", 1, plugin)
     before = _value(delete, "before")
     assert _value(delete, "after") is None and before is not None
-    assert _cell(before, "pk")["value"] == 1
-    assert _cell(before, "aa")["value"] is None
-    assert _cell(before, "bb")["value"] is None
+    assert _get(before, "pk", plugin) == 1
+    assert _get(before, "aa", plugin) is None
+    assert _get(before, "bb", plugin) is None
 
 
 def test_tables_without_a_primary_key_are_refused_by_name() -> None:
@@ -206,7 +260,7 @@ def test_tables_without_a_primary_key_are_refused_by_name() -> None:
 def test_the_yboutput_configuration() -> None:
     """plugin.name=yboutput selects this decoder; yb.consistent.snapshot (a YugabyteDB
     connector property, PostgresConnectorConfig.YB_CONSISTENT_SNAPSHOT) is accepted there
-    only; skipped.operations may leave t out (YugabyteDBConnectorIT
+    only; skipped.operations may leave t out (PostgresConnectorIT
     .shouldEmitNoEventsForSkippedCreateOperations runs with skipped.operations=u)."""
     cfg = EventConfig.from_properties({"topic.prefix": "p", "plugin.name": "yboutput",
                                        "yb.consistent.snapshot": "true"})
@@ -311,9 +365,12 @@ def test_should_work_with_null_values() -> None:
 
 def test_source_block() -> None:
     """Source rules, no YugabyteDB test of their values: the fields of
-    PostgresSourceInfoStructMaker (Debezium 2.5 common fields, schema, table, txId, lsn,
-    xmin) and the origin pair of YBRecordsStreamProducerIT's origin tests; ``sequence`` as
-    SourceInfo.sequence() writes it ("<last commit LSN>,<LSN>", "null" before any commit)."""
+    PostgresSourceInfoStructMaker at the shipping commit (Debezium 2.5 common fields,
+    schema, table, txId, lsn, xmin; no origin fields); ``sequence`` as
+    SourceInfo.sequence() writes it on the shipping branch (yugabyte/debezium
+    ybdb-debezium-2.5.2 at 52515b4ac: ``MAPPER.writeValueAsString`` of the last commit LSN and
+    the LSN as strings, ``null`` before any commit; PostgresConnectorIT.getSequence reads it
+    back as a JSON array of longs)."""
     records = decode({"database.dbname": "yugabyte"}, [
         (relation(S2, "s2", "a", "c", S2_A), 1),
         *transaction(700, 10, Insert(S2, text("1", "22", "x"))),
@@ -323,15 +380,15 @@ def test_source_block() -> None:
     source = first.value["source"]  # type: ignore[index]
     assert [f.name for f in source.schema.fields] == [
         "version", "connector", "name", "ts_ms", "snapshot", "db", "sequence", "schema", "table",
-        "txId", "lsn", "xmin", "origin", "origin_lsn"]
+        "txId", "lsn", "xmin"]
     assert source.schema.name == "io.debezium.connector.postgresql.Source"
     assert (source["connector"], source["name"], source["db"], source["schema"],
             source["table"], source["txId"], source["lsn"]) == (
         "postgresql", "test_server", "yugabyte", "s2", "a", 700, 11)
-    assert source["sequence"] == "null,11"
+    assert source["sequence"] == '[null,"11"]'
     # the last commit LSN is the first transaction's end LSN (transaction(): Commit at
     # 10 + 1 change + 1 = 12, end LSN 13), as for PostgreSQL records
-    assert second.value["source"]["sequence"] == "13,21"  # type: ignore[index]
+    assert second.value["source"]["sequence"] == '["13","21"]'  # type: ignore[index]
     envelope = [f.name for f in first.value_schema.fields]  # type: ignore[union-attr]
     assert envelope == ["before", "after", "source", "op", "ts_ms", "transaction"]
 

@@ -1,9 +1,12 @@
 """PGCompatible and YBExtractNewRecordState, refereed by the YugabyteDB connectors' tests.
 
-``PGCompatibleTest`` exists in yugabyte/debezium-connector-yugabytedb
-(src/test/java/io/debezium/connector/yugabytedb/transforms/PGCompatibleTest.java) and, the
-same three tests, in a yugabyte/debezium copy (package
-io.debezium.connector.postgresql.transforms.yugabytedb); its fixture is rebuilt here
+``PGCompatibleTest`` exists in yugabyte/debezium on the branch YugabyteDB ships
+(ybdb-debezium-2.5.2 at commit 52515b4ac54322b14c0d39c56a74e8aef530c61e,
+debezium-connector-postgres/src/test/java/io/debezium/connector/postgresql/transforms/
+yugabytedb/PGCompatibleTest.java) and, the same three tests, in
+yugabyte/debezium-connector-yugabytedb
+(src/test/java/io/debezium/connector/yugabytedb/transforms/PGCompatibleTest.java); its
+fixture is rebuilt here
 field for field. ``YBExtractNewRecordState`` is exercised by
 YugabyteDBDatatypesTest.testRecordDeleteFieldWithYBExtractNewRecordState
 (yugabyte/debezium-connector-yugabytedb,

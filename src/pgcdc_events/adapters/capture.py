@@ -346,6 +346,8 @@ def run_capture(
                                  f"{', '.join(SNAPSHOT_MODES)}")
     stats = CaptureStats()
     beat = heartbeat if heartbeat is not None else Heartbeat()
+    delivered = DeliveredCheck(output, reader.slot)
+    rotating = output if isinstance(output, RotatingOutput) else None
     reader.render = getattr(sink, "render", False)  # units as lines for a capture sink
     after = output.checkpoint.lsn
     stats.lsn = None if after is None else Lsn(after)
@@ -417,15 +419,17 @@ def run_capture(
                     take = True  # invalidated: replaced by a new slot, with a snapshot
                     info = _replace_lost(reader, output, tables, snapshot_mode)
                 create_slot = create_publication = False  # created (or found) once is enough
-                if not take and after is not None and info.confirmed_lsn is not None \
-                        and info.confirmed_lsn > after:
+                known = output.checkpoint.position  # the last unit, or a later idle position
+                if not take and known is not None and info.confirmed_lsn is not None \
+                        and info.confirmed_lsn > known:
                     raise DeliveryGapError(
                         f"the slot {reader.slot!r} is at {info.confirmed_lsn}, past the "
-                        f"checkpoint at {Lsn(after)}: the changes in between were never "
+                        f"checkpoint at {Lsn(known)}: the changes in between were never "
                         "captured (was the slot dropped and re-created, or read by another "
                         "client?); see docs/operations.md, 'When the slot is lost'",
-                        checkpoint_lsn=after, slot_lsn=int(info.confirmed_lsn))
+                        checkpoint_lsn=known, slot_lsn=int(info.confirmed_lsn))
                 check_server(output.checkpoint, info)
+                delivered.arm(None if take else info.confirmed_lsn, after)
                 sink.start(info.options)
                 if state == "pending" and not take:
                     output.mark_snapshot({"state": "skipped"}, store=False)
@@ -447,11 +451,12 @@ def run_capture(
             read_limit = limit if remaining is None else max(min(limit, remaining), 1)
             units = changes = 0
             written_end: int | None = None
-            reached_max = False
+            reached_max = rotate = False
             reading = reader.read(after, read_limit)
             try:
                 for unit in reading:
                     try:
+                        delivered.check(unit)
                         if unit.seen:
                             sink.replay(unit)
                             stats.skipped_units += 1
@@ -465,9 +470,13 @@ def run_capture(
                     if max_changes is not None and stats.changes + changes >= max_changes:
                         reached_max = True
                         break
+                    if rotating is not None and rotating.full():
+                        rotate = True  # commit here: the file is finalized at this unit
+                        break
             finally:
                 reading.close()
             batch = reader.last_batch
+            delivered.read_ended(batch.hit_limit)
             moved = False
             if written_end is not None:
                 if advance:  # nothing taken behind our back since the last acknowledgement
@@ -480,16 +489,16 @@ def run_capture(
                 stats.lsn = Lsn(after)
             stats.batches += 1
             # a rotating output holds units back until their file is in place
-            durable = output.settle() if isinstance(output, RotatingOutput) else after
+            durable = rotating.settle() if rotating is not None else after
             while holds and durable is not None and holds[0][0] <= durable:
                 _, settled_hold = holds.popleft()
             if settled_hold is not None and durable is not None:
                 durable = min(durable, settled_hold)
-            idle = _tick(beat, reader, output, sink, durable, after, advance=advance)
+            idle = _tick(beat, reader, output, sink, durable, after,
+                         advance=advance and delivered.pending is None)
             if idle is not None:  # recorded durably: the slot may follow the server
-                after = durable = idle
-                stats.lsn = Lsn(idle)
-            if advance and durable is not None:
+                durable = idle
+            if advance and durable is not None and delivered.pending is None:
                 before = reader.confirmed_lsn
                 moved = reader.advance(durable) != before
             failing_since, backoff = None, 0.1
@@ -502,7 +511,7 @@ def run_capture(
             confirmed = reader.confirmed_lsn
             held = after is not None and (confirmed is None or confirmed < after)
             next_limit = batch_rows + (batch.rows_at_last_unit if held else 0)
-            if batch.hit_limit:
+            if batch.hit_limit or rotate:
                 # More is waiting. A read that delivered nothing new and could not move the
                 # slot stopped inside one big transaction: read more rows next time.
                 limit = next_limit if (written_end is not None or moved) else limit * 2
@@ -537,7 +546,8 @@ def run_capture(
 def _tick(beat: Heartbeat, reader: SlotReader, output: Output, sink: Sink,
           durable: int | None, after: int | None, *, advance: bool) -> int | None:
     """One pass of ``beat``: its action when due, the sink's heartbeat records, and the
-    server's idle position recorded in the checkpoint (returned) when there is one."""
+    server's idle position recorded in the checkpoint (:attr:`Checkpoint.idle`; returned)
+    when there is one. The checkpoint's ``lsn`` stays the end of the last unit."""
     position = None
     if beat.due():
         if beat.action is not None:
@@ -546,12 +556,14 @@ def _tick(beat: Heartbeat, reader: SlotReader, output: Output, sink: Sink,
             idle = reader.idle_position(durable if durable is not None else 0)
             if idle is not None and (after is None or int(idle) > after):
                 position = int(idle)
-    at = position if position is not None else after
     write: Callable[[int, Output], int] | None = getattr(sink, "heartbeat", None)
-    beats = write(at, output) if write is not None and at is not None else 0
-    if at is None or (position is None and not beats):
-        return None
-    output.commit(at, 0, 0)  # nothing pending up to ``at``: every unit before it is here
+    beats = 0
+    if write is not None and after is not None:  # (after the output's first unit)
+        beats = write(position if position is not None else after, output)
+        if beats:
+            output.commit(after, 0, 0)  # the checkpoint's lsn stays the last unit's end
+    if position is not None:
+        output.record_idle(position)  # nothing pending up to it: every unit before is here
     beat.beats += beats
     beat.idle_acks += position is not None
     return position
@@ -576,6 +588,99 @@ def _replace_lost(reader: SlotReader, output: Output, tables: tuple[str, ...] | 
                               {"state": "running", "mode": mode}))
 
 
+class DeliveredCheck:
+    """Units skipped as "already delivered" must be the output's own.
+
+    When the slot is behind the checkpoint (a crash between the checkpoint and the slot's
+    advance, or a PREPARE holding it back), the read hands out again the units between the
+    two, and they are skipped. That is right only if the server's history is the output's:
+    a database restored from a storage snapshot (same system identifier and timeline) writes
+    new transactions at LSNs the output already counts, and an edited checkpoint counts LSNs
+    it never received. So, once per connection, the unit the checkpoint ends at must come
+    again, ending at exactly that LSN and (for a capture output) with the output's last line,
+    before anything new is written or the slot is acknowledged; otherwise
+    :class:`CheckpointAheadError`, with nothing written or acknowledged.
+    """
+
+    def __init__(self, output: Output, slot: str) -> None:
+        self.output = output
+        self.slot = slot
+        #: The LSN whose unit must still come again (``None``: nothing to check).
+        self.pending: int | None = None
+        self._confirmed: int | None = None
+
+    def arm(self, confirmed: int | None, after: int | None) -> None:
+        """After a (re)connection: the slot is at ``confirmed``, the output holds up to
+        ``after``. ``confirmed`` is ``None`` when the slot was just created for a snapshot."""
+        behind = after is not None and confirmed is not None and confirmed < after
+        self.pending = after if behind else None
+        self._confirmed = confirmed
+
+    def check(self, unit: Unit) -> None:
+        """Called with each unit read, before it is skipped or written."""
+        pending = self.pending
+        if pending is None:
+            return
+        if unit.seen and unit.end_lsn < pending:
+            return
+        if unit.seen and unit.end_lsn == pending and self._same_as_output(unit):
+            self.pending = None
+            return
+        self._refuse(f"the transaction the slot hands out next ends at {Lsn(unit.end_lsn)}"
+                     if unit.end_lsn != pending else
+                     f"the transaction the slot hands out ending at {Lsn(pending)} is not the "
+                     "one the output ends with")
+
+    def read_ended(self, hit_limit: bool) -> None:
+        """Called after each read: a read that reached the end of the server's WAL without
+        handing out the checkpoint's unit again is refused (a read cut short by its row
+        limit is continued, without acknowledging anything)."""
+        if self.pending is not None and not hit_limit:
+            self._refuse("the server's stream holds no transaction ending there")
+
+    def _same_as_output(self, unit: Unit) -> bool:
+        output = self.output
+        last_line = getattr(output, "last_line", None)
+        if output.checkpoint.kind != "capture" or last_line is None \
+                or output.checkpoint.lsn != unit.end_lsn:
+            return True  # only the LSN can be compared
+        line = last_line()
+        if line is None:
+            return True
+        try:
+            mine = CaptureRow.from_line(line).data
+        except PgCdcError:
+            return False
+        if unit.rendered:  # the last line of the last block, unparsed until then
+            tail = deque(unit.text(), maxlen=1)
+            lines = tail[0].splitlines() if tail else []
+            if not lines:
+                return True  # (a rolled-back PREPARE has no rows)
+            try:
+                return CaptureRow.from_line(lines[-1]).data == mine
+            except PgCdcError:
+                return False
+        last = None
+        for row in unit:
+            last = row
+        return last is None or last.data == mine
+
+    def _refuse(self, found: str) -> None:
+        pending = self.pending
+        assert pending is not None
+        where = getattr(self.output, "checkpoint_path", None)
+        slot_at = "?" if self._confirmed is None else str(Lsn(self._confirmed))
+        raise CheckpointAheadError(
+            f"the checkpoint says the output holds every change up to {Lsn(pending)}, but "
+            f"replication slot {self.slot!r} (at {slot_at}) does not hand that transaction out "
+            f"again: {found}. The server's history is not the output's (a database restored "
+            "from a storage snapshot, or an edited checkpoint): continuing would skip the "
+            f"changes between {slot_at} and {Lsn(pending)} as already delivered. Nothing was "
+            "written or acknowledged; start a new output (--snapshot-mode initial takes the "
+            "tables as they are now), or see docs/operations.md, 'When the slot is lost'",
+            path=None if where is None else str(where))
+
+
 def _takes_snapshot(mode: str, state: str) -> bool:
     """Whether a run in ``mode`` takes a snapshot of an output whose snapshot is ``state``."""
     if state == "running":  # a snapshot did not finish: nothing of it is in the output
@@ -596,10 +701,36 @@ def _prepare(reader: SlotReader, output: Output, take: bool, state: str, *, crea
     if not take:
         return reader.prepare(create_slot=create_slot, create_publication=create_publication,
                               tables=tables)
+    if state == "running":
+        _check_unfinished_snapshot(reader, output.checkpoint)
     return reader.prepare(create_slot=create_slot, create_publication=create_publication,
                           tables=tables, snapshot=True, replace_slot=state == "running",
                           before_create=lambda: output.mark_snapshot(
                               {"state": "running", "mode": mode}))
+
+
+def _check_unfinished_snapshot(reader: SlotReader, checkpoint: Checkpoint) -> None:
+    """An unfinished snapshot is taken again after dropping its slot: refuse when that slot
+    may hold changes the output has not got.
+
+    A snapshot's slot is created after the output's last unit (a first run has none; with
+    ``when_needed`` the output's slot was gone), so its confirmed position is past the
+    checkpoint's LSN. A slot at or before it is the one the output streams from: a
+    "running" state there was not written by a snapshot (an edited checkpoint), and
+    dropping the slot would lose what it holds.
+    """
+    if checkpoint.lsn is None:
+        return
+    rows = reader.run_sql("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                          "WHERE slot_name = :slot", action="check slot", slot=reader.slot)
+    if rows and rows[0][0] and Lsn.parse(rows[0][0]) <= checkpoint.lsn:
+        raise SnapshotError(
+            f"the checkpoint says a snapshot is running, but replication slot {reader.slot!r} "
+            f"is at {rows[0][0]}, at or before the checkpoint's {Lsn(checkpoint.lsn)}: it is "
+            "the slot the output streams from, not one a snapshot created; taking the snapshot "
+            "again would drop it with the changes it holds and append a second snapshot "
+            "(an edited checkpoint?)", slot=reader.slot,
+            hint="restore the checkpoint's \"snapshot\" field, or start a new output")
 
 
 def check_server(checkpoint: Checkpoint, info: SlotInfo) -> None:

@@ -33,7 +33,7 @@ from typing import IO, Any, Protocol
 import attrs
 
 from pgcdc_events.adapters.errors import CheckpointError, OutputLockedError
-from pgcdc_events.errors import ConfigurationError, ProtocolError
+from pgcdc_events.errors import ConfigurationError, PgCdcError, ProtocolError
 from pgcdc_events.protocol.lsn import Lsn
 
 __all__ = ["Checkpoint", "DurableOutput", "Output", "StreamOutput", "output_paths"]
@@ -69,6 +69,16 @@ class Checkpoint:
     #: ``"done"`` (with its ``lsn``, ``xid``, ``tables``, ``rows``) or ``"skipped"``
     #: (``no_data``, and every checkpoint written before snapshots existed).
     snapshot: Mapping[str, Any] = attrs.field(factory=lambda: {"state": "skipped"})
+    #: A later position of the server, recorded while nothing was pending (no change
+    #: between ``lsn`` and it): the slot may be acknowledged up to it (``None``: none).
+    idle: int | None = None
+
+    @property
+    def position(self) -> int | None:
+        """How far the output is complete: the later of :attr:`lsn` and :attr:`idle`."""
+        if self.idle is None or (self.lsn is not None and self.lsn > self.idle):
+            return self.lsn
+        return self.idle
 
     @property
     def snapshot_state(self) -> str:
@@ -90,7 +100,7 @@ class Checkpoint:
             "updated": self.updated,
             "server": dict(self.server),
             "snapshot": dict(self.snapshot),
-        }
+        } | ({} if self.idle is None else {"idle": str(Lsn(self.idle))})
 
     @classmethod
     def from_json(cls, obj: Any, *, path: str) -> Checkpoint:
@@ -126,9 +136,22 @@ class Checkpoint:
         snapshot = obj.get("snapshot", {"state": "skipped"})
         if not isinstance(snapshot, dict) or snapshot.get("state") not in _SNAPSHOT_STATES:
             raise CheckpointError(f"field 'snapshot' is malformed: {snapshot!r}", path=path)
+        if lsn is None and offset:
+            raise CheckpointError(f"field 'offset' is {offset} but 'lsn' is null: nothing was "
+                                  "ever committed to a checkpoint without an LSN", path=path)
+        idle_text, idle = obj.get("idle"), None
+        if idle_text is not None:
+            try:
+                idle = int(Lsn.parse(field("idle", str)))
+            except ProtocolError:
+                raise CheckpointError(f"field 'idle' is not an LSN: {idle_text!r}",
+                                      path=path) from None
+            if lsn is not None and idle < lsn:
+                raise CheckpointError(f"field 'idle' ({idle_text}) is before 'lsn' "
+                                      f"({lsn_text})", path=path)
         return cls(lsn, offset, field("units", int), field("changes", int), field("kind", str),
                    field("slot", str), tuple(publications), field("options", dict),
-                   str(obj.get("updated", "")), server, snapshot)
+                   str(obj.get("updated", "")), server, snapshot, idle)
 
 
 def output_paths(path: str | os.PathLike[str], kind: str) -> tuple[Path, Path]:
@@ -168,6 +191,11 @@ class Output(Protocol):
         the next checkpoint written)."""
         ...
 
+    def record_idle(self, lsn: int) -> None:
+        """Record ``lsn``, a position of the server past every unit committed, with nothing
+        pending in between (:attr:`Checkpoint.idle`), durably."""
+        ...
+
     def bind(self, options: Mapping[str, Any], server: Mapping[str, Any]) -> None:
         """Record the decoding options and the server once the slot was found readable."""
         ...
@@ -189,6 +217,22 @@ def _refuse_symlink(path: Path, what: str) -> None:
     if path.is_symlink():
         raise CheckpointError(f"{what} is a symbolic link (to {os.readlink(path)!r}); refusing "
                               "to write through it: give the real path", path=str(path))
+
+
+def _refuse_foreign(st: os.stat_result, what: str, path: Path) -> None:
+    """Refuse a file another user owns or others may write: its contents (rows received,
+    a checkpoint trusted) would be someone else's to read or change."""
+    uid = os.geteuid()
+    if st.st_uid != uid:
+        raise CheckpointError(
+            f"{what} belongs to another user (uid {st.st_uid}; this process runs as uid {uid}); "
+            "refusing to use a file someone else created (in a shared directory it could be "
+            "read or changed by them): remove it, or choose another path", path=str(path))
+    if st.st_mode & 0o022:
+        raise CheckpointError(
+            f"{what} is writable by {'group and others' if st.st_mode & 0o002 else 'its group'}"
+            f" (mode {st.st_mode & 0o777:04o}); refusing to use it: chmod 600 it, or choose "
+            "another path", path=str(path))
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -248,6 +292,7 @@ class DurableOutput:
         symbolic link is refused.
         """
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._check_layout()
         self._lock()
         try:
             return self._open()
@@ -255,12 +300,34 @@ class DurableOutput:
             self._unlock()
             raise
 
+    def _check_layout(self) -> None:
+        """Refuse a directory of rotating capture files: a single file written into it would
+        be read as one of them, and the rotating capture would refuse to run after it."""
+        directory = self.path.parent
+        if (directory / "_capture.checkpoint.json").exists():
+            raise ConfigurationError(
+                f"{directory} holds rotating capture files (_capture.checkpoint.json); a "
+                "single-file output needs a path of its own: continue that directory with "
+                "--rotate-every or --rotate-size, or choose another --output")
+
     def _lock(self) -> None:
         """Take the output's lock for the life of this object (until :meth:`close`)."""
         path = str(self.lock_path)
         _refuse_symlink(self.lock_path, "the lock file")
+        writable = True
         try:
             fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
+        except PermissionError:
+            # A lock file this user may not write (left by another user): a lock needs only
+            # a descriptor, so a stale one must not block. Its holder, if any, still does.
+            writable = False
+            try:
+                fd = os.open(self.lock_path, os.O_RDONLY | _NOFOLLOW)
+            except OSError as exc:
+                raise CheckpointError(
+                    f"cannot open the lock file: {exc.strerror} (it belongs to uid "
+                    f"{_owner(self.lock_path)}): remove it, or choose another output",
+                    path=path) from None
         except OSError as exc:
             raise CheckpointError(f"cannot open the lock file: {exc.strerror}", path=path) from None
         try:
@@ -277,9 +344,10 @@ class DurableOutput:
         except OSError as exc:
             os.close(fd)
             raise CheckpointError(f"cannot lock the output: {exc.strerror}", path=path) from None
-        with contextlib.suppress(OSError):  # who holds it, for the next one's message
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        if writable:
+            with contextlib.suppress(OSError):  # who holds it, for the next one's message
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         self._lock_fd = fd
 
     def _unlock(self) -> None:
@@ -299,7 +367,9 @@ class DurableOutput:
         except OSError as exc:
             raise CheckpointError(f"cannot open the output: {exc.strerror}", path=out) from None
         try:
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            _refuse_foreign(st, "the output", self.path)
+            size = st.st_size
             if checkpoint is None:
                 if size:
                     raise CheckpointError(
@@ -315,6 +385,7 @@ class DurableOutput:
                     "were committed: it was truncated or replaced after the checkpoint",
                     path=out)
             elif size > checkpoint.offset:
+                _check_tail(self.path, checkpoint, size)
                 os.ftruncate(fd, checkpoint.offset)
                 os.fsync(fd)
                 self.truncated = size - checkpoint.offset
@@ -328,9 +399,16 @@ class DurableOutput:
     def _load(self) -> Checkpoint | None:
         path = str(self.checkpoint_path)
         try:
-            text = self.checkpoint_path.read_text(encoding="utf-8")
+            fd = os.open(self.checkpoint_path, os.O_RDONLY | _NOFOLLOW)
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise CheckpointError(f"cannot read the checkpoint: {exc.strerror or exc}",
+                                  path=path) from None
+        try:
+            with os.fdopen(fd, "rb") as fh:
+                _refuse_foreign(os.fstat(fh.fileno()), "the checkpoint", self.checkpoint_path)
+                text = fh.read().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise CheckpointError(f"cannot read the checkpoint: {exc}", path=path) from None
         try:
@@ -392,6 +470,11 @@ class DurableOutput:
             raise CheckpointError(f"cannot write the checkpoint: {exc.strerror or exc}",
                                   path=str(self.checkpoint_path)) from None
 
+    def last_line(self) -> bytes | None:
+        """The last committed line of the output (without its newline), ``None`` when the
+        output holds none: what the checkpoint's last unit ended with."""
+        return _last_line(self.path, self.checkpoint.offset)
+
     # -- writing ---------------------------------------------------------------------------
     def write(self, data: bytes) -> None:
         """Append bytes; they reach the disk at :meth:`commit` (or in 1 MiB chunks before)."""
@@ -444,10 +527,19 @@ class DurableOutput:
                                   options=self.options or previous.options,
                                   server=self.server or previous.server,
                                   snapshot=previous.snapshot if snapshot is None
-                                  else dict(snapshot))
+                                  else dict(snapshot),
+                                  idle=previous.idle if previous.idle is not None
+                                  and previous.idle > lsn else None)
         self._store(checkpoint)
         self._checkpoint = checkpoint
         return checkpoint
+
+    def record_idle(self, lsn: int) -> None:
+        """Record the server's idle position ``lsn`` in the checkpoint (atomically, with
+        nothing uncommitted written: call it after :meth:`commit`)."""
+        checkpoint = attrs.evolve(self.checkpoint, idle=lsn, updated=_now())
+        self._store(checkpoint)
+        self._checkpoint = checkpoint
 
     def rollback(self) -> None:
         """Drop what was written since the last commit (buffer and file tail)."""
@@ -517,6 +609,10 @@ class StreamOutput:
         self._buffer = bytearray()
         return self._checkpoint
 
+    def record_idle(self, lsn: int) -> None:
+        """Remember the server's idle position (nothing is written)."""
+        self._checkpoint = attrs.evolve(self._checkpoint, idle=lsn)
+
     def rollback(self) -> None:
         """Drop the bytes not flushed yet."""
         self._buffer = bytearray()
@@ -524,6 +620,99 @@ class StreamOutput:
     def close(self) -> None:
         """Drop the bytes not flushed yet (the stream stays open)."""
         self._buffer = bytearray()
+
+
+def _owner(path: Path) -> str:
+    try:
+        return str(path.lstat().st_uid)
+    except OSError:
+        return "?"
+
+
+def _unit_end(line: bytes) -> int | None:
+    """The end LSN of the unit a capture line closes (a commit, or a non-transactional
+    logical message), else ``None``."""
+    from pgcdc_events.protocol.capture import CaptureRow  # noqa: PLC0415 - recovery only
+    from pgcdc_events.protocol.decoder import parse_message  # noqa: PLC0415
+    from pgcdc_events.protocol.messages import (  # noqa: PLC0415
+        Commit,
+        CommitPrepared,
+        LogicalMessage,
+        StreamCommit,
+    )
+
+    try:
+        row = CaptureRow.from_line(line)
+        message = parse_message(row.data)
+    except PgCdcError:
+        return None
+    if isinstance(message, (Commit, StreamCommit, CommitPrepared)):
+        return int(message.end_lsn)
+    if isinstance(message, LogicalMessage) and not message.transactional:
+        return int(row.lsn)
+    return None
+
+
+#: The hex of the message types that close a unit: Commit, Stream Commit, Commit Prepared
+#: and Message (``C``, ``c``, ``K``, ``M``).
+_CLOSING = (b'"data": "43', b'"data": "63', b'"data": "4b', b'"data": "4d')
+
+
+def _check_tail(path: Path, checkpoint: Checkpoint, size: int) -> None:
+    """Refuse to cut the bytes past the checkpoint's ``offset`` unless they are an uncommitted
+    tail: the offset must end a line, and (capture output) no unit in the tail may end at or
+    before the checkpoint's LSN (such a unit was committed: the offset was made smaller)."""
+    out = str(path)
+    offset, lsn = checkpoint.offset, checkpoint.lsn
+    try:
+        with open(path, "rb") as fh:
+            if offset:
+                fh.seek(offset - 1)
+                if fh.read(1) != b"\n":
+                    raise CheckpointError(
+                        f"the checkpoint's offset {offset} is not at the end of a line of the "
+                        f"output ({size} bytes): the checkpoint was edited or belongs to another "
+                        "output; refusing to cut the output there", path=out)
+            if checkpoint.kind != "capture" or lsn is None:
+                return
+            fh.seek(offset)
+            position = offset
+            for line in fh:
+                end = _unit_end(line) if line.startswith(b"{") and any(
+                    mark in line[:80].lower() for mark in _CLOSING) else None
+                if end is not None and end <= lsn:
+                    raise CheckpointError(
+                        f"the output holds a transaction ending at {Lsn(end)} at byte "
+                        f"{position}, past the checkpoint's offset {offset}, although the "
+                        f"checkpoint's LSN {Lsn(lsn)} says it was committed: the offset is "
+                        "wrong (an edited checkpoint?); refusing to cut committed changes: "
+                        "restore the checkpoint, or start a new output", path=out)
+                position += len(line)
+    except OSError as exc:
+        raise CheckpointError(f"cannot read the output: {exc.strerror or exc}",
+                              path=out) from None
+
+
+def _last_line(path: Path, end: int, *, chunk: int = 1 << 16) -> bytes | None:
+    """The last line of ``path`` ending at byte ``end`` (newline excluded), read backwards in
+    chunks; ``None`` when there is none (or the file cannot be read)."""
+    if end <= 0:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            tail = b""
+            position = end
+            while position > 0:
+                step = min(chunk, position)
+                position -= step
+                fh.seek(position)
+                tail = fh.read(step) + tail
+                cut = tail.rfind(b"\n", 0, len(tail) - 1)
+                if cut >= 0:
+                    return tail[cut + 1:].rstrip(b"\n")
+            return tail.rstrip(b"\n") or None
+    except OSError:
+        return None
 
 
 def _write_all(fd: int, data: bytes | bytearray) -> None:

@@ -37,7 +37,7 @@ from pgcdc_events.adapters.errors import (
 )
 from pgcdc_events.errors import ConfigurationError
 
-__all__ = ["ConnectionSettings", "parse_conninfo", "parse_dsn"]
+__all__ = ["ConnectionSettings", "ServerUnreachableError", "parse_conninfo", "parse_dsn"]
 
 SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 #: Seconds to wait for a connection when the DSN does not say (libpq waits for ever).
@@ -63,6 +63,43 @@ _ALLOWED = {
     "channel_binding": ("prefer",),
 }
 _DEFAULT_SOCKET_DIRS = ("/tmp", "/var/run/postgresql", "/run/postgresql")
+#: Every libpq connection keyword: only these are ever named in an error. Any other word is
+#: not shown (an unquoted value with spaces splits into words: they may be a password's).
+_LIBPQ_KEYWORDS = frozenset({
+    "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "require_auth",
+    "channel_binding", "connect_timeout", "client_encoding", "options", "application_name",
+    "fallback_application_name", "keepalives", "keepalives_idle", "keepalives_interval",
+    "keepalives_count", "tcp_user_timeout", "replication", "gssencmode", "sslmode",
+    "sslnegotiation", "sslcompression", "sslcert", "sslkey", "sslpassword", "sslcertmode",
+    "sslrootcert", "sslcrl", "sslcrldir", "sslsni", "requirepeer", "ssl_min_protocol_version",
+    "ssl_max_protocol_version", "krbsrvname", "gsslib", "gssdelegation", "service",
+    "target_session_attrs", "load_balance_hosts", "max_protocol_version",
+    "min_protocol_version", "scram_client_key", "scram_server_key"})
+#: The values libpq accepts for the parameters with a closed set (the only values shown).
+_LIBPQ_VALUES = {
+    "sslmode": SSLMODES, "sslsni": ("0", "1"), "keepalives": ("0", "1"),
+    "target_session_attrs": ("any", "read-write", "read-only", "primary", "standby",
+                             "prefer-standby"),
+    "gssencmode": ("disable", "prefer", "require"),
+    "channel_binding": ("disable", "prefer", "require"),
+}
+_ENCODING_NAME = re.compile(r"(?i)SQL_ASCII|UTF-?8|UNICODE|LATIN\d{1,2}|WIN\d{3,4}|EUC_[A-Z]{2,6}"
+                            r"|KOI8-?[RU]|ISO_?8859_?\d{1,2}|SJIS|BIG5|GBK|UHC|GB18030|JOHAB"
+                            r"|MULE_INTERNAL")
+
+
+class ServerUnreachableError(ConnectionLostError):
+    """The server's socket could not be opened (refused, unknown host, no route, timeout).
+
+    ``address`` is ``host:port`` (or the Unix socket's path), ``reason`` the system's
+    words in lower case ("connection refused").
+    """
+
+    def __init__(self, message: str, *, address: str, reason: str,
+                 hint: str | None = None) -> None:
+        self.address = address
+        self.reason = reason
+        super().__init__(message, hint=hint)
 
 
 # ---------------------------------------------------------------- parsing
@@ -84,7 +121,11 @@ def _parse_keywords(text: str) -> dict[str, str]:
         while i < n and text[i].isspace():
             i += 1
         if i == n or text[i] != "=":
-            raise ConfigurationError(f"--dsn: expected key=value, got {key!r} without a value")
+            after = f" after {list(params)[-1]}=" if params else ""
+            shown = f" {key!r}" if key in _LIBPQ_KEYWORDS else " a word (not shown)"
+            raise ConfigurationError(
+                f"--dsn: expected key=value, got{shown} without '='{after}: a value with "
+                "spaces must be quoted, as in password='two words'")
         i += 1
         while i < n and text[i].isspace():
             i += 1
@@ -116,7 +157,13 @@ def _parse_keywords(text: str) -> dict[str, str]:
 
 
 def _parse_url(text: str) -> dict[str, str]:
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+        hostname = parts.hostname
+    except ValueError:  # "Invalid IPv6 URL": a bracket not closed, or misplaced
+        raise ConfigurationError(
+            "--dsn: the URL's host is malformed (an IPv6 address goes in brackets, as in "
+            "postgresql://cdc@[2001:db8::1]:5432/app)") from None
     params: dict[str, str] = {}
     netloc = parts.netloc.rpartition("@")[2]
     if "," in netloc:
@@ -126,8 +173,8 @@ def _parse_url(text: str) -> dict[str, str]:
     except ValueError:
         raise ConfigurationError("--dsn: the port in the URL is not a number from 1 to 65535"
                                  ) from None
-    if parts.hostname:
-        params["host"] = unquote(parts.hostname)
+    if hostname:
+        params["host"] = unquote(hostname)
     if port:
         params["port"] = str(port)
     if parts.username:
@@ -171,6 +218,12 @@ class ConnectionSettings:
     def unix_socket(self) -> str | None:
         """The socket file when ``host`` is a directory (libpq's convention)."""
         return f"{self.host}/.s.PGSQL.{self.port}" if self.host.startswith("/") else None
+
+    def address(self) -> str:
+        """``host:port`` (``[host]:port`` for an IPv6 address), or the Unix socket's path."""
+        if self.unix_socket:
+            return self.unix_socket
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     def describe(self) -> str:
         """``host:port/dbname`` for messages (never the password)."""
@@ -267,10 +320,12 @@ class ConnectionSettings:
                 return sock  # libpq never uses TLS on a Unix socket
             sock = socket.create_connection((self.host, self.port), self.connect_timeout)
         except OSError as exc:
-            raise ConnectionLostError(f"connect to {where}: {exc.strerror or exc}",
-                                      hint="is the server running and accepting TCP "
-                                      "connections? (the reader reconnects when following)"
-                                      ) from None
+            reason = str(exc.strerror or exc)
+            raise ServerUnreachableError(
+                f"connect to {where}: {reason}", address=self.address(),
+                reason=reason[:1].lower() + reason[1:],
+                hint="is the server running and accepting TCP connections? (the reader "
+                "reconnects when following)") from None
         if self.keepalives:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         want = tls if tls is not None else self.sslmode not in ("disable", "allow")
@@ -471,85 +526,131 @@ def parse_conninfo(dsn: str | Mapping[str, Any], *, env: Mapping[str, str] | Non
 
     Unset parameters come from the ``PG*`` environment variables (``env``, default
     ``os.environ``). Unsupported parameters are refused with a
-    :class:`ConfigurationError` naming them (never their values).
+    :class:`ConfigurationError` naming them (never their values, nor any word that is not
+    a libpq keyword: it may be part of a password).
     """
     env = os.environ if env is None else env
     context = None
     if isinstance(dsn, str):
-        if dsn.startswith(("postgresql://", "postgres://")):
-            params = _parse_url(dsn)
-        elif _URL_LIKE.match(dsn):  # echo only the scheme part: the rest may hold a password
-            start = re.match(r"\s*([^:/@\s]*)", dsn).group(1)  # type: ignore[union-attr]
-            raise ConfigurationError(
-                f"--dsn looks like a URL but does not start with postgresql:// or postgres:// "
-                f"(it starts {start[:20]!r}); give a URL such as postgresql://cdc@db:5432/app, "
-                "or libpq key=value pairs such as 'host=db dbname=app user=cdc'")
-        else:
-            params = _parse_keywords(dsn)
+        params = _params_from_string(dsn)
         from_dsn = "password" in params
-        unknown = sorted(k for k in params if k not in _ENV and k not in _OTHER_KEYS)
-        if unknown:
-            raise ConfigurationError(
-                f"--dsn: parameter(s) {', '.join(unknown)} not supported by pgcdc-events "
-                "(pg8000): remove them (they are refused rather than ignored)")
-        for key, value in _ENV.items():
-            if key not in params and env.get(value):
-                params[key] = env[value]
-        bad_env = [name for name in _UNSUPPORTED_ENV if env.get(name)]
-        if bad_env:
-            raise ConfigurationError(
-                f"environment variable(s) {', '.join(bad_env)} not supported by pgcdc-events "
-                "(pg8000): unset them (they are refused rather than ignored)")
+        _fill_from_env(params, env)
     else:
         params, context = _params_from_kwargs(dsn)
         from_dsn = "password" in params
         if not from_dsn and env.get("PGPASSWORD"):
             params["password"] = env["PGPASSWORD"]
-    for key, allowed in _ALLOWED.items():
-        if key in params and params[key] not in allowed:
-            raise ConfigurationError(f"--dsn: {key}={params[key]!r} is not supported (only "
-                                     f"{', '.join(allowed)})")
-    encoding = params.get("client_encoding")
-    if encoding and encoding.upper().replace("-", "") not in ("UTF8", "UNICODE"):
-        raise ConfigurationError(f"--dsn: client_encoding={encoding!r}: only UTF8 is supported")
+    _check_values(params)
     host = params.get("host") or "localhost"
     if "," in host:
         raise ConfigurationError("--dsn: several hosts are not supported")
-    port_text = params.get("port") or "5432"
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ConfigurationError(f"--dsn: port must be a number from 1 to 65535, got "
-                                 f"{port_text!r}")
-    port = int(port_text)
+    port = _port(params)
     user = params.get("user") or "postgres"
     dbname = params.get("dbname")
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT
-    if params.get("connect_timeout"):
-        try:
-            timeout = float(params["connect_timeout"]) or None
-        except ValueError:
-            raise ConfigurationError("--dsn: connect_timeout must be a number of seconds, got "
-                                     f"{params['connect_timeout']!r}") from None
-    password = params.get("password")
-    if password is not None:
-        source = "the password from the DSN" if from_dsn else "the password from PGPASSWORD"
-    else:
-        passfile = params.get("passfile")
-        path = Path(passfile).expanduser() if passfile else Path.home() / ".pgpass"
-        password, source = password_from_file(path, host=host, port=port,
-                                              dbname=dbname or user, user=user)
-        if password is None:
-            source = f"no password in the DSN, PGPASSWORD unset, {source}"
+    password, source = _password(params, from_dsn, host=host, port=port,
+                                 dbname=dbname or user, user=user)
     return ConnectionSettings(
         host=host, port=port, user=user, dbname=dbname, password=password,
         password_source=source,
         application_name=params.get("application_name") or params.get(
             "fallback_application_name") or "pgcdc-events",
-        connect_timeout=timeout, connect_timeout_given=bool(params.get("connect_timeout")),
+        connect_timeout=_timeout(params),
+        connect_timeout_given=bool(params.get("connect_timeout")),
         sslmode=params.get("sslmode") or "prefer",
         sslrootcert=params.get("sslrootcert") or None, sslcert=params.get("sslcert") or None,
         sslkey=params.get("sslkey") or None, sslsni=params.get("sslsni", "1") == "1",
         options=params.get("options") or None, keepalives=params.get("keepalives", "1") == "1",
         ssl_context=context)
+
+
+def _params_from_string(dsn: str) -> dict[str, str]:
+    """The parameters a URL or a ``key=value`` string gives; unknown keys refused."""
+    if dsn.startswith(("postgresql://", "postgres://")):
+        params = _parse_url(dsn)
+    elif _URL_LIKE.match(dsn):  # echo only the scheme part: the rest may hold a password
+        start = re.match(r"\s*([^:/@\s]*)", dsn).group(1)  # type: ignore[union-attr]
+        raise ConfigurationError(
+            f"--dsn looks like a URL but does not start with postgresql:// or postgres:// "
+            f"(it starts {start[:20]!r}); give a URL such as postgresql://cdc@db:5432/app, "
+            "or libpq key=value pairs such as 'host=db dbname=app user=cdc'")
+    else:
+        params = _parse_keywords(dsn)
+    unknown = sorted(k for k in params if k not in _ENV and k not in _OTHER_KEYS)
+    if unknown:
+        named = [k for k in unknown if k in _LIBPQ_KEYWORDS]
+        others = len(unknown) - len(named)
+        what = ", ".join(named)
+        if others:
+            what += (" and " if named else "") + (
+                f"{others} word(s) that are no libpq parameter (not shown: an unquoted "
+                "value with spaces, such as a password, splits into words; quote it as in "
+                "password='two words')")
+        raise ConfigurationError(
+            f"--dsn: parameter(s) {what} not supported by pgcdc-events (pg8000): remove "
+            "them (they are refused rather than ignored)")
+    return params
+
+
+def _fill_from_env(params: dict[str, str], env: Mapping[str, str]) -> None:
+    """The ``PG*`` variables for the parameters the DSN leaves unset; refuse those that
+    cannot be honoured."""
+    for key, value in _ENV.items():
+        if key not in params and env.get(value):
+            params[key] = env[value]
+    bad_env = [name for name in _UNSUPPORTED_ENV if env.get(name)]
+    if bad_env:
+        raise ConfigurationError(
+            f"environment variable(s) {', '.join(bad_env)} not supported by pgcdc-events "
+            "(pg8000): unset them (they are refused rather than ignored)")
+
+
+def _check_values(params: Mapping[str, str]) -> None:
+    """Refuse values this library cannot honour; a value is shown only when libpq knows it
+    (anything else may be a word of a password that was not quoted)."""
+    for key, allowed in _ALLOWED.items():
+        value = params.get(key)
+        if value is not None and value not in allowed:
+            shown = f"={value!r}" if value in _LIBPQ_VALUES.get(key, ()) else " (value not shown)"
+            raise ConfigurationError(f"--dsn: {key}{shown} is not supported (only "
+                                     f"{', '.join(allowed)})")
+    encoding = params.get("client_encoding")
+    if encoding and encoding.upper().replace("-", "") not in ("UTF8", "UNICODE"):
+        shown = f"={encoding!r}" if _ENCODING_NAME.fullmatch(encoding) else " (value not shown)"
+        raise ConfigurationError(f"--dsn: client_encoding{shown}: only UTF8 is supported")
+
+
+def _port(params: Mapping[str, str]) -> int:
+    text = params.get("port") or "5432"
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        shown = f", got {text!r}" if text.isdigit() and len(text) <= 8 else ""
+        raise ConfigurationError(f"--dsn: port must be a number from 1 to 65535{shown}")
+    return int(text)
+
+
+def _timeout(params: Mapping[str, str]) -> float | None:
+    text = params.get("connect_timeout")
+    if not text:
+        return DEFAULT_CONNECT_TIMEOUT
+    try:
+        return float(text) or None
+    except ValueError:
+        raise ConfigurationError("--dsn: connect_timeout must be a number of seconds (the "
+                                 "value given is not one)") from None
+
+
+def _password(params: Mapping[str, str], from_dsn: bool, *, host: str, port: int,
+              dbname: str, user: str) -> tuple[str | None, str]:
+    """The password and where it came from (or why there is none), as libpq looks."""
+    password = params.get("password")
+    if password is not None:
+        return password, ("the password from the DSN" if from_dsn
+                          else "the password from PGPASSWORD")
+    passfile = params.get("passfile")
+    path = Path(passfile).expanduser() if passfile else Path.home() / ".pgpass"
+    password, source = password_from_file(path, host=host, port=port, dbname=dbname, user=user)
+    if password is None:
+        source = f"no password in the DSN, PGPASSWORD unset, {source}"
+    return password, source
 
 
 def parse_dsn(dsn: str | Mapping[str, Any]) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from pgcdc_events.adapters.checkpoint import (
     Checkpoint,
     DurableOutput,
     _fsync_dir,
+    _last_line,
     _now,
     _write_all,
 )
@@ -101,12 +102,15 @@ class RotatingOutput(DurableOutput):
         self.recovered: list[str] = []
 
     # -- opening and recovery -------------------------------------------------------------
+    def _check_layout(self) -> None:
+        """Refuse a directory that holds a single-file output (checked before locking)."""
+        for name in ("capture.jsonl.checkpoint.json", "events.jsonl.checkpoint.json"):
+            if (self.directory / name).exists():
+                raise ConfigurationError(
+                    f"{self.directory} holds a single-file output ({name}); rotating files "
+                    "need a directory of their own")
+
     def _open(self) -> Checkpoint:
-        other = self.directory / "capture.jsonl.checkpoint.json"
-        if other.exists():
-            raise ConfigurationError(
-                f"{self.directory} holds a single-file capture ({other.name}); rotating files "
-                "need a directory of their own")
         if self.checkpoint_path.is_symlink():
             raise CheckpointError("the checkpoint is a symbolic link; refusing it",
                                   path=str(self.checkpoint_path))
@@ -150,6 +154,18 @@ class RotatingOutput(DurableOutput):
         self._checkpoint = checkpoint
         return checkpoint
 
+    def last_line(self) -> bytes | None:
+        """The last line of the last finalized capture file (what the checkpoint ends with)."""
+        checkpoint = self.checkpoint
+        if not checkpoint.offset or checkpoint.lsn is None:
+            return None
+        path = self.directory / capture_file_name(checkpoint.offset - 1, checkpoint.lsn)
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return None
+        return _last_line(path, size)
+
     # -- writing ----------------------------------------------------------------------------
     def _segment(self) -> int:
         """The current temporary file (opened at its first write)."""
@@ -192,6 +208,17 @@ class RotatingOutput(DurableOutput):
         # once the slot streams (a reconnection would take the snapshot again)
         self.settle(force=snapshot is not None)
         return self.checkpoint
+
+    def full(self) -> bool:
+        """Whether the current file holds ``size`` bytes or more, committed or not: the
+        capture commits at the end of the unit that reached it, so that the file is
+        finalized there (a file exceeds ``size`` by at most that one unit)."""
+        if self.size is None:
+            return False
+        written = len(self._buffer)
+        if self._segment_fd is not None:
+            written += os.fstat(self._segment_fd).st_size
+        return written >= self.size
 
     def due(self) -> bool:
         """Whether the current file holds committed units and is due to be finalized."""

@@ -65,6 +65,7 @@ from pgcdc_events.protocol.copydata import (
     parse_copy_data,
 )
 from pgcdc_events.protocol.lsn import Lsn, unix_us_to_pg_timestamp
+from pgcdc_events.protocol.transactions import TransactionResolver
 
 __all__ = ["StreamReader", "XidTracker"]
 
@@ -77,10 +78,6 @@ _XLOG_DATA_FRAME = 5 + _XLOG_DATA_END
 _COPY_DATA, _XLOG_DATA = b"d"[0], b"w"[0]
 #: Bytes asked of the socket at once.
 _RECV_BYTES = 1 << 18
-#: Messages that close or resolve a transaction other than the current one: Stream
-#: Commit/Abort/Prepare, Commit/Rollback Prepared (the xid is in their head).
-_ENDS_ELSEWHERE = frozenset((wire.STREAM_COMMIT, wire.STREAM_ABORT, wire.STREAM_PREPARE,
-                             wire.COMMIT_PREPARED, wire.ROLLBACK_PREPARED))
 #: Seconds between unprompted status updates (the server's wal_sender_timeout is 60 s).
 STATUS_INTERVAL = 10.0
 #: How long a read waits for the server to confirm it has sent everything (caught up).
@@ -94,36 +91,20 @@ def _literal(value: str) -> str:
 
 class XidTracker:
     """The transaction id the SQL interface reports beside each message (``xid`` column),
-    worked out from the messages themselves, so both readers write the same capture."""
+    worked out from the messages' heads by the protocol layer's
+    :class:`~pgcdc_events.protocol.transactions.TransactionResolver`, so both readers
+    write the same capture."""
 
     def __init__(self) -> None:
-        self._txn: int | None = None
-        self._block: int | None = None
+        self._resolver: TransactionResolver[None] = TransactionResolver()
 
     def xid(self, data: bytes) -> int | None:
         """The xid for the message ``data`` (call for every message, in order); ``None``
         for a message too short to hold one (the protocol reader then reports it)."""
-        if not data:
+        resolver = self._resolver
+        if resolver.feed_head(data) is None:
             return None
-        tag = data[:1]
-        carried = wire.carried_xid(data)
-        if tag in (wire.BEGIN, wire.BEGIN_PREPARE):
-            self._txn = carried
-            return carried
-        if tag == wire.STREAM_START:
-            self._block = carried
-            return carried
-        if tag == wire.STREAM_STOP:
-            block, self._block = self._block, None
-            return block
-        if tag in _ENDS_ELSEWHERE:
-            return carried
-        current = self._block if self._block is not None else self._txn
-        if tag in (wire.COMMIT, wire.PREPARE):  # the transaction ends here
-            self._txn = None
-        if tag == wire.MESSAGE and self._block is None and not (data[1:2] and data[1] & 1):
-            return current if current is not None else 0  # non-transactional
-        return current
+        return resolver.owner
 
 
 class StreamReader(SlotReader):

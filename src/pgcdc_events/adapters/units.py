@@ -50,7 +50,6 @@ from pgcdc_events.errors import ProtocolError
 from pgcdc_events.protocol import wire
 from pgcdc_events.protocol.capture import CaptureRow, dump_capture_row, line_middle
 from pgcdc_events.protocol.decoder import parse_message
-from pgcdc_events.protocol.encoder import encode_message
 from pgcdc_events.protocol.lsn import Lsn
 from pgcdc_events.protocol.messages import (
     Begin,
@@ -59,7 +58,6 @@ from pgcdc_events.protocol.messages import (
     CommitPrepared,
     Delete,
     Insert,
-    LogicalMessage,
     Message,
     Prepare,
     Relation,
@@ -67,13 +65,12 @@ from pgcdc_events.protocol.messages import (
     StreamAbort,
     StreamCommit,
     StreamPrepare,
-    StreamStart,
-    StreamStop,
     Truncate,
     Type,
     Update,
 )
 from pgcdc_events.protocol.reader import PgOutputReader, Streaming
+from pgcdc_events.protocol.transactions import Step, TransactionResolver, outside_bytes
 from pgcdc_events.spill import MemoryBudget, SpillList
 
 __all__ = ["CaptureRowCodec", "SchemaTracker", "Unit", "UnitAssembler", "UnitKind"]
@@ -254,6 +251,8 @@ class UnitAssembler:
                  budget: MemoryBudget | None = None, after: int | None = None,
                  render: bool = False) -> None:
         self._reader = PgOutputReader(proto_version=proto_version, streaming=streaming)
+        #: Which transactions are open (the protocol layer's rules); the units hold rows.
+        self._tx: TransactionResolver[None] = TransactionResolver()
         self._budget = budget
         self.render = render
         #: The first bytes of an Insert, Update or Delete (outside a stream block) of
@@ -283,6 +282,7 @@ class UnitAssembler:
         self._block = None
         self._schema_rows = {}
         self._reader.reset()
+        self._tx.reset(keep_held=False)
         self.after = after
         self.rows_read = 0
 
@@ -315,82 +315,84 @@ class UnitAssembler:
         self.rows_read += 1
         if isinstance(message, Relation):
             self._learn(message)
-        if isinstance(message, StreamStart):
-            block = self._streams.get(message.xid)
+        in_block = self._block
+        step = self._tx.feed_message(message, int(row.lsn))
+        if step is Step.STREAM_OPEN or step is Step.STREAM_CONTINUE:
+            xid = self._tx.block
+            assert xid is not None
+            block = self._streams.get(xid)
             if block is None:
-                block = self._streams[message.xid] = self._open("streamed", message.xid, row)
+                block = self._streams[xid] = self._open("streamed", xid, row)
             block.add(row)
             self._block = block
             return None
-        if self._block is not None:  # inside a stream block, up to its Stream Stop
-            self._block.add(row)
-            if isinstance(message, StreamStop):
+        if in_block is not None:  # inside a stream block, up to its Stream Stop
+            in_block.add(row)
+            if step is Step.STREAM_STOP:
                 self._block = None
             return None
         if isinstance(message, (Relation, Type)):
             self._schema_message(message, row)
-        if self._current is not None:
+        current = self._current
+        if current is not None:
             if isinstance(message, Truncate):
-                self._needs(self._current, message.relation_ids)
+                self._needs(current, message.relation_ids)
             elif isinstance(message, (Insert, Update, Delete)):
-                self._needs(self._current, (message.relation_id,))
-            self._current.add(row)
-            if isinstance(message, Commit):
-                unit, self._current = self._current, None
-                return self._complete(unit, message.end_lsn)
-            if isinstance(message, Prepare):  # wait for COMMIT/ROLLBACK PREPARED
-                unit, self._current = self._current, None
-                self._prepared[message.xid] = unit
+                self._needs(current, (message.relation_id,))
+            current.add(row)
+            if step is Step.COMMIT:
+                self._current = None
+                assert isinstance(message, Commit)
+                return self._complete(current, message.end_lsn)
+            if step is Step.PREPARE:  # wait for COMMIT/ROLLBACK PREPARED
+                self._current = None
+                assert isinstance(message, Prepare)
+                self._prepared[message.xid] = current
             return None
-        return self._outside(message, row)
+        return self._outside(step, message, row)
 
-    def _outside(self, message: Message, row: CaptureRow) -> Unit | None:
-        """A message outside any transaction or stream block."""
-        if isinstance(message, Begin):
+    def _outside(self, step: Step, message: Message, row: CaptureRow) -> Unit | None:
+        """A message outside any transaction or stream block, by what it did (``step``)."""
+        if step is Step.BEGIN:
+            assert isinstance(message, Begin)
             self._current = self._open("transaction", message.xid, row)
             self._current.add(row)
-        elif isinstance(message, BeginPrepare):
+        elif step is Step.BEGIN_PREPARE:
+            assert isinstance(message, BeginPrepare)
             self._current = self._open("prepared", message.xid, row)
             self._current.hold = message.prepare_lsn
             self._current.add(row)
-        elif isinstance(message, StreamCommit):
+        elif step is Step.STREAM_COMMIT:
+            assert isinstance(message, StreamCommit)
             unit = self._take_stream(message.xid, "c", "Stream Commit")
             unit.add(row)
             return self._complete(unit, message.end_lsn)
-        elif isinstance(message, StreamAbort):
-            if message.subxid == message.xid:
-                aborted = self._streams.pop(message.xid, None)
-                if aborted is not None:
-                    aborted.close()
-            elif message.xid in self._streams:
+        elif step is Step.STREAM_ABORT:
+            assert isinstance(message, StreamAbort)
+            aborted = self._streams.pop(message.xid, None)
+            if aborted is not None:
+                aborted.close()
+        elif step is Step.SUBXACT_ABORT:
+            assert isinstance(message, StreamAbort)
+            if message.xid in self._streams:
                 self._streams[message.xid].add(row)  # the decoder drops the subtransaction
-        elif isinstance(message, StreamPrepare):
+        elif step is Step.STREAM_PREPARE:
+            assert isinstance(message, StreamPrepare)
             unit = self._take_stream(message.xid, "p", "Stream Prepare")
             unit.add(row)
             unit.kind, unit.hold = "prepared", message.prepare_lsn
             self._prepared[message.xid] = unit
-        elif isinstance(message, CommitPrepared):
-            pending = self._prepared.pop(message.xid, None)
-            if pending is None and self.after is not None and message.end_lsn <= self.after:
-                # Delivered before: the slot was held back by a later PREPARE, past this
-                # transaction's PREPARE but not its COMMIT PREPARED, which comes again alone.
-                pending = self._open("prepared", message.xid, row)
-                pending.partial = True
-            if pending is None:
-                raise ProtocolError(
-                    "the prepared transaction before its Commit Prepared", message_type="K",
-                    offset=0, detail=f"xid {message.xid} ({message.gid!r}) was prepared before "
-                    "this read started: the slot was advanced past its PREPARE elsewhere")
-            pending.add(row)
-            pending.hold = None
-            return self._complete(pending, message.end_lsn)
-        elif isinstance(message, RollbackPrepared):
+        elif step is Step.COMMIT_PREPARED:
+            assert isinstance(message, CommitPrepared)
+            return self._commit_prepared(message, row)
+        elif step is Step.ROLLBACK_PREPARED:
+            assert isinstance(message, RollbackPrepared)
             rolled_back = self._prepared.pop(message.xid, None)
             if rolled_back is not None:
                 rolled_back.close()
             empty = self._open("rolled_back", message.xid, row)
             return self._complete(empty, message.rollback_end_lsn)
-        elif isinstance(message, LogicalMessage):  # non-transactional: a unit of its own
+        elif step is Step.MESSAGE:  # non-transactional: a unit of its own
             unit = self._open("message", None, row)
             unit.add(row)
             # Its row's LSN is the end of its WAL record: the next record (maybe the commit
@@ -399,6 +401,22 @@ class UnitAssembler:
         else:  # Relation/Type outside a transaction: keep them with the next unit
             self._preamble.append(row)
         return None
+
+    def _commit_prepared(self, message: CommitPrepared, row: CaptureRow) -> Unit:
+        pending = self._prepared.pop(message.xid, None)
+        if pending is None and self.after is not None and message.end_lsn <= self.after:
+            # Delivered before: the slot was held back by a later PREPARE, past this
+            # transaction's PREPARE but not its COMMIT PREPARED, which comes again alone.
+            pending = self._open("prepared", message.xid, row)
+            pending.partial = True
+        if pending is None:
+            raise ProtocolError(
+                "the prepared transaction before its Commit Prepared", message_type="K",
+                offset=0, detail=f"xid {message.xid} ({message.gid!r}) was prepared before "
+                "this read started: the slot was advanced past its PREPARE elsewhere")
+        pending.add(row)
+        pending.hold = None
+        return self._complete(pending, message.end_lsn)
 
     def _open(self, kind: UnitKind, xid: int | None, row: CaptureRow) -> _Open:
         unit = _Open(kind, xid, int(row.lsn), self._budget, self.render)
@@ -500,7 +518,7 @@ def _schema_key(message: Message) -> tuple[int, int]:
 
 def _row_of(message: Relation | Type, lsn: int) -> CaptureRow:
     """A schema message as a row outside any stream block (no xid prefix)."""
-    return CaptureRow(Lsn(lsn), None, encode_message(attrs.evolve(message, xid=None)))
+    return CaptureRow(Lsn(lsn), None, outside_bytes(message))
 
 
 class SchemaTracker:
@@ -548,19 +566,16 @@ class SchemaTracker:
     def _remember(self, rows: Iterable[CaptureRow]) -> Iterator[CaptureRow]:
         """``rows``, remembering the Relation and Type versions among them."""
         known = self._known
-        in_stream = False
+        blocks: TransactionResolver[None] = TransactionResolver()
         for row in rows:
             t = row.data[0]
-            if t == _STREAM_START:
-                in_stream = True
-            elif t == _STREAM_STOP:
-                in_stream = False
+            if t in (_STREAM_START, _STREAM_STOP):
+                blocks.feed_head(row.data)
             elif t in (_RELATION, _TYPE):  # remember the version, in its out-of-stream form
-                message = parse_message(row.data, in_stream=in_stream)
+                message = parse_message(row.data, in_stream=blocks.in_stream)
                 if isinstance(message, (Relation, Type)):
-                    data = row.data if not in_stream else encode_message(
-                        attrs.evolve(message, xid=None))
-                    known[_schema_key(message)] = data
+                    known[_schema_key(message)] = (
+                        outside_bytes(message) if blocks.in_stream else row.data)
             yield row
 
     def forget(self) -> None:

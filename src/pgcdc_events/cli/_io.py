@@ -9,6 +9,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any, cast
 
+from pgcdc_events.errors import ConfigurationError
+
+
+def _refuse_directory(path: str) -> None:
+    """A directory given as an input file: say so, and how to read rotating capture files."""
+    if not os.path.isdir(path):
+        return
+    names = os.listdir(path)
+    if "_capture.checkpoint.json" in names or any(
+            n.startswith("capture-") and n.endswith(".jsonl") for n in names):
+        raise ConfigurationError(
+            f"{path} is a directory of rotating capture files, not a capture file: read its "
+            f"files in order, as one capture: cat {path.rstrip('/')}/capture-*.jsonl | "
+            "pgcdc-events decode --capture - (or follow it with pgcdc-events spark stream)")
+    raise ConfigurationError(f"{path} is a directory, not a file: give a file's path")
+
 
 @contextmanager
 def open_input(path: str) -> Iterator[IO[str]]:
@@ -16,6 +32,7 @@ def open_input(path: str) -> Iterator[IO[str]]:
     if path == "-":
         yield sys.stdin
         return
+    _refuse_directory(path)
     with open(path, encoding="utf-8") as fh:
         yield fh
 
@@ -26,6 +43,7 @@ def open_binary_input(path: str) -> Iterator[IO[bytes]]:
     if path == "-":
         yield sys.stdin.buffer
         return
+    _refuse_directory(path)
     with open(path, "rb") as fh:
         yield fh
 

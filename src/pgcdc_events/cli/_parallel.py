@@ -40,11 +40,12 @@ import attrs
 
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
-from pgcdc_events.events.chunks import CutPlanner
+from pgcdc_events.events.chunks import CutPlanner, prime
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.yugabyte import make_decoder
 from pgcdc_events.protocol import CaptureError, CaptureRow, wire
 from pgcdc_events.protocol.capture import read_canonical
+from pgcdc_events.protocol.transactions import Prelude, Row
 from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = ["DecodeJob", "default_workers", "record_label", "run_decode"]
@@ -177,13 +178,13 @@ def _general_row(line: bytes, number: int) -> CaptureRow | None:
     return CaptureRow.from_line(text, line_number=number)
 
 
-def _prime(decoder: EventDecoder, prelude: Iterable[bytes]) -> EventDecoder:
-    """Feed prelude lines, dropping their records."""
-    for line in prelude:
-        row = CaptureRow.from_line(line)
-        for _ in decoder.iter_feed(row.data, row.lsn, snapshot=row.snapshot):
-            pass
-    return decoder
+def _line_row(line: bytes) -> Row:
+    """A capture line the planner kept, as a prelude row: its LSN and message bytes."""
+    canonical = read_canonical(line)
+    if canonical is not None:
+        return int(canonical[0]), bytes(canonical[1])
+    row = CaptureRow.from_line(line)
+    return int(row.lsn), bytes(row.data)
 
 
 #: A chunk's output: the file holding its lines and their size, messages and records,
@@ -198,20 +199,11 @@ class _Worker:
         self.spool = spool
         self.decoder = job.decoder()
         self.writer = JsonRecordWriter.for_config(job.config)
-        self.fed: dict[bytes, bytes] = {}  # the Relation/Type line this decoder last had, by OID
+        self.fed: dict[bytes, bytes] = {}  # the schema messages this decoder holds (prime)
 
-    def run(self, prelude: list[bytes], first: int, lines: list[bytes], tally: bool
+    def run(self, prelude: Prelude, first: int, lines: list[bytes], tally: bool
             ) -> _Result:
-        changed = []
-        for line in prelude:
-            kind = _line_type(line)
-            if kind in (_RELATION, _TYPE):
-                key = kind + _oid(line)
-                if self.fed.get(key) == line:
-                    continue
-                self.fed[key] = line
-            changed.append(line)
-        _prime(self.decoder, changed)
+        prime(self.decoder, prelude, self.fed)
         counts: Counter[tuple[str, str]] | None = Counter() if tally else None
         path = os.path.join(self.spool, f"{first}.jsonl")
         # the chunk's lines go to a file of this run's private directory, never to a pipe
@@ -221,9 +213,9 @@ class _Worker:
         if error is not None:  # what was written before the error is kept
             return path, spool.size, 0, records, error, counts
         for line in lines:  # the chunk's own Relations and Types are now this decoder's
-            kind = _line_type(line)
-            if kind in (_RELATION, _TYPE):
-                self.fed[kind + _oid(line)] = line
+            if _line_type(line) in (_RELATION, _TYPE):
+                data = _line_row(line)[1]
+                self.fed[data[:5]] = data
         return path, spool.size, messages, records, None, counts
 
 
@@ -276,7 +268,7 @@ def _init(job: DecodeJob, spool: str) -> None:
     _WORKER = _Worker(job, spool)
 
 
-def _work(task: tuple[list[bytes], int, list[bytes], bool]) -> _Result:
+def _work(task: tuple[Prelude, int, list[bytes], bool]) -> _Result:
     assert _WORKER is not None
     return _WORKER.run(*task)
 
@@ -358,7 +350,7 @@ class _Splitter:
         self.planner: CutPlanner[bytes] = CutPlanner(chunk_lines, start=0)
         self.chunk: list[bytes] = []
         self.chunk_first = 1
-        self.chunk_prelude: list[bytes] = []
+        self.chunk_prelude = Prelude()
         self.pending: deque[Future[_Result]] = deque()
         self.pool: ProcessPoolExecutor | None = None
         self.spool: str | None = None
@@ -396,7 +388,7 @@ class _Splitter:
     def here(self, lines: Iterable[tuple[int, bytes]]) -> None:
         """The chunk so far, then ``lines``, in this process after every chunk sent."""
         self.drain(0)
-        decoder = _prime(self.job.decoder(), self.chunk_prelude)
+        decoder = prime(self.job.decoder(), self.chunk_prelude, {})
         messages, records, error = _feed_lines(
             decoder, itertools.chain(enumerate(self.chunk, self.chunk_first), lines),
             self.writer, self.out.write, tally=self.tally)
@@ -415,12 +407,11 @@ class _Splitter:
                                  snapshot=_SNAPSHOT in line)
 
     def run(self, numbered: Iterator[tuple[int, bytes]]) -> None:
-        begin: bytes | None = None
         tx_lines = 0
         for number, line in numbered:
             if not self.chunk:
                 self.chunk_first = number
-                self.chunk_prelude = self.planner.prelude()
+                self.chunk_prelude = self.planner.prelude(_line_row)
             kind = _line_type(line)
             if _SNAPSHOT in line:
                 # an initial snapshot's block (one marker sequence): here, up to its Commit
@@ -442,10 +433,8 @@ class _Splitter:
             if self.note(number, kind, line):
                 self.send()
             if kind == _BEGIN:
-                begin, tx_lines = line, 0
-            elif kind == _COMMIT:
-                begin = None
-            if begin is not None:
+                tx_lines = 0
+            if self.planner.resolver.current is not None:  # inside a transaction
                 tx_lines += 1
                 if tx_lines > self.big_lines:
                     # one big transaction: here, with the memory limit, up to its Commit
@@ -454,7 +443,6 @@ class _Splitter:
                     if not tail:  # the capture ended, or the rest went here
                         return
                     self.planner.cut(tail[0])
-                    begin = None
         if self.chunk:
             if self.pool is None:
                 self.here(())

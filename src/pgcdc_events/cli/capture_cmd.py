@@ -35,6 +35,7 @@ from pgcdc_events.adapters.names import split_identifiers
 from pgcdc_events.adapters.rotating import RotatingOutput
 from pgcdc_events.adapters.snapshot import DEFAULT_SNAPSHOT_MODE, SNAPSHOT_MODES
 from pgcdc_events.adapters.stream import StreamReader
+from pgcdc_events.cli._io import count
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.protocol.lsn import Lsn
 
@@ -223,12 +224,11 @@ def _rotating(args: argparse.Namespace, publications: tuple[str, ...], every: fl
     output = RotatingOutput(args.output, slot=args.slot, publications=publications,
                             every=every, size=None if size is None else max(1, int(size * 1e6)))
     checkpoint = output.open()
-    if not args.quiet:
-        at = "the slot's position" if checkpoint.lsn is None else f"{Lsn(checkpoint.lsn)}"
+    if not args.quiet and checkpoint.lsn is not None:  # (a first run has nothing to say)
         done = f", finished {len(output.recovered)} renamed file" if output.recovered else ""
-        print(f"pgcdc-events {name}: {output.directory}: {checkpoint.offset} files, "
-              f"{checkpoint.changes} changes so far; continuing after {at}{done}",
-              file=sys.stderr, flush=True)
+        print(f"pgcdc-events {name}: {output.directory}: {count(checkpoint.offset, 'file')}, "
+              f"{count(checkpoint.changes, 'change')} so far; continuing after "
+              f"{Lsn(checkpoint.lsn)}{done}", file=sys.stderr, flush=True)
     return output
 
 
@@ -374,11 +374,13 @@ def run(args: argparse.Namespace, name: str) -> int:
         durable = DurableOutput(args.output, kind=sink.kind, slot=args.slot,
                                 publications=publications)
         checkpoint = durable.open()
-        if not args.quiet:
+        # (a first run has nothing to say, unless it cut what a failed one left)
+        if not args.quiet and (checkpoint.lsn is not None or durable.truncated):
             at = "the slot's position" if checkpoint.lsn is None else f"{Lsn(checkpoint.lsn)}"
             cut = f", cut {durable.truncated} uncommitted bytes" if durable.truncated else ""
-            print(f"pgcdc-events {name}: {durable.path}: {checkpoint.units} transactions, "
-                  f"{checkpoint.changes} changes so far; continuing after {at}{cut}",
+            print(f"pgcdc-events {name}: {durable.path}: "
+                  f"{count(checkpoint.units, 'transaction')}, "
+                  f"{count(checkpoint.changes, 'change')} so far; continuing after {at}{cut}",
                   file=sys.stderr, flush=True)
         output = durable
         advance = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pgcdc_events.adapters.pg8000 import parse_dsn
+from pgcdc_events.adapters.connection import ServerUnreachableError, parse_conninfo
 from pgcdc_events.cli._io import open_output
 from pgcdc_events.errors import ConfigurationError, PgCdcError
 from pgcdc_events.types.catalog import fetch_catalog
@@ -19,9 +19,14 @@ def register(commands: Any) -> None:
         description="Run the catalog query against a database and write the snapshot that "
         "decode needs for NOT NULL, primary keys, defaults, enums and domains.",
     )
-    parser.add_argument("--dsn", required=True,
-                        help="postgresql://user[:password]@host[:port]/database, or "
-                        "libpq key=value pairs (PG* environment variables fill the gaps)")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--dsn",
+                       help="postgresql://user@host[:port]/database, or libpq key=value pairs "
+                       "(PG* environment variables fill the gaps; the password comes from "
+                       "~/.pgpass, PGPASSFILE, passfile= or PGPASSWORD, as with libpq)")
+    where.add_argument("--dsn-file", metavar="PATH",
+                       help="read the DSN from this file (so that no secret is on the command "
+                       "line)")
     parser.add_argument("--schema", action="append", default=[],
                         help="keep only this schema's tables (repeatable)")
     parser.add_argument("--output", "-o", help="write here instead of stdout")
@@ -30,20 +35,20 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Fetch and write the snapshot."""
+    from pgcdc_events.cli.capture_cmd import read_dsn  # noqa: PLC0415 - shared with capture
+
     try:
-        import pg8000.native  # noqa: PLC0415 - optional dependency
+        import pg8000.native  # noqa: F401, PLC0415 - optional dependency
     except ImportError:
         raise ConfigurationError("the catalog command needs pg8000: pip install "
                                  "'pgcdc-events[pg]'") from None
-    kwargs = parse_dsn(args.dsn)
-    where = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port')}/{kwargs.get('database', '')}"
+    settings = parse_conninfo(read_dsn(args))
     try:
-        conn = pg8000.native.Connection(**kwargs)
-    except (pg8000.exceptions.InterfaceError, OSError) as exc:
-        raise PgCdcError(f"cannot connect to {where}: {exc}") from None
-    except pg8000.exceptions.DatabaseError as exc:
-        message = exc.args[0].get("M") if exc.args and isinstance(exc.args[0], dict) else exc
-        raise PgCdcError(f"cannot connect to {where}: {message}") from None
+        conn, _ = settings.connect()
+    except ServerUnreachableError as exc:  # one line, the system's words
+        raise PgCdcError(f"cannot connect to {exc.address}: {exc.reason}") from None
+    except PgCdcError as exc:  # refused: authentication, TLS, database (never the password)
+        raise PgCdcError(f"cannot connect: {exc}") from None
     try:
         snapshot = fetch_catalog(conn)
     finally:

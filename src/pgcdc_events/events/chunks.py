@@ -26,13 +26,14 @@ Rows are ``(position, lsn, data)``. A capture's snapshot block (rows marked
 ``snapshot``, see :class:`~pgcdc_events.protocol.CaptureRow`) is never cut either: give
 :func:`plan_chunks` the positions of its rows, whose Begin and Commit are then not cut
 points, and feed those rows to the decoder as snapshot rows
-(:class:`~pgcdc_events.events.columnar.RunDecoder` takes their flags); passed as stream
+(:class:`~pgcdc_events.spark.columnar.RunDecoder` takes their flags); passed as stream
 rows they would decode as creates.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -41,37 +42,50 @@ import attrs
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events.decoder import EventDecoder
 from pgcdc_events.events.records import ChangeRecord
+from pgcdc_events.protocol import wire
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.encoder import encode_message
 from pgcdc_events.protocol.messages import (
-    Begin,
-    Commit,
-    CommitPrepared,
+    LogicalMessage,
     Message,
     Relation,
     StreamAbort,
-    StreamCommit,
     StreamStart,
-    StreamStop,
     Type,
 )
+from pgcdc_events.protocol.transactions import (
+    COMMITS,
+    Prelude,
+    Row,
+    Step,
+    TransactionResolver,
+    outside_bytes,
+)
 
-__all__ = ["CONTROL_TYPES", "ChunkDecoder", "ChunkError", "ChunkPlan", "CutPlanner",
-           "control_messages", "plan_chunks"]
+__all__ = ["CONTROL_TYPES", "ChunkDecoder", "ChunkError", "ChunkPlan", "Cut", "CutPlanner",
+           "control_messages", "plan_chunks", "prime"]
 
 #: The type bytes of the messages :func:`plan_chunks` reads (all but I, U, D, T and M).
-CONTROL_TYPES = frozenset(b"BCRYObPKrSEcAp")
+CONTROL_TYPES = frozenset(wire.BEGIN + wire.COMMIT + wire.RELATION + wire.TYPE + wire.ORIGIN
+                          + wire.BEGIN_PREPARE + wire.PREPARE + wire.COMMIT_PREPARED
+                          + wire.ROLLBACK_PREPARED + wire.STREAM_START + wire.STREAM_STOP
+                          + wire.STREAM_COMMIT + wire.STREAM_ABORT + wire.STREAM_PREPARE)
 
 
 @attrs.frozen
-class _Cut:
-    """A chunk boundary: after the Commit at ``position``, with its transaction's Begin."""
+class Cut:
+    """A chunk boundary: right after the commit at ``position``. ``transaction`` is what a
+    decoder starting after it is fed besides the table schemas: the
+    :attr:`Prelude.transaction <pgcdc_events.protocol.transactions.Prelude.transaction>`
+    (the last transaction's Begin and Commit, or their stand-ins)."""
 
     position: int
-    begin: Begin
-    begin_lsn: int
-    commit: Commit
-    commit_lsn: int
+    transaction: tuple[Row, Row]
+
+    @property
+    def commit_lsn(self) -> int:
+        """The LSN of the commit the cut follows."""
+        return self.transaction[1][0]
 
 
 @attrs.frozen
@@ -84,7 +98,7 @@ class ChunkPlan:
     """
 
     schema: tuple[tuple[int, int, Relation | Type], ...]
-    cuts: tuple[_Cut, ...]
+    cuts: tuple[Cut, ...]
 
     @property
     def chunks(self) -> int:
@@ -113,48 +127,86 @@ class ChunkPlan:
                 state["R", message.relation_id] = (position, lsn, message)
         return state
 
+    def schema_prelude(self, before: int) -> Prelude:
+        """A :class:`~pgcdc_events.protocol.transactions.Prelude` of the table schemas in
+        force before ``before`` alone (no transaction)."""
+        state = sorted(self.schema_state(before).values(),
+                       key=lambda item: (not isinstance(item[2], Type), item[0]))
+        return Prelude(tuple((lsn, _outside(message)) for _, lsn, message in state))
+
+    def prelude(self, chunk: int) -> Prelude:
+        """What a decoder is fed to start ``chunk`` in the state one decoder fed the whole
+        capture has there (chunk 0: nothing)."""
+        if chunk == 0:
+            return Prelude()
+        cut = self.cuts[chunk - 1]
+        return attrs.evolve(self.schema_prelude(cut.position + 1), transaction=cut.transaction)
+
+
+@functools.lru_cache(maxsize=4096)
+def _outside(message: Relation | Type) -> bytes:
+    """A schema message's bytes outside a stream block, once per message."""
+    return outside_bytes(message)
+
+
+def prime(decoder: EventDecoder, prelude: Prelude, held: dict[bytes, bytes]) -> EventDecoder:
+    """Feed ``decoder`` the rows of ``prelude``, dropping their records: the one way a
+    decoder is brought to the state at a cut. ``held`` maps the schema messages the
+    decoder holds already (by type byte and OID: their first five bytes) to their bytes;
+    those are not fed again, and it is updated with what is fed."""
+    for lsn, data in prelude.schema:
+        key = data[:5]
+        if held.get(key) == data:
+            continue
+        held[key] = data
+        decoder.feed(data, lsn)
+    tail = list(prelude.transaction or ())
+    if prelude.message is not None:
+        tail.append(prelude.message)
+    for lsn, data in tail:
+        for _ in decoder.iter_feed(data, lsn):
+            pass
+    return decoder
+
 
 def control_messages(rows: Iterable[tuple[int, int, bytes]]
                      ) -> Iterator[tuple[int, int, Message]]:
     """The control messages among capture rows ``(position, lsn, data)`` in stream order,
     parsed as the stream has them (inside or outside a stream block); rows of other types
     are skipped. A message the protocol layer refuses raises :class:`ChunkError`."""
-    in_stream = False
+    resolver: TransactionResolver[None] = TransactionResolver()
     for position, lsn, data in rows:
         if not data or data[0] not in CONTROL_TYPES:
             continue
         try:
-            message = parse_message(data, in_stream=in_stream)
+            message = parse_message(data, in_stream=resolver.in_stream)
         except PgCdcError as exc:
             raise ChunkError(exc, position) from None
-        if isinstance(message, StreamStart):
-            in_stream = True
-        elif isinstance(message, StreamStop):
-            in_stream = False
+        resolver.feed_message(message, lsn)
         yield position, lsn, message
 
 
 _T = TypeVar("_T")
-
-_BEGIN, _COMMIT, _RELATION, _TYPE, _MESSAGE = b"BCRYM"
-_STREAM_START, _STREAM_ABORT, _STREAM_COMMIT, _STREAM_PREPARE = b"SAcp"
-_BEGIN_PREPARE, _COMMIT_PREPARED, _ROLLBACK_PREPARED = b"bKr"
+_SCHEMA = frozenset(wire.RELATION + wire.TYPE)
 
 
 class CutPlanner(Generic[_T]):
     """Where a capture may be cut, and what a decoder needs to start after the cut: fed
     the capture's messages one at a time, by type byte (``wire``), in stream order.
 
-    The one rule of :func:`plan_chunks` and of ``decode --workers``: a cut falls after a
-    transaction's commit (a Commit after its Begin, a Stream Commit or a Commit Prepared)
-    or after a non-transactional logical message (which the decoder takes as a commit of
-    its own), when no streamed or prepared transaction is open and the chunk holds at
-    least ``min_messages`` positions; a snapshot block's Begin and Commit are never cuts.
-    Only Begin, Commit, Relation, Type, non-transactional Message and the streamed and
-    two-phase messages need feeding (their ``xid``; a Relation's or Type's OID as ``oid``);
-    changes never. ``item`` is whatever the caller keeps of a message (a parsed message, a
-    capture line): :meth:`prelude` gives back the items a fresh decoder is fed to hold
-    the state one decoder holds after the last cut.
+    The one cut rule of :func:`plan_chunks`, ``decode --workers`` and Spark: a cut falls
+    after a transaction's commit (a Commit after its Begin, a Stream Commit or a Commit
+    Prepared) or after a non-transactional logical message (which the decoder takes as a
+    commit of its own), when no other transaction is open
+    (:attr:`TransactionResolver.idle <pgcdc_events.protocol.transactions.TransactionResolver.idle>`)
+    and the chunk holds at least ``min_messages`` positions; a snapshot block's Begin and
+    Commit are never cuts. The transaction rules are the protocol layer's
+    :class:`~pgcdc_events.protocol.transactions.TransactionResolver`'s: only Begin,
+    Commit, Relation, Type, non-transactional Message and the streamed and two-phase
+    messages need feeding (their ``xid``; a Relation's or Type's OID as ``oid``); changes
+    never. ``item`` is whatever the caller keeps of a message (a parsed message, a capture
+    line): :meth:`prelude` makes the :class:`~pgcdc_events.protocol.transactions.Prelude`
+    a fresh decoder is fed to hold the state one decoder holds after the last cut.
 
     ``start`` is the position before the first chunk (default: the first fed position's
     predecessor).
@@ -163,61 +215,24 @@ class CutPlanner(Generic[_T]):
     def __init__(self, min_messages: int = 4000, start: int | None = None) -> None:
         self.min_messages = min_messages
         self.last_cut = start
-        self.types: dict[object, _T] = {}
-        self.relations: dict[object, _T] = {}
-        self.begin: _T | None = None
-        #: the Begin (None for a streamed or prepared transaction) and commit of the last
-        #: committed transaction, and a non-transactional message after it
-        self.transaction: tuple[_T | None, _T] | None = None
-        self.message: _T | None = None
-        self.streams: set[int] = set()
-        self.prepared: set[int] = set()
+        self.resolver: TransactionResolver[_T] = TransactionResolver()
 
     def feed(self, position: int, kind: int, item: _T, *, xid: int = 0,
-             subxid: int | None = None, oid: object = None, snapshot: bool = False) -> bool:
+             subxid: int | None = None, oid: object = None, snapshot: bool = False,
+             first_segment: bool = False, transactional: bool = False) -> bool:
         """Take one message; True when a cut may fall right after it (the cut is then made:
         the next chunk starts after ``position``). A Stream Abort's ``subxid`` other than
-        its ``xid`` aborts a subtransaction only."""
+        its ``xid`` aborts a subtransaction only; a logical message is fed as
+        non-transactional unless ``transactional``."""
         if self.last_cut is None:
             self.last_cut = position - 1
-        if kind == _RELATION:
-            self.relations[oid] = item
+        resolver = self.resolver
+        if snapshot and kind not in _SCHEMA:
             return False
-        if kind == _TYPE:
-            self.types[oid] = item
-            return False
-        if snapshot:
-            return False
-        commit = False
-        if kind == _BEGIN:
-            self.begin = item
-        elif kind == _COMMIT:
-            if self.begin is not None:
-                self.transaction, self.message, commit = (self.begin, item), None, True
-            self.begin = None
-        elif kind == _MESSAGE:
-            if self.begin is None and not self.streams and not self.prepared:
-                self.message, commit = item, True  # non-transactional: its own commit
-        elif kind == _STREAM_START:
-            self.streams.add(xid)
-        elif kind == _STREAM_ABORT:
-            if subxid is None or subxid == xid:
-                self.streams.discard(xid)
-        elif kind in (_STREAM_COMMIT, _COMMIT_PREPARED):
-            self.streams.discard(xid)
-            self.prepared.discard(xid)
-            if self.begin is None:
-                # ends its transaction as a Commit would: the decoder holds its commit
-                # time and end LSN
-                self.transaction, self.message, commit = (None, item), None, True
-        elif kind == _STREAM_PREPARE:
-            self.streams.discard(xid)
-            self.prepared.add(xid)
-        elif kind == _BEGIN_PREPARE:
-            self.prepared.add(xid)
-        elif kind == _ROLLBACK_PREPARED:
-            self.prepared.discard(xid)
-        if (commit and not self.streams and not self.prepared
+        opened = resolver.current is not None
+        step = resolver.feed(kind, xid, subxid=subxid, oid=oid, first_segment=first_segment,
+                             transactional=transactional, item=item)
+        if (step in COMMITS and (step is not Step.COMMIT or opened) and resolver.idle
                 and position - self.last_cut >= self.min_messages):
             self.last_cut = position
             return True
@@ -228,16 +243,12 @@ class CutPlanner(Generic[_T]):
         fed): the next chunk starts after it."""
         self.last_cut = position
 
-    def prelude(self) -> list[_T]:
-        """What a fresh decoder is fed to start after the last cut: the Type and Relation
-        in force for every OID, then the last transaction's Begin and commit and a
-        non-transactional message after it. A streamed or prepared transaction's commit
-        comes without a Begin: a caller that feeds those turns it into what its decoder
-        takes (:func:`plan_chunks`: a Begin and Commit with its commit time and LSNs)."""
-        tail = [] if self.transaction is None else [i for i in self.transaction if i is not None]
-        if self.message is not None:
-            tail.append(self.message)
-        return [*self.types.values(), *self.relations.values(), *tail]
+    def prelude(self, row_of: Callable[[_T], Row]) -> Prelude:
+        """What a fresh decoder is fed to start after the last cut (see
+        :meth:`TransactionResolver.prelude
+        <pgcdc_events.protocol.transactions.TransactionResolver.prelude>`): ``row_of``
+        gives an item's LSN and bytes."""
+        return self.resolver.prelude(row_of)
 
 
 def plan_chunks(control: Iterable[tuple[int, int, Message]], *, min_messages: int = 4000,
@@ -249,30 +260,29 @@ def plan_chunks(control: Iterable[tuple[int, int, Message]], *, min_messages: in
     :class:`CutPlanner`). ``snapshot`` holds the positions of the capture's snapshot
     rows: their Begin and Commit are the snapshot block's, never a cut."""
     schema: list[tuple[int, int, Relation | Type]] = []
-    cuts: list[_Cut] = []
+    cuts: list[Cut] = []
     planner: CutPlanner[tuple[int, Message]] = CutPlanner(min_messages)
     for position, lsn, message in control:
+        kind = message.TYPE[0]
         if isinstance(message, (Relation, Type)):
             schema.append((position, lsn, message))
-        oid = (message.type_oid if isinstance(message, Type)
-               else message.relation_id if isinstance(message, Relation) else None)
+            continue  # the plan keeps them itself, for every position
         xid = getattr(message, "xid", None)
-        if not planner.feed(position, message.TYPE[0], (lsn, message),
-                            xid=xid if isinstance(xid, int) else 0,
-                            subxid=message.subxid if isinstance(message, StreamAbort) else None,
-                            oid=oid, snapshot=position in snapshot):
-            continue
-        assert planner.transaction is not None
-        begin, (commit_lsn, end) = planner.transaction
-        if begin is not None:
-            assert isinstance(begin[1], Begin) and isinstance(end, Commit)
-            cuts.append(_Cut(position, begin[1], begin[0], end, commit_lsn))
-        else:
-            assert isinstance(end, (StreamCommit, CommitPrepared))
-            cuts.append(_Cut(position, Begin(end.commit_lsn, end.commit_time, end.xid),
-                             commit_lsn, Commit(0, end.commit_lsn, end.end_lsn,
-                                                end.commit_time), commit_lsn))
+        if planner.feed(position, kind, (lsn, message),
+                        xid=xid if isinstance(xid, int) else 0,
+                        subxid=message.subxid if isinstance(message, StreamAbort) else None,
+                        first_segment=isinstance(message, StreamStart) and message.first_segment,
+                        transactional=isinstance(message, LogicalMessage)
+                        and message.transactional,
+                        snapshot=position in snapshot):
+            transaction = planner.prelude(_row).transaction
+            assert transaction is not None
+            cuts.append(Cut(position, transaction))
     return ChunkPlan(tuple(schema), tuple(cuts))
+
+
+def _row(item: tuple[int, Message]) -> Row:
+    return item[0], bytes(encode_message(item[1]))
 
 
 class ChunkDecoder:
@@ -286,38 +296,25 @@ class ChunkDecoder:
         self.plan = plan
         self.make_decoder = make_decoder
         self.decoder: EventDecoder | None = None
-        self._held: dict[tuple[str, int], int] = {}  # (kind, OID) -> position fed
+        self._held: dict[bytes, bytes] = {}  # the schema messages the decoder holds (prime)
 
     def start(self, chunk: int) -> EventDecoder:
         """The decoder, in the state one decoder fed the capture has at ``chunk``'s start."""
-        plan = self.plan
         if chunk == 0:
             self.decoder = None  # the stream's start: nothing committed before it
-        decoder = self.schema_at(plan.cuts[chunk - 1].position + 1 if chunk > 0 else -(2**63))
-        if chunk > 0:
-            cut = plan.cuts[chunk - 1]
-            decoder.feed(encode_message(cut.begin), cut.begin_lsn)
-            decoder.feed(encode_message(cut.commit), cut.commit_lsn)
-        return decoder
+        return prime(self._reset(), self.plan.prelude(chunk), self._held)
 
     def schema_at(self, position: int) -> EventDecoder:
         """The decoder, outside any transaction, holding the table schemas in force at
         ``position`` (the Relation and Type messages before it)."""
+        return prime(self._reset(), self.plan.schema_prelude(position), self._held)
+
+    def _reset(self) -> EventDecoder:
         if self.decoder is None:
             self.decoder = self.make_decoder()
             self._held = {}
-        decoder = self.decoder
-        decoder.reset()
-        state = self.plan.schema_state(position)
-        changed = sorted((item for key, item in state.items()
-                          if self._held.get(key) != item[0]),
-                         key=lambda item: (not isinstance(item[2], Type), item[0]))
-        for _, lsn, message in changed:
-            # as bytes, so that the decoder's reader knows the relations too; a schema
-            # message sent inside a stream block is fed in its outside form
-            decoder.feed(encode_message(attrs.evolve(message, xid=None)), lsn)
-        self._held = {key: item[0] for key, item in state.items()}
-        return decoder
+        self.decoder.reset()
+        return self.decoder
 
     def decode(self, chunk: int, rows: Iterable[tuple[int, int, bytes]]
                ) -> Iterator[tuple[int, int, ChangeRecord]]:
@@ -340,7 +337,7 @@ class ChunkDecoder:
         if end is None:
             self.decoder = None  # the capture's end: possibly mid-transaction
         else:
-            self._held = {key: item[0] for key, item in self.plan.schema_state(end).items()}
+            self._held = {data[:5]: data for _, data in self.plan.schema_prelude(end).schema}
 
 
 class ChunkError(PgCdcError, ValueError):

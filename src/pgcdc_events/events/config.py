@@ -23,6 +23,7 @@ from pgcdc_events import __version__
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.events.connector_properties import CONNECTOR_PROPERTIES
 from pgcdc_events.types.config import TYPE_PROPERTIES, TypeConfig, parse_bool, parse_patterns
+from pgcdc_events.types.javaregex import JavaPattern, compile_java
 
 if TYPE_CHECKING:
     from pgcdc_events.types.catalog import CatalogSnapshot
@@ -82,7 +83,7 @@ def _choice(*allowed: str) -> Callable[[str, str], str]:
     return parse
 
 
-def _patterns(name: str, text: str) -> tuple[re.Pattern[str], ...] | None:
+def _patterns(name: str, text: str) -> tuple[JavaPattern, ...] | None:
     return parse_patterns(text, name) if text else None
 
 
@@ -241,7 +242,7 @@ class ColumnHashMask:
     algorithm: str  # Java name, e.g. "SHA-256"
     salt: str
     v2: bool
-    columns: tuple[re.Pattern[str], ...]
+    columns: tuple[JavaPattern, ...]
 
 
 @attrs.frozen
@@ -259,6 +260,24 @@ class JsonConverterConfig:
         ``<role>.converter.*`` wins over ``converter.*``."""
         _check_converter_options(props)
         return _json_config(props, role)
+
+
+def _yboutput_decimal_mode(props: Mapping[str, str]) -> Mapping[str, str]:
+    """``decimal.handling.mode`` under ``plugin.name=yboutput``: the YugabyteDB connector's
+    default is ``double`` and it refuses ``precise`` (yugabyte/debezium ybdb-debezium-2.5.2
+    at 52515b4ac, ``PostgresConnectorConfig.DECIMAL_HANDLING_MODE`` and ``getDecimalMode()``,
+    commit e4746baa2). Other plug-ins keep the PostgreSQL connector's rules."""
+    if str(props.get("plugin.name", "")).strip() != "yboutput":
+        return props
+    mode = props.get("decimal.handling.mode")
+    if mode is None:
+        return {**props, "decimal.handling.mode": "double"}
+    if str(mode).strip().lower() == "precise":
+        raise ConfigurationError(
+            "decimal.handling.mode=precise is unsupported with plugin.name=yboutput (the "
+            "YugabyteDB connector: \"Decimal handling mode PRECISE is unsupported, please use "
+            "DOUBLE or STRING\"); use double (the default) or string")
+    return props
 
 
 @attrs.frozen
@@ -284,19 +303,19 @@ class EventConfig:
     topic_heartbeat_prefix: str = "__debezium-heartbeat"
     topic_heartbeat_name: str = ""
     heartbeat_interval_ms: int = 0
-    schema_include: tuple[re.Pattern[str], ...] | None = None
-    schema_exclude: tuple[re.Pattern[str], ...] | None = None
-    table_include: tuple[re.Pattern[str], ...] | None = None
-    table_exclude: tuple[re.Pattern[str], ...] | None = None
+    schema_include: tuple[JavaPattern, ...] | None = None
+    schema_exclude: tuple[JavaPattern, ...] | None = None
+    table_include: tuple[JavaPattern, ...] | None = None
+    table_exclude: tuple[JavaPattern, ...] | None = None
     table_ignore_builtin: bool = True
-    column_include: tuple[re.Pattern[str], ...] | None = None
-    column_exclude: tuple[re.Pattern[str], ...] | None = None
-    message_prefix_include: tuple[re.Pattern[str], ...] | None = None
-    message_prefix_exclude: tuple[re.Pattern[str], ...] | None = None
-    message_key_columns: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = ()
-    mask_with_chars: tuple[tuple[int, tuple[re.Pattern[str], ...]], ...] = ()
+    column_include: tuple[JavaPattern, ...] | None = None
+    column_exclude: tuple[JavaPattern, ...] | None = None
+    message_prefix_include: tuple[JavaPattern, ...] | None = None
+    message_prefix_exclude: tuple[JavaPattern, ...] | None = None
+    message_key_columns: tuple[tuple[JavaPattern, tuple[str, ...]], ...] = ()
+    mask_with_chars: tuple[tuple[int, tuple[JavaPattern, ...]], ...] = ()
     mask_with_hash: tuple[ColumnHashMask, ...] = ()
-    truncate_to_chars: tuple[tuple[int, tuple[re.Pattern[str], ...]], ...] = ()
+    truncate_to_chars: tuple[tuple[int, tuple[JavaPattern, ...]], ...] = ()
     schema_name_adjustment_mode: AdjustmentMode = "none"
     field_name_adjustment_mode: AdjustmentMode = "none"
     event_processing_failure_handling_mode: FailureMode = "fail"
@@ -319,9 +338,9 @@ class EventConfig:
         """Validate Debezium connector properties and build the configuration."""
         values: dict[str, Any] = {}
         not_applicable: list[str] = []
-        masks_chars: list[tuple[int, tuple[re.Pattern[str], ...]]] = []
+        masks_chars: list[tuple[int, tuple[JavaPattern, ...]]] = []
         masks_hash: list[ColumnHashMask] = []
-        truncates: list[tuple[int, tuple[re.Pattern[str], ...]]] = []
+        truncates: list[tuple[int, tuple[JavaPattern, ...]]] = []
         for name, raw in props.items():
             value = str(raw).strip()
             if name in APPLIED_PROPERTIES:
@@ -373,7 +392,7 @@ class EventConfig:
                 values[prop.field] = value
             elif value:  # xmin.fetch.interval.ms: fetching xmin needs a database connection
                 not_applicable.append(prop.name)
-        values["types"] = TypeConfig.from_properties(props)
+        values["types"] = TypeConfig.from_properties(_yboutput_decimal_mode(props))
         values["json"] = JsonConverterConfig.from_properties(props)
         values["json_key"] = JsonConverterConfig.from_properties(props, "key")
         values["json_headers"] = JsonConverterConfig.from_properties(props, "header")
@@ -430,7 +449,7 @@ class EventConfig:
         return None
 
 
-def _any(patterns: tuple[re.Pattern[str], ...], text: str) -> bool:
+def _any(patterns: tuple[JavaPattern, ...], text: str) -> bool:
     return any(p.fullmatch(text) for p in patterns)
 
 
@@ -445,7 +464,7 @@ def _operations(value: str) -> frozenset[str]:
     return frozenset(ops)
 
 
-def _message_key_columns(value: str) -> tuple[tuple[re.Pattern[str], tuple[str, ...]], ...]:
+def _message_key_columns(value: str) -> tuple[tuple[JavaPattern, tuple[str, ...]], ...]:
     """``schema.table:col1,col2;other\\.table:col`` (table part a regular expression)."""
     out = []
     for item in filter(None, (part.strip() for part in value.split(";"))):
@@ -454,11 +473,7 @@ def _message_key_columns(value: str) -> tuple[tuple[re.Pattern[str], tuple[str, 
         if not sep or not table or not names:
             raise ConfigurationError(
                 f"message.key.columns: {item!r} is not of the form <schema>.<table>:<col>[,<col>]")
-        try:
-            out.append((re.compile(table, re.IGNORECASE), names))
-        except re.error as exc:
-            raise ConfigurationError(f"message.key.columns: invalid regular expression {table!r}: "
-                                     f"{exc}") from None
+        out.append((compile_java(table, "message.key.columns"), names))
     return tuple(out)
 
 

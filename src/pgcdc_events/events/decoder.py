@@ -21,8 +21,14 @@ import attrs
 
 from pgcdc_events.errors import ConfigurationError, ConversionError, ProtocolError
 from pgcdc_events.events.config import EventConfig
+from pgcdc_events.events.envelope import (
+    TRANSACTION_BLOCK_SCHEMA,
+    change_record,
+    envelope_value,
+    tombstone,
+)
 from pgcdc_events.events.metrics import StreamingMetrics
-from pgcdc_events.events.records import ChangeRecord, Header, make_record
+from pgcdc_events.events.records import ChangeRecord, Header
 from pgcdc_events.events.snapshot import SnapshotRow, SnapshotSequence, snapshot_records
 from pgcdc_events.events.source import from_shared, sequence_head, shared_fields
 from pgcdc_events.events.special import (
@@ -31,11 +37,7 @@ from pgcdc_events.events.special import (
     transaction_record,
     truncate_record,
 )
-from pgcdc_events.events.tables import (
-    TRANSACTION_BLOCK_SCHEMA,
-    TableSchema,
-    build_table_schema,
-)
+from pgcdc_events.events.tables import TableSchema, build_table_schema
 from pgcdc_events.events.transactions import ChangeBuffer, MemoryBudget, TransactionContext
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.protocol.lsn import Lsn, pg_timestamp_to_unix_us
@@ -62,6 +64,7 @@ from pgcdc_events.protocol.messages import (
     Update,
 )
 from pgcdc_events.protocol.reader import PgOutputReader, Streaming
+from pgcdc_events.protocol.transactions import Step, TransactionResolver
 from pgcdc_events.types.catalog import CatalogSnapshot, CatalogTable, catalog_table_for
 from pgcdc_events.types.mapper import TypeMapper
 from pgcdc_events.types.registry import TypeRegistry
@@ -70,6 +73,7 @@ from pgcdc_events.types.schema import STRUCT_SETTERS, Schema, Struct
 __all__ = ["EventDecoder"]
 
 _STRING: Final = Schema("string")
+_BEGIN, _COMMIT, _PREPARE, _STREAM_STOP = b"BCPE"  # the type bytes the resolver is fed
 _new: Final = object.__new__
 _NOTHING: Final = object()
 _set_schema, _set_values = STRUCT_SETTERS
@@ -126,18 +130,17 @@ class EventDecoder:
         self.mapper = TypeMapper(config.types, self.registry)
         self.metrics = StreamingMetrics()
         self._tables: dict[int, TableSchema | None] = {}
+        self._fallbacks = 0  # of table versions replaced since (see fast_path_fallbacks)
         self._txn: TransactionContext | None = None
         self._last_commit_lsn: int | None = None
         #: Commit time (µs since 1970) of the last transaction begun: the source time of
         #: non-transactional messages, as in Debezium.
         self.last_begin_commit_us: int | None = None
-        #: Where each streamed or prepared transaction still held began (for flushable_lsn).
-        self._pending_since: dict[int, int] = {}
         self._budget = None if memory_limit is None else MemoryBudget(memory_limit)
-        self._streams: dict[int, ChangeBuffer] = {}
-        self._stream_xid: int | None = None
-        self._prepared: dict[int, ChangeBuffer] = {}
-        self._prepare_buffer: ChangeBuffer | None = None
+        #: Which transactions are open, streamed or prepared (the protocol layer's rules).
+        self._tx: TransactionResolver[None] = TransactionResolver()
+        #: The changes of each streamed or prepared transaction still held, by xid.
+        self._buffers: dict[int, ChangeBuffer] = {}
         self._last_heartbeat_ns: int | None = None
         self._headers = self._context_headers(run_id or str(uuid.uuid4()))
         #: The snapshot block being read from a capture (between its Begin and Commit).
@@ -212,8 +215,7 @@ class EventDecoder:
         """
         self.reader.reset()
         self._txn = None
-        self._stream_xid = None
-        self._prepare_buffer = None
+        self._tx.reset(keep_held=True)
 
     def keepalive(self, lsn: int) -> list[ChangeRecord]:
         """Report progress (a keepalive or an idle poll at ``lsn``); a heartbeat when one is due."""
@@ -261,6 +263,9 @@ class EventDecoder:
     # -- schema messages ---------------------------------------------------------------
     def _relation(self, message: Relation, lsn: int) -> list[ChangeRecord]:
         config = self.config
+        replaced = self._tables.get(message.relation_id)
+        if replaced is not None:
+            self._fallbacks += replaced.fallbacks
         if config.includes_table(message.namespace, message.name):
             self._tables[message.relation_id] = build_table_schema(
                 message, self.mapper, config, catalog_table_for(self.catalog, message),
@@ -283,6 +288,7 @@ class EventDecoder:
 
     # -- transactions ---------------------------------------------------------------------
     def _begin(self, message: Begin, lsn: int) -> list[ChangeRecord]:
+        self._tx.feed(_BEGIN, message.xid)
         self._txn = TransactionContext(message.xid, pg_timestamp_to_unix_us(message.commit_time),
                                        lsn)
         self.last_begin_commit_us = self._txn.commit_us
@@ -298,6 +304,7 @@ class EventDecoder:
         return []
 
     def _commit(self, message: Commit, lsn: int) -> list[ChangeRecord]:
+        self._tx.feed(_COMMIT)
         out = self._tx_record("END", lsn)
         self._finish(message.end_lsn)
         return out
@@ -317,70 +324,72 @@ class EventDecoder:
 
     # -- streamed transactions ----------------------------------------------------------------
     def _stream_start(self, message: StreamStart, lsn: int) -> list[ChangeRecord]:
-        self._stream_xid = message.xid
-        if message.first_segment or message.xid not in self._streams:
+        if self._tx.feed_message(message, lsn) is Step.STREAM_OPEN:
             # A first segment starts the transaction over: after a reconnect the server
             # streams an in-progress transaction again from its beginning.
-            old = self._streams.pop(message.xid, None)
-            if old is not None:
-                old.close()
-            self._streams[message.xid] = ChangeBuffer(self._budget)
-            self._pending_since[message.xid] = lsn
+            self._hold(message.xid)
         return []
 
+    def _hold(self, xid: int) -> None:
+        """A new buffer for transaction ``xid`` (one held before is void)."""
+        old = self._buffers.pop(xid, None)
+        if old is not None:
+            old.close()
+        self._buffers[xid] = ChangeBuffer(self._budget)
+
+    def _drop(self, xid: int) -> None:
+        dropped = self._buffers.pop(xid, None)
+        if dropped is not None:
+            dropped.close()
+
     def _stream_stop(self, message: StreamStop, lsn: int) -> list[ChangeRecord]:
-        self._stream_xid = None
+        self._tx.feed(_STREAM_STOP)
         return []
 
     def _stream_abort(self, message: StreamAbort, lsn: int) -> list[ChangeRecord]:
-        if message.subxid == message.xid:
-            aborted = self._streams.pop(message.xid, None)
-            if aborted is not None:
-                aborted.close()
-            self._pending_since.pop(message.xid, None)
-        elif message.xid in self._streams:
-            self._streams[message.xid].discard(message.subxid)
+        known = message.xid in self._tx.streams
+        if self._tx.feed_message(message, lsn) is Step.STREAM_ABORT:
+            self._drop(message.xid)
+        elif known:
+            self._buffers[message.xid].discard(message.subxid)
         return []
 
     def _stream_commit(self, message: StreamCommit, lsn: int) -> list[ChangeRecord]:
         return list(self._stream_commit_iter(message, lsn))
 
     def _stream_commit_iter(self, message: StreamCommit, lsn: int) -> Iterator[ChangeRecord]:
-        buffer = self._take(self._streams, message.xid, "Stream Commit", "streamed")
+        buffer = self._take(message, "Stream Commit", "streamed", self._tx.streams)
         return self._replay_iter(buffer, message.xid, message.commit_time, lsn, message.end_lsn)
 
     def _stream_prepare(self, message: StreamPrepare, lsn: int) -> list[ChangeRecord]:
-        self._prepared[message.xid] = self._take(self._streams, message.xid, "Stream Prepare",
-                                                 "streamed")
-        self._pending_since.setdefault(message.xid, lsn)
+        self._buffers[message.xid] = self._take(message, "Stream Prepare", "streamed",
+                                                self._tx.streams)
         return []
 
-    def _take(self, buffers: dict[int, ChangeBuffer], xid: int, what: str, kind: str
-              ) -> ChangeBuffer:
-        """The buffer of transaction ``xid``; its absence means changes were lost."""
-        buffer = buffers.pop(xid, None)
+    def _take(self, message: StreamCommit | StreamPrepare | CommitPrepared, what: str,
+              kind: str, held: dict[int, int]) -> ChangeBuffer:
+        """The buffer of the transaction ``message`` resolves (fed to the resolver); its
+        absence means changes were lost."""
+        xid = message.xid
+        buffer = self._buffers.pop(xid, None) if xid in held else None
+        self._tx.feed_message(message)
         if buffer is None:
             raise ProtocolError(
                 f"the {kind} changes of transaction {xid} before its {what}", offset=0,
                 message_type={"Stream Commit": "c", "Stream Prepare": "p"}.get(what, "K"),
                 detail="none were seen: the stream was not read from before this transaction "
                        "began (acknowledge only flushable_lsn)")
-        if what != "Stream Prepare":
-            self._pending_since.pop(xid, None)
         return buffer
 
     # -- two-phase transactions ------------------------------------------------------------------
     def _begin_prepare(self, message: BeginPrepare, lsn: int) -> list[ChangeRecord]:
-        again = self._prepared.pop(message.xid, None)
-        if again is not None:  # sent again after a reconnect: start over
-            again.close()
-        self._prepare_buffer = ChangeBuffer(self._budget)
-        self._prepared[message.xid] = self._prepare_buffer
-        self._pending_since[message.xid] = lsn
+        # sent again after a reconnect: start over
+        self._tx.feed_message(message, lsn)
+        self._hold(message.xid)
         return []
 
     def _prepare(self, message: Prepare, lsn: int) -> list[ChangeRecord]:
-        self._prepare_buffer = None
+        self._tx.feed(_PREPARE)
         return []
 
     def _commit_prepared(self, message: CommitPrepared, lsn: int) -> list[ChangeRecord]:
@@ -388,20 +397,22 @@ class EventDecoder:
 
     def _commit_prepared_iter(self, message: CommitPrepared, lsn: int
                               ) -> Iterator[ChangeRecord]:
-        buffer = self._take(self._prepared, message.xid, "Commit Prepared", "prepared")
+        buffer = self._take(message, "Commit Prepared", "prepared", self._tx.prepared)
         return self._replay_iter(buffer, message.xid, message.commit_time, lsn, message.end_lsn)
 
     def _rollback_prepared(self, message: RollbackPrepared, lsn: int) -> list[ChangeRecord]:
-        rolled_back = self._prepared.pop(message.xid, None)
-        if rolled_back is not None:
-            rolled_back.close()
-        self._pending_since.pop(message.xid, None)
+        self._tx.feed_message(message)
+        self._drop(message.xid)
         return []
 
     def _current_buffer(self) -> ChangeBuffer | None:
-        if self._stream_xid is not None:
-            return self._streams[self._stream_xid]
-        return self._prepare_buffer
+        tx = self._tx
+        if tx.block is not None:
+            return self._buffers[tx.block]
+        if tx.preparing:
+            assert tx.current is not None
+            return self._buffers[tx.current]
+        return None
 
     def _replay_iter(self, buffer: ChangeBuffer, xid: int, commit_time: int, lsn: int,
                      end_lsn: int) -> Iterator[ChangeRecord]:
@@ -461,10 +472,10 @@ class EventDecoder:
                 return self._update(table, message, lsn)
             return self._delete(table, message, lsn)  # type: ignore[arg-type]
         except ConversionError as error:
-            return self._event_failed(error, table, lsn)
+            return self.event_failed(error, table, lsn)
 
-    def _event_failed(self, error: ConversionError, table: TableSchema, lsn: int
-                      ) -> list[ChangeRecord]:
+    def event_failed(self, error: ConversionError, table: TableSchema, lsn: int
+                     ) -> list[ChangeRecord]:
         """``event.processing.failure.handling.mode``: raise, or skip the change (counted)."""
         mode = self.config.event_processing_failure_handling_mode
         if mode == "fail":
@@ -493,7 +504,7 @@ class EventDecoder:
             self.metrics.events_filtered += 1
             return []
         key, after = table.structs(message.new, None)
-        return [self._record(table, "c", None, after, key, lsn)]
+        return [self.record(table, "c", None, after, key, lsn)]
 
     def _update(self, table: TableSchema, message: Update, lsn: int) -> list[ChangeRecord]:
         old = message.old
@@ -508,7 +519,7 @@ class EventDecoder:
         if self.config.skip_messages_without_change and before is not None and before == after:
             self.metrics.events_filtered += 1
             return []
-        return [self._record(table, "u", before, after, key, lsn)]
+        return [self.record(table, "u", before, after, key, lsn)]
 
     def _key_change(self, table: TableSchema, before: Struct, after: Struct, old_key: Struct,
                     key: Struct, lsn: int) -> list[ChangeRecord]:
@@ -520,14 +531,14 @@ class EventDecoder:
         if "d" in skipped:
             self.metrics.events_filtered += 1
         else:
-            out.append(self._record(table, "d", before, None, old_key, lsn, new_key))
+            out.append(self.record(table, "d", before, None, old_key, lsn, new_key))
             if self.config.tombstones_on_delete:
                 out.append(self._tombstone(table, old_key, lsn, new_key))
         if "c" in skipped:
             self.metrics.events_filtered += 1
         else:
             old_key_header = (Header("__debezium.oldkey", table.key_schema, old_key),)
-            out.append(self._record(table, "c", None, after, key, lsn, old_key_header))
+            out.append(self.record(table, "c", None, after, key, lsn, old_key_header))
         return out
 
     def _delete(self, table: TableSchema, message: Delete, lsn: int) -> list[ChangeRecord]:
@@ -535,20 +546,23 @@ class EventDecoder:
             self.metrics.events_filtered += 1
             return []
         key, before = table.structs(message.old, None)
-        out = [self._record(table, "d", before, None, key, lsn)]
+        out = [self.record(table, "d", before, None, key, lsn)]
         if self.config.tombstones_on_delete:
             out.append(self._tombstone(table, key, lsn))
         return out
 
     def _tombstone(self, table: TableSchema, key: Struct | None, lsn: int,
                    extra: tuple[Header, ...] = ()) -> ChangeRecord:
-        return ChangeRecord(table.topic, table.key_schema, key, table.envelope_schema, None,
-                            extra + self._headers, lsn, "tombstone")
+        return tombstone(table, key, extra + self._headers, lsn)
 
-    def _record(self, table: TableSchema, op: str, before: Struct | None, after: Struct | None,
-                key: Struct | None, lsn: int, extra: tuple[Header, ...] = ()) -> ChangeRecord:
-        # The structs are built as make_struct builds them, spelled out: this runs for every
-        # change event.
+    def record(self, table: TableSchema, op: str, before: Struct | None, after: Struct | None,
+               key: Struct | None, lsn: int, extra: tuple[Header, ...] = ()) -> ChangeRecord:
+        """The record of a change to ``table`` at ``lsn`` in the transaction being decoded
+        (or outside any, for a change with no Begin): its envelope (:mod:`.envelope`) with
+        the ``source`` and ``transaction`` blocks the decoder's state gives; ``extra``
+        headers come before the context headers."""
+        # the source fields a transaction's changes to one table share are built once:
+        # this runs for every change event
         txn = self._txn
         config = self.config
         block = None
@@ -575,15 +589,13 @@ class EventDecoder:
             self._sequence_for = last
             self._sequence_head = sequence_head(last)
         source = from_shared(shared, None, f'{self._sequence_head}{lsn_text}"]', lsn)
-        now = self.clock()
-        value = _new(Struct)
-        _set_schema(value, table.envelope_schema)
-        _set_values(value, (before, after, source, block, op, now // 1_000_000, now // 1000, now))
+        value = envelope_value(table.envelope_schema, before, after, source, block, op,
+                               self.clock())
         metrics = self.metrics
         metrics.events_seen += 1
         metrics.last_event_commit_us = shared[5]  # the commit time, µs (shared_fields)
-        return make_record(table.topic, table.key_schema, key, table.envelope_schema, value,
-                           extra + self._headers if extra else self._headers, lsn, "change")
+        return change_record(table, key, value,
+                             extra + self._headers if extra else self._headers, lsn)
 
     def _truncate(self, pending: _Pending, lsn: int) -> list[ChangeRecord]:
         out = []
@@ -641,8 +653,7 @@ class EventDecoder:
         """The ordinary transaction whose changes are decoded as they come (between its
         Begin and Commit): ``None`` outside one, in a snapshot block, or while a streamed
         or prepared transaction's changes are being buffered."""
-        if (self._snapshot is not None or self._stream_xid is not None
-                or self._prepare_buffer is not None):
+        if self._snapshot is not None or self._tx.block is not None or self._tx.preparing:
             return None
         return self._txn
 
@@ -659,15 +670,23 @@ class EventDecoder:
         where the earliest transaction still buffered began: a prepared transaction
         acknowledged past its PREPARE is not sent again, so its changes would be lost.
         """
-        held = min(self._pending_since.values(), default=None)
+        held = self._tx.held_since
         if held is not None and (self._last_commit_lsn is None or held < self._last_commit_lsn):
             return held
         return self._last_commit_lsn
 
     @property
+    def fast_path_fallbacks(self) -> int:
+        """How many tuples the tables' generated paths handed to the general loop (see
+        :attr:`TableSchema.fallbacks <pgcdc_events.events.tables.TableSchema.fallbacks>`):
+        never more than the values that failed to convert, unless a fast path is broken."""
+        return self._fallbacks + sum(t.fallbacks for t in self._tables.values()
+                                     if t is not None)
+
+    @property
     def buffered_transactions(self) -> int:
         """Streamed and prepared transactions held until their outcome is known."""
-        return len(self._streams) + len(self._prepared)
+        return len(self._tx.streams) + len(self._tx.prepared)
 
 
 def _shared_source(config: EventConfig, table: TableSchema, txn: TransactionContext | None,
@@ -690,7 +709,8 @@ def _dml(self: EventDecoder, message: Any, lsn: int) -> list[ChangeRecord]:
 def _row_change(self: EventDecoder, message: Insert | Update | Delete, lsn: int
                 ) -> list[ChangeRecord]:
     """Insert, Update and Delete outside any buffered transaction take this direct path."""
-    if self._stream_xid is not None or self._prepare_buffer is not None:
+    tx = self._tx
+    if tx.block is not None or tx.preparing:
         return self._change(message, lsn)
     try:
         table = self._tables[message.relation_id]

@@ -15,18 +15,15 @@ throughout for incremental snapshots.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pgcdc_events.errors import ConfigurationError, ConversionError
+from pgcdc_events.events.envelope import RecordContext, change_record, envelope_value
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.source import sequence, source_struct
 from pgcdc_events.events.tables import TableSchema, build_table_schema
 from pgcdc_events.protocol.messages import KIND_NULL, KIND_TEXT, Relation, RelationColumn, TupleData
 from pgcdc_events.types.catalog import CatalogTable
-from pgcdc_events.types.schema import Struct
-
-if TYPE_CHECKING:
-    from pgcdc_events.events.decoder import EventDecoder
 
 __all__ = ["SnapshotRow", "SnapshotSequence", "relation_from_catalog", "snapshot_records",
            "snapshot_tuple"]
@@ -58,7 +55,7 @@ def snapshot_tuple(row: SnapshotRow, width: int, table: str) -> TupleData:
     return TupleData(kinds, values)
 
 
-def _rows(decoder: EventDecoder, tables: Iterable[tuple[CatalogTable, Iterable[SnapshotRow]]]
+def _rows(decoder: RecordContext, tables: Iterable[tuple[CatalogTable, Iterable[SnapshotRow]]]
           ) -> Iterator[tuple[TableSchema, Iterable[SnapshotRow]]]:
     for table, rows in tables:
         if not decoder.config.includes_table(table.namespace, table.name):
@@ -89,7 +86,7 @@ class SnapshotSequence:
     snapshot blocks of captures (``EventDecoder.feed(..., snapshot=True)``) both use it.
     """
 
-    def __init__(self, decoder: EventDecoder, *, lsn: int, xid: int | None = None,
+    def __init__(self, decoder: RecordContext, *, lsn: int, xid: int | None = None,
                  incremental: bool = False, ts_us: int | None = None) -> None:
         self.decoder = decoder
         self.lsn = lsn
@@ -124,7 +121,7 @@ class SnapshotSequence:
         try:
             converted = table.row(new)
         except ConversionError as error:
-            self.decoder._event_failed(error, table, self.lsn)
+            self.decoder.event_failed(error, table, self.lsn)
             return out
         self._pending = [table, converted, first and self._tables == 1, first, False]
         return out
@@ -143,7 +140,7 @@ class SnapshotSequence:
 
 
 def snapshot_records(
-    decoder: EventDecoder,
+    decoder: RecordContext,
     tables: Iterable[tuple[CatalogTable, Iterable[SnapshotRow]]],
     *,
     lsn: int,
@@ -181,7 +178,7 @@ def _marker(incremental: bool, first: bool, last: bool, first_in_table: bool,
     return "true"
 
 
-def _read(decoder: EventDecoder, item: tuple[TableSchema, tuple[Any, ...]], lsn: int,
+def _read(decoder: RecordContext, item: tuple[TableSchema, tuple[Any, ...]], lsn: int,
           xid: int | None, marker: str, ts_us: int) -> ChangeRecord:
     table, row = item
     config = decoder.config
@@ -193,8 +190,7 @@ def _read(decoder: EventDecoder, item: tuple[TableSchema, tuple[Any, ...]], lsn:
         tx_id=None if marker == "incremental" else xid,
         lsn=None if marker == "incremental" else lsn,
     )
-    value = Struct(table.envelope_schema, (None, table.value(row), source, None, "r",
-                                           now // 1_000_000, now // 1000, now))
+    value = envelope_value(table.envelope_schema, None, table.value(row), source, None, "r",
+                           now)
     decoder.metrics.events_seen += 1
-    return ChangeRecord(table.topic, table.key_schema, table.key(row), table.envelope_schema,
-                        value, decoder.context_headers, lsn)
+    return change_record(table, table.key(row), value, decoder.context_headers, lsn)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import attrs
 
 from pgcdc_events.events.config import EventConfig
+from pgcdc_events.events.envelope import RecordContext
 from pgcdc_events.events.naming import sanitize_topic
 from pgcdc_events.events.records import ChangeRecord, Header
 from pgcdc_events.events.source import SOURCE_SCHEMA, sequence, source_struct
@@ -17,9 +18,6 @@ from pgcdc_events.protocol.messages import LogicalMessage
 from pgcdc_events.types.javahash import java_hashmap_order
 from pgcdc_events.types.schema import Schema, Struct, array_schema, struct_schema
 from pgcdc_events.types.text import binary_mode_schema, encode_binary
-
-if TYPE_CHECKING:
-    from pgcdc_events.events.decoder import EventDecoder
 
 __all__ = [
     "HEARTBEAT_KEY_SCHEMA",
@@ -94,12 +92,12 @@ def transaction_record(config: EventConfig, status: str, txn: TransactionContext
                         TRANSACTION_VALUE_SCHEMA, value, (), lsn, "transaction")
 
 
-def truncate_record(decoder: EventDecoder, table: TableSchema, lsn: int) -> ChangeRecord:
+def truncate_record(decoder: RecordContext, table: TableSchema, lsn: int) -> ChangeRecord:
     """An ``op: t`` event for one truncated table (null key, no before/after)."""
-    return attrs.evolve(decoder._record(table, "t", None, None, None, lsn), kind="truncate")
+    return attrs.evolve(decoder.record(table, "t", None, None, None, lsn), kind="truncate")
 
 
-def message_record(decoder: EventDecoder, message: LogicalMessage, lsn: int,
+def message_record(decoder: RecordContext, message: LogicalMessage, lsn: int,
                    txn: TransactionContext | None) -> ChangeRecord:
     """A logical decoding message event on ``<prefix>.message``."""
     config = decoder.config

@@ -18,9 +18,9 @@ import attrs
 
 from pgcdc_events.errors import ConversionError
 from pgcdc_events.events.config import EventConfig
+from pgcdc_events.events.envelope import TRANSACTION_BLOCK_SCHEMA, envelope_schema
 from pgcdc_events.events.masking import column_transform
 from pgcdc_events.events.naming import adjuster, topic_name
-from pgcdc_events.events.source import SOURCE_SCHEMA
 from pgcdc_events.protocol.messages import (
     KIND_BINARY,
     KIND_NULL,
@@ -45,15 +45,6 @@ from pgcdc_events.types.text import utf8
 
 __all__ = ["TRANSACTION_BLOCK_SCHEMA", "ColumnPlan", "TableSchema", "build_table_schema"]
 
-#: The ``transaction`` block of data events (``event.block`` version 1).
-TRANSACTION_BLOCK_SCHEMA: Final = struct_schema(
-    "event.block",
-    [("id", Schema("string")), ("total_order", Schema("int64")),
-     ("data_collection_order", Schema("int64"))],
-    optional=True,
-    version=1,
-)
-_OPT_INT64 = Schema("int64", optional=True)
 
 
 @attrs.frozen
@@ -73,7 +64,8 @@ class TableSchema:
     """Schemas and converters of one version of one table."""
 
     __slots__ = ("_all_text", "_fast_row", "_key_values", "_value_values", "columns",
-                 "envelope_schema", "fast_row_source", "fast_structs_source", "key_positions",
+                 "envelope_schema", "fallbacks", "fast_row_source", "fast_structs_source",
+                 "key_positions",
                  "key_schema", "on_error", "qualified", "relation", "schema_name", "structs",
                  "table_name", "topic", "value_positions", "value_schema")
 
@@ -92,6 +84,11 @@ class TableSchema:
         self.key_schema = key_schema
         self.value_schema = value_schema
         self.envelope_schema = envelope_schema
+        #: How many tuples a generated path gave up on for the general loop (a value that
+        #: failed to convert there). Only a value that fails in the general loop too (an
+        #: error, or a null under ``event.converting.failure.handling.mode``) justifies
+        #: one: tests compare it with the conversion errors to prove the fast paths ran.
+        self.fallbacks = 0
         self._all_text = bytes((KIND_TEXT,)) * len(relation.columns)
         self.fast_row_source, self._fast_row = _compile_fast_row(relation, columns)
         self._key_values = _picker(key_positions)
@@ -120,7 +117,7 @@ class TableSchema:
             try:
                 return self._fast_row(tup.values)
             except Exception:
-                pass
+                self.fallbacks += 1
         return self._row(tup, old)
 
     def _row(self, tup: TupleData, old: TupleData | None) -> tuple[Any, ...]:
@@ -141,8 +138,8 @@ class TableSchema:
                 else:  # unchanged TOAST
                     append(self._toast(col, old))
             except ConversionError as exc:
-                error = exc if getattr(exc, "column", None) is not None else _error(
-                    self, col, raw, kind, str(exc))
+                error = exc if getattr(exc, "column", None) is not None \
+                    and not _masked(col) else _error(self, col, raw, kind, str(exc))
                 append(self._failed(col, error))
             except (ValueError, ArithmeticError, IndexError, KeyError, TypeError,
                     struct.error) as exc:
@@ -216,7 +213,8 @@ def _compile_structs(table: TableSchema) -> tuple[
     columns = table.columns
     namespace: dict[str, Any] = {"new": object.__new__, "S": Struct, "KS": table.key_schema,
                                  "VS": table.value_schema, "TEXT": table._all_text,
-                                 "TEXT_OR_NULL": _TEXT_OR_NULL, "general": table._structs}
+                                 "TEXT_OR_NULL": _TEXT_OR_NULL, "general": table._structs,
+                                 "T": table}
     namespace["ss"], namespace["sv"] = STRUCT_SETTERS
     text = []
     mixed = []
@@ -245,10 +243,12 @@ def _compile_structs(table: TableSchema) -> tuple[
         "    kinds = tup.kinds\n"
         "    if kinds == TEXT:\n"
         "        v = tup.values\n"
-        f"        try:\n{''.join(text)}        except Exception:\n            pass\n{built}"
+        f"        try:\n{''.join(text)}        except Exception:\n            T.fallbacks += 1\n"
+        f"{built}"
         "    elif not kinds.translate(None, TEXT_OR_NULL):\n"
         "        v = tup.values\n"
-        f"        try:\n{''.join(mixed)}        except Exception:\n            pass\n{built}"
+        f"        try:\n{''.join(mixed)}        except Exception:\n            T.fallbacks += 1\n"
+        f"{built}"
         "    return general(tup, old)\n")
     exec(compile(source, f"<pgcdc structs {table.qualified}>", "exec"), namespace)
     return source, namespace["structs"]
@@ -261,9 +261,25 @@ def _binary(col: ColumnPlan) -> Callable[[bytes], Any]:
     return col.from_binary
 
 
+def _masked(col: ColumnPlan) -> bool:
+    """Whether the column's values are masked (``column.mask.*``): never shown."""
+    return ("masked", "true") in (col.mapping.schema.parameters or ())
+
+
 def _error(table: TableSchema, col: ColumnPlan, raw: bytes | None, kind: int, reason: str
            ) -> ConversionError:
-    return conversion_error(table.qualified, col.mapping, raw or b"", kind == KIND_BINARY, reason)
+    if not _masked(col):
+        return conversion_error(table.qualified, col.mapping, raw or b"", kind == KIND_BINARY,
+                                reason)
+    # A masked value is a secret: neither the value nor the reason (which may quote it) is
+    # shown, only the reason's kind and the value's size; the error does not keep the bytes.
+    mapping = col.mapping
+    err = ConversionError(
+        f"{table.qualified}.{mapping.name} ({mapping.pg_type.name}): cannot convert "
+        f"{'binary ' if kind == KIND_BINARY else ''}value of a masked column (value not "
+        f"shown, {len(raw or b'')} bytes): {reason.partition(':')[0]}")
+    err.table, err.column, err.type_name = table.qualified, mapping.name, mapping.pg_type.name
+    return err
 
 
 def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConfig,
@@ -326,13 +342,7 @@ def build_table_schema(relation: Relation, mapper: TypeMapper, config: EventConf
     value_schema = Schema("struct", optional=True, name=f"{base}.Value",
                           fields=tuple(Field(plans[i].name, n, plans[i].mapping.schema)
                                        for n, i in enumerate(in_value)))
-    envelope = struct_schema(
-        f"{base}.Envelope",
-        [("before", value_schema), ("after", value_schema), ("source", SOURCE_SCHEMA),
-         ("transaction", TRANSACTION_BLOCK_SCHEMA), ("op", Schema("string")),
-         ("ts_ms", _OPT_INT64), ("ts_us", _OPT_INT64), ("ts_ns", _OPT_INT64)],
-        version=2,
-    )
+    envelope = envelope_schema(f"{base}.Envelope", value_schema)
     value_positions = None if len(in_value) == len(plans) else tuple(in_value)
     table = TableSchema(relation, topic, tuple(plans), key_positions, value_positions, key_schema,
                         value_schema, envelope)

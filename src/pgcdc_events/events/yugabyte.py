@@ -6,7 +6,8 @@ based) whose records differ from upstream Debezium's. :class:`YugabyteEventDecod
 produces them; everything it does not change (transactions, streaming, filters,
 masking, type conversion, topics) is :class:`~pgcdc_events.events.decoder.EventDecoder`'s.
 
-What changes, each rule with its source in yugabyte/debezium
+What changes, each rule with its source in yugabyte/debezium on the branch YugabyteDB
+ships, ``ybdb-debezium-2.5.2``, at commit 52515b4ac54322b14c0d39c56a74e8aef530c61e
 (``debezium-connector-postgres/src/main/java/io/debezium/connector/postgresql/``):
 
 * **Every column is wrapped** in a struct ``{"value": v, "set": true}`` named after the
@@ -25,12 +26,12 @@ What changes, each rule with its source in yugabyte/debezium
   FULL it is the old row, which also fills unchanged TOAST values of the new one
   (``cachedOldToastedValues``).
 * **A primary-key UPDATE stays one ``u`` record** under the new key (``emitUpdateRecord``:
-  ``oldKey == null || connectorConfig.plugin().isYBOutput() || ...``), never the
-  delete + create pair of upstream Debezium.
+  ``YugabyteDBServer.isEnabled() || oldKey == null || ...``), never the delete + create
+  pair of upstream Debezium.
 * **The source block** is Debezium 2.5's (the common fields, then ``schema``, ``table``,
-  ``txId``, ``lsn``, ``xmin``; no ``ts_us``, ``ts_ns``) with the replication origin
-  (``origin``, ``origin_lsn``) the connector's tests expect; ``sequence`` is
-  ``"<last commit LSN>,<LSN>"`` (``SourceInfo.sequence()``), not upstream's JSON array. The
+  ``txId``, ``lsn``, ``xmin``; no ``ts_us``, ``ts_ns``, no replication origin:
+  ``PostgresSourceInfoStructMaker`` on ``ybdb-debezium-2.5.2``); ``sequence`` is the JSON
+  array ``["<last commit LSN>","<LSN>"]`` (``SourceInfo.sequence()``), as upstream's. The
   envelope is Debezium 2.5's (``before``, ``after``, ``source``, ``op``, ``ts_ms``,
   ``transaction``).
 * **Tables without a primary key are refused** (the connector's documentation: "CDC is
@@ -38,7 +39,7 @@ What changes, each rule with its source in yugabyte/debezium
 * **TRUNCATE is not supported** under yboutput
   (``PostgresConnectorConfig.LogicalDecoder.YBOUTPUT.supportsTruncate() == false``;
   YugabyteDB does not send it): ``skipped.operations`` may leave ``t`` out, as the
-  connector's own tests do (``YugabyteDBConnectorIT.shouldEmitNoEventsForSkippedCreateOperations``
+  connector's own tests do (``PostgresConnectorIT.shouldEmitNoEventsForSkippedCreateOperations``
   runs with ``skipped.operations=u``), but a Truncate message that reaches the decoder
   unskipped is refused with an error naming its LSN and tables.
 
@@ -60,7 +61,7 @@ from pgcdc_events.errors import ConfigurationError, ConversionError
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.decoder import EventDecoder
 from pgcdc_events.events.records import ChangeRecord, Header
-from pgcdc_events.events.source import SOURCE_SCHEMA
+from pgcdc_events.events.source import SOURCE_SCHEMA, sequence
 from pgcdc_events.events.tables import TRANSACTION_BLOCK_SCHEMA, TableSchema
 from pgcdc_events.protocol.lsn import Lsn
 from pgcdc_events.protocol.messages import (
@@ -94,23 +95,23 @@ _OPT_INT64: Final = Schema("int64", optional=True)
 _BOOLEAN: Final = Schema("boolean")
 
 #: The source block of the YugabyteDB connector: Debezium 2.5's common fields (version,
-#: connector, name, ts_ms, snapshot, db, sequence: yugabyte/debezium
-#: .../yb/postgresql/PostgresSourceInfoStructMaker.java, ``commonSchemaBuilder()``), then
-#: schema, table, txId, lsn, xmin, and the replication origin (``origin``, ``origin_lsn``:
-#: YBRecordsStreamProducerIT.shouldHaveNullOriginInfoWhenNoOriginIsSet asserts "the schema
-#: should still have the fields defined"). No ts_us / ts_ns (Debezium 2.6+). The fields are
-#: this library's PostgreSQL ones (one home), less those two.
+#: connector, name, ts_ms, snapshot, db, sequence: ``commonSchemaBuilder()``), then schema,
+#: table, txId, lsn, xmin (yugabyte/debezium ybdb-debezium-2.5.2 at 52515b4ac,
+#: .../postgresql/PostgresSourceInfoStructMaker.java). No ts_us / ts_ns (Debezium 2.6+) and
+#: no replication origin (``origin``, ``origin_lsn``: not in the shipping struct maker). The
+#: fields are this library's PostgreSQL ones (one home), less those four.
 YB_SOURCE_SCHEMA: Final = attrs.evolve(SOURCE_SCHEMA, fields=tuple(
     Field(f.name, i, f.schema) for i, f in enumerate(
-        f for f in SOURCE_SCHEMA.fields or () if f.name not in ("ts_us", "ts_ns"))))
+        f for f in SOURCE_SCHEMA.fields or ()
+        if f.name not in ("ts_us", "ts_ns", "origin", "origin_lsn"))))
 
 
 def yb_sequence(last_commit_lsn: int | None, lsn: int) -> str:
-    """``source.sequence`` as the YugabyteDB connector writes it: ``"<last commit>,<lsn>"``,
-    ``null`` for an unknown one (yugabyte/debezium .../postgresql/SourceInfo.java,
-    ``sequence()``: ``return lastCommitLsn + "," + lsn;``, the JSON array of upstream
-    Debezium commented out)."""
-    return f"{last_commit_lsn},{lsn}" if last_commit_lsn is not None else f"null,{lsn}"
+    """``source.sequence`` as the YugabyteDB connector writes it: the JSON array of the last
+    commit LSN and the event's LSN, as strings, ``null`` for an unknown one (yugabyte/debezium
+    at ``ybdb-debezium-2.5.2`` 52515b4ac, .../postgresql/SourceInfo.java, ``sequence()``:
+    ``MAPPER.writeValueAsString(sequence)``), the same form as the PostgreSQL connector's."""
+    return sequence(last_commit_lsn, lsn)
 
 
 def cell_schema(name: str, value: Schema) -> Schema:
@@ -197,10 +198,11 @@ class YugabyteEventDecoder(EventDecoder):
 
     def _yb_relation(self, message: Relation, lsn: int) -> list[ChangeRecord]:
         identity = message.replica_identity
-        # CHANGE marks the primary key in the column flags as DEFAULT does
-        # (PgOutputMessageDecoder.handleRelationMessage: "For DEFAULT, INDEX, and CHANGE
-        # identities the relation message flags byte reliably marks Primary Key columns"),
-        # so the table is built as a DEFAULT one and keeps its identity alongside.
+        # CHANGE marks the primary key in the column flags as DEFAULT does (proto.c), so
+        # the table is built as a DEFAULT one and keeps its identity alongside. The
+        # connector reads the key from the database for every identity
+        # (PgOutputMessageDecoder.handleRelationMessage, readPrimaryKeyNames): the same key
+        # while the table exists; under FULL and NOTHING it comes from the catalog here.
         built = attrs.evolve(message, replica_identity="d") if identity == \
             REPLICA_IDENTITY_CHANGE else message
         out = super().handle(built, lsn)
@@ -250,7 +252,7 @@ class YugabyteEventDecoder(EventDecoder):
                 return self._yb_update(yb, message, lsn)
             return self._yb_delete(yb, message, lsn)  # type: ignore[arg-type]
         except ConversionError as error:
-            return self._event_failed(error, table, lsn)
+            return self.event_failed(error, table, lsn)
 
     def _yb_insert(self, yb: YugabyteTable, message: Insert, lsn: int) -> list[ChangeRecord]:
         if "c" in self.config.skipped_operations:
@@ -294,17 +296,16 @@ class YugabyteEventDecoder(EventDecoder):
         config = self.config
         block = None
         if txn is not None:
-            commit_us, xid, origin, origin_lsn = txn.commit_us, txn.xid, txn.origin, \
-                txn.origin_lsn
+            commit_us, xid = txn.commit_us, txn.xid
             if config.provide_transaction_metadata:
                 total, per = txn.next_order(yb.base.qualified)
                 block = Struct(TRANSACTION_BLOCK_SCHEMA, (f"{xid}:{lsn}", total, per))
         else:
-            commit_us, xid, origin, origin_lsn = self.clock() // 1000, None, None, None
+            commit_us, xid = self.clock() // 1000, None
         source = Struct(YB_SOURCE_SCHEMA, (
             config.version, "postgresql", config.topic_prefix, commit_us // 1000, None,
             config.database, yb_sequence(self._last_commit_lsn, lsn), yb.base.schema_name,
-            yb.base.table_name, xid, lsn, None, origin, origin_lsn))
+            yb.base.table_name, xid, lsn, None))
         value = Struct(yb.envelope_schema,
                        (before, after, source, op, self.clock() // 1_000_000, block))
         self.metrics.events_seen += 1

@@ -4,9 +4,10 @@ Both turn the ``{"value": v, "set": true}`` cells of ``plugin.name=yboutput`` re
 (:mod:`pgcdc_events.events.yugabyte`) back into plain column values, so that a consumer
 written for PostgreSQL records can read them:
 
-* :func:`pg_compatible` is ``io.debezium.connector.postgresql.transforms.PGCompatible``
-  (yugabyte/debezium, ``debezium-connector-postgres/src/main/java/io/debezium/connector/
-  postgresql/transforms/PGCompatible.java``): the envelope is kept, every cell becomes its
+* :func:`pg_compatible` is ``io.debezium.connector.postgresql.transforms.yugabytedb
+  .PGCompatible`` (yugabyte/debezium, branch ybdb-debezium-2.5.2 at commit 52515b4ac,
+  ``debezium-connector-postgres/src/main/java/io/debezium/connector/postgresql/transforms/
+  yugabytedb/PGCompatible.java``): the envelope is kept, every cell becomes its
   value, and a cell that was not sent becomes ``null``, as in a PostgreSQL record.
 * :func:`yb_extract_new_record_state` is ``YBExtractNewRecordState`` (same repository,
   ``.../transforms/yugabytedb/YBExtractNewRecordState.java``): Debezium's

@@ -62,8 +62,10 @@ from pgcdc_events.protocol.messages import (
     Update,
 )
 from pgcdc_events.protocol.reader import PgOutputReader, Streaming
+from pgcdc_events.protocol.transactions import COMMITS, Prelude, Step, TransactionResolver
 
 __all__ = [
+    "COMMITS",
     "KIND_BINARY",
     "KIND_NULL",
     "KIND_TEXT",
@@ -84,6 +86,7 @@ __all__ = [
     "Message",
     "Origin",
     "PgOutputReader",
+    "Prelude",
     "Prepare",
     "PrimaryKeepalive",
     "ProtocolError",
@@ -91,12 +94,14 @@ __all__ = [
     "RelationColumn",
     "RollbackPrepared",
     "StandbyStatusUpdate",
+    "Step",
     "StreamAbort",
     "StreamCommit",
     "StreamPrepare",
     "StreamStart",
     "StreamStop",
     "Streaming",
+    "TransactionResolver",
     "Truncate",
     "TupleData",
     "Type",

@@ -152,9 +152,9 @@ class CaptureRow:
         try:
             obj = json.loads(line)
         except ValueError as exc:
-            raise CaptureError("valid JSON", line=line_number, detail=str(exc)) from None
+            raise CaptureError("not valid JSON", line=line_number, detail=str(exc)) from None
         except RecursionError:  # a line of thousands of nested brackets
-            raise CaptureError("valid JSON", line=line_number,
+            raise CaptureError("not valid JSON", line=line_number,
                                detail="nested too deeply") from None
         return cls.from_json(obj, line=line_number)
 

@@ -64,7 +64,7 @@ from pgcdc_events.protocol.wire import (
     UINT64,
 )
 
-__all__ = ["message_parser", "parse_message"]
+__all__ = ["MAX_RELATION_COLUMNS", "MAX_TUPLE_COLUMNS", "message_parser", "parse_message"]
 
 _u32 = UINT32.unpack_from
 _NEW = wire.NEW_TUPLE[0]
@@ -75,7 +75,11 @@ _KEY_OLD_NEW = _KEY_OLD + wire.NEW_TUPLE
 _kind_len = COLUMN_KIND_LENGTH.unpack_from
 
 _ALL_TEXT: dict[int, bytes] = {}
-_MAX_CACHED_WIDTH = 1664  # PostgreSQL's MaxTupleAttributeNumber
+#: PostgreSQL's MaxTupleAttributeNumber: no tuple it sends has more columns.
+MAX_TUPLE_COLUMNS: Final = 1664
+#: PostgreSQL's MaxHeapAttributeNumber: no table, so no Relation message, has more columns.
+MAX_RELATION_COLUMNS: Final = 1600
+_MAX_CACHED_WIDTH = MAX_TUPLE_COLUMNS
 _make_tuple = factory(TupleData)
 _new = object.__new__
 _TUPLE_SETTERS: Final = setters_of(TupleData, 2)
@@ -197,6 +201,9 @@ def _tuple_general(data: bytes, pos: int) -> tuple[TupleData, int]:
     ncols = (data[pos] << 8) | data[pos + 1]
     if ncols & 0x8000:
         raise _fail(data, pos, "a non-negative column count", str(ncols - 0x10000))
+    if ncols > MAX_TUPLE_COLUMNS:
+        raise _fail(data, pos, f"at most {MAX_TUPLE_COLUMNS} columns in a tuple "
+                    "(PostgreSQL's MaxTupleAttributeNumber)", f"the count is {ncols}")
     if pos + 2 + ncols > n:  # each column takes at least its kind byte: check before allocating
         raise _fail(data, pos, f"{ncols} columns", f"{n - pos - 2} bytes left (truncated?)")
     pos += 2
@@ -299,6 +306,9 @@ def _relation_with(data: bytes, in_stream: bool, idents: str, expected: str) -> 
     (ncols,) = INT16.unpack_from(data, pos + 1)
     if ncols < 0:
         raise _fail(data, pos + 1, "a non-negative column count", str(ncols))
+    if ncols > MAX_RELATION_COLUMNS:
+        raise _fail(data, pos + 1, f"at most {MAX_RELATION_COLUMNS} columns in a relation "
+                    "(PostgreSQL's MaxHeapAttributeNumber)", f"the count is {ncols}")
     pos += 3
     # Each column needs at least 10 bytes; refuse counts the data cannot hold.
     if pos + 10 * ncols > len(data):

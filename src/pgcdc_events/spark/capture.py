@@ -30,9 +30,9 @@ from pyspark.sql.types import (
 )
 
 from pgcdc_events.errors import PgCdcError
-from pgcdc_events.events.columnar import binary_buffers
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.spark._session import map_in_arrow
+from pgcdc_events.spark.columnar import binary_buffers
 from pgcdc_events.spark.errors import SparkDecodeError
 
 __all__ = ["CAPTURE_TYPE", "FileCapture", "capture_dataframe", "capture_table", "check_capture",

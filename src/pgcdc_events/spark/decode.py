@@ -45,7 +45,6 @@ from pyspark.sql.types import (
 
 from pgcdc_events.events.chunks import CONTROL_TYPES, ChunkDecoder, ChunkPlan, plan_chunks
 from pgcdc_events.events.chunks import control_messages as parse_control
-from pgcdc_events.events.columnar import MIN_RUN, ColumnarRun, RunDecoder
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.decoder import EventDecoder
 from pgcdc_events.events.jsonconv import JsonRecordWriter
@@ -53,6 +52,7 @@ from pgcdc_events.events.tables import TableSchema
 from pgcdc_events.protocol.messages import Relation
 from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
 from pgcdc_events.spark.capture import FileCapture, file_capture
+from pgcdc_events.spark.columnar import MIN_RUN, ColumnarRun, RunDecoder
 from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.layout import (
     RUN_KIND,
@@ -109,7 +109,7 @@ def decode_items(plan: ChunkPlan, make: _Decode, batches: Iterator[Any], *,
     """A task's decoding: its rows in (Arrow batches ``(_chunk, position, lsn, data[,
     snapshot])`` in chunk and position order; with ``files``, batches of chunk numbers
     (column ``id``) whose rows the task reads itself), the
-    :class:`~pgcdc_events.events.columnar.RunDecoder`'s items out, each with its chunk."""
+    :class:`~pgcdc_events.spark.columnar.RunDecoder`'s items out, each with its chunk."""
     runner = RunDecoder(ChunkDecoder(plan, make.decoder), min_run=min_run, columnar=columnar)
     if files is not None:
         chunks = [int(c) for batch in batches for c in batch.column("id").to_pylist()]
@@ -138,7 +138,7 @@ class RecordsFunction:
     snapshot)`` sorted by chunk and position in, :data:`RECORDS_TYPE` batches out.
 
     Runs of at least ``min_run`` changes are decoded column-wise
-    (:class:`~pgcdc_events.events.columnar.RunDecoder`) into one row of kind
+    (:class:`~pgcdc_events.spark.columnar.RunDecoder`) into one row of kind
     :data:`~pgcdc_events.spark.layout.RUN_KIND` each, unless ``columnar`` is false or the
     rows are rendered as JSON lines (``lines``)."""
 

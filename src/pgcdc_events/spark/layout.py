@@ -70,7 +70,7 @@ _RELATED: Final = ("__debezium.newkey", "__debezium.oldkey")
 
 
 #: The kind of a records row holding a run of a table's records decoded column-wise
-#: (:mod:`pgcdc_events.events.columnar`): its payload is the run's Arrow batch (IPC stream).
+#: (:mod:`pgcdc_events.spark.columnar`): its payload is the run's Arrow batch (IPC stream).
 RUN_KIND: Final = "changes"
 #: The record kinds that belong to a table (its events DataFrame).
 TABLE_KINDS: Final = ("change", "truncate", "tombstone", RUN_KIND)
@@ -129,7 +129,7 @@ _RUN_IPC: Final = pa.ipc.IpcWriteOptions(compression="zstd")
 
 
 def run_payload(batch: Any) -> bytes:
-    """A :class:`~pgcdc_events.events.columnar.ColumnarRun`'s batch as the payload of its
+    """A :class:`~pgcdc_events.spark.columnar.ColumnarRun`'s batch as the payload of its
     records row (a compressed Arrow IPC stream: data, never code)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema, options=_RUN_IPC) as writer:

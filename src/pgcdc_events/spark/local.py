@@ -20,10 +20,10 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 
 from pgcdc_events.events.chunks import control_messages as parse_control
 from pgcdc_events.events.chunks import plan_chunks
-from pgcdc_events.events.columnar import MIN_RUN
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.tables import TableSchema
 from pgcdc_events.protocol.capture import CaptureRow
+from pgcdc_events.spark.columnar import MIN_RUN
 from pgcdc_events.spark.decode import (
     _RECORDS_ARROW,
     EventsFunction,

@@ -62,11 +62,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pgcdc_events.events.columnar import DECIMAL_MAX, decimal_parameters
 from pgcdc_events.events.config import EventConfig, JsonConverterConfig
 from pgcdc_events.events.tables import TableSchema
 from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.types.jsonvalue import DECIMAL_LOGICAL
+from pgcdc_events.types.numeric import DECIMAL_MAX, decimal_parameters
 from pgcdc_events.types.schema import Schema
 
 __all__ = [

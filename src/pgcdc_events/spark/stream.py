@@ -48,16 +48,17 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import IntegralType
 
+from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events.chunks import (
     ChunkPlan,
-    _Cut,
+    Cut,
     control_messages,
     plan_chunks,
 )
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.protocol.decoder import parse_message
-from pgcdc_events.protocol.encoder import encode_message
-from pgcdc_events.protocol.messages import Begin, Commit, Relation, Type
+from pgcdc_events.protocol.messages import Relation, Type
+from pgcdc_events.protocol.transactions import Prelude
 from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
 from pgcdc_events.spark.capture import STREAM_SNAPSHOT_REFUSED, parse_capture_lines
 from pgcdc_events.spark.decode import (
@@ -108,24 +109,24 @@ def read_capture_stream(spark: SparkSession, directory: str, *,
 # ------------------------------------------------------------------ the state, sans Spark
 
 
-def _hex(message: Any) -> str:
-    return bytes(encode_message(message)).hex()
+_STATE_FORMAT: Final = "pgcdc-events stream state 2"
 
 
 @attrs.frozen
 class StreamState:
     """What decoding needs from the micro-batches before (see the module docstring).
 
-    ``schema``: ``(position, lsn, message hex)`` of the Type and Relation messages in
-    force; ``cut``: ``(position, begin lsn, Begin hex, commit lsn, Commit hex)`` of the
-    last transaction decoded; ``pending``: ``(position, lsn, data hex)`` rows not decoded
+    ``prelude``: the decoder's state at the last cut, in the one form the event layer
+    keeps it (:class:`~pgcdc_events.protocol.transactions.Prelude`: the Type and Relation
+    messages in force, the Begin and Commit of the last transaction decoded); ``cut``: the
+    position of that cut; ``pending``: ``(position, lsn, data hex)`` rows not decoded
     yet; ``held``: ``(segment, position, lsn, data hex)`` rows of segments that came
     before the one they follow; ``segment``: the next segment expected; ``position``: the
     last position taken in.
     """
 
-    schema: tuple[tuple[int, int, str], ...] = ()
-    cut: tuple[int, int, str, int, str] | None = None
+    prelude: Prelude = attrs.field(factory=Prelude)
+    cut: int | None = None
     pending: tuple[tuple[int, int, str], ...] = ()
     held: tuple[tuple[int, int, int, str], ...] = ()
     segment: int | None = None
@@ -134,36 +135,54 @@ class StreamState:
 
     def to_json(self) -> dict[str, Any]:
         """The state as JSON."""
-        return {"format": "pgcdc-events stream state 1", **attrs.asdict(self)}
+        return {"format": _STATE_FORMAT, "prelude": self.prelude.to_json(), "cut": self.cut,
+                "pending": self.pending, "held": self.held, "segment": self.segment,
+                "position": self.position, "lsn": self.lsn}
 
     @classmethod
     def from_json(cls, obj: Any, *, path: str) -> StreamState:
-        """Load :meth:`to_json`'s output; errors name ``path``."""
-        if not isinstance(obj, dict) or obj.pop("format", None) != "pgcdc-events stream state 1":
+        """Load :meth:`to_json`'s output (or the first format's); errors name ``path``."""
+        if not isinstance(obj, dict):
             raise SparkDecodeError(f"{path}: not a stream state file")
+        fmt = obj.pop("format", None)
         try:
-            return cls(schema=tuple(tuple(s) for s in obj["schema"]),
-                       cut=None if obj["cut"] is None else tuple(obj["cut"]),
+            if fmt == "pgcdc-events stream state 1":  # schema and cut spelled apart
+                prelude, cut = _prelude_v1(obj["schema"], obj["cut"])
+            elif fmt == _STATE_FORMAT:
+                prelude, cut = Prelude.from_json(obj["prelude"]), obj["cut"]
+            else:
+                raise SparkDecodeError(f"{path}: not a stream state file")
+            return cls(prelude=prelude, cut=cut,
                        pending=tuple(tuple(p) for p in obj["pending"]),
                        held=tuple(tuple(h) for h in obj["held"]),
                        segment=obj["segment"], position=obj["position"], lsn=obj["lsn"])
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, ValueError, PgCdcError) as exc:
+            if isinstance(exc, SparkDecodeError):
+                raise
             raise SparkDecodeError(f"{path}: a malformed stream state ({exc})") from None
 
-    def plan_prefix(self) -> tuple[list[tuple[int, int, Relation | Type]], list[_Cut]]:
-        """The schema messages and the cut of the state, parsed."""
+    def plan_prefix(self) -> tuple[list[tuple[int, int, Relation | Type]], list[Cut]]:
+        """The schema messages and the cut of the state, as a chunk plan's first part."""
+        at = -1 if self.cut is None else self.cut
         schema: list[tuple[int, int, Relation | Type]] = []
-        for position, lsn, data in self.schema:
-            message = parse_message(bytes.fromhex(data))
+        for lsn, data in self.prelude.schema:
+            message = parse_message(data)
             assert isinstance(message, (Relation, Type))
-            schema.append((position, lsn, message))
-        cuts: list[_Cut] = []
-        if self.cut is not None:
-            position, begin_lsn, begin, commit_lsn, commit = self.cut
-            b, c = parse_message(bytes.fromhex(begin)), parse_message(bytes.fromhex(commit))
-            assert isinstance(b, Begin) and isinstance(c, Commit)
-            cuts.append(_Cut(position, b, begin_lsn, c, commit_lsn))
+            schema.append((at, lsn, message))
+        transaction = self.prelude.transaction
+        cuts = [] if self.cut is None or transaction is None else [Cut(self.cut, transaction)]
         return schema, cuts
+
+
+def _prelude_v1(schema: Any, cut: Any) -> tuple[Prelude, int | None]:
+    """A state of the first format: ``schema`` as ``(position, lsn, hex)``, ``cut`` as
+    ``(position, begin lsn, Begin hex, commit lsn, Commit hex)``."""
+    rows = tuple((int(lsn), bytes.fromhex(data)) for _, lsn, data in schema)
+    if cut is None:
+        return Prelude(rows), None
+    position, begin_lsn, begin, commit_lsn, commit = cut
+    return Prelude(rows, ((int(begin_lsn), bytes.fromhex(begin)),
+                          (int(commit_lsn), bytes.fromhex(commit)))), int(position)
 
 
 def decode_rows(state: StreamState, rows: Iterable[tuple[int | None, int, int, bytes]],
@@ -221,18 +240,14 @@ def decode_rows(state: StreamState, rows: Iterable[tuple[int | None, int, int, b
             "data": [d for _, _, d in ready]})
         assert not ready or chunk_of(ready[0][0]) >= first_chunk
         batches = list(RecordsFunction(plan, make, payload=True, lines=lines)(iter([table])))
-        force = plan.schema_state(last.position + 1)
-        new_schema = tuple(sorted(
-            ((p, lsn, _hex(attrs.evolve(m, xid=None))) for p, lsn, m in force.values()),
-            key=lambda s: s[0]))
-        new_cut: tuple[int, int, str, int, str] | None = (
-            last.position, last.begin_lsn, _hex(last.begin), last.commit_lsn, _hex(last.commit))
+        prelude = plan.prelude(len(plan.cuts))  # the state after the last cut
+        new_cut: int | None = last.position
         decoded_lsn: int | None = last.commit_lsn
     else:
         keep = all_rows
-        new_schema, new_cut, decoded_lsn = state.schema, state.cut, state.lsn
+        prelude, new_cut, decoded_lsn = state.prelude, state.cut, state.lsn
     after = StreamState(
-        schema=new_schema, cut=new_cut,
+        prelude=prelude, cut=new_cut,
         pending=tuple((p, lsn, d.hex()) for p, lsn, d in keep),
         held=tuple(held), segment=segment,
         position=taken[-1][0] if taken else state.position, lsn=decoded_lsn)

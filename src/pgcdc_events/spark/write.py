@@ -22,10 +22,10 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from pgcdc_events.events.chunks import ChunkPlan
-from pgcdc_events.events.columnar import ColumnarRun
 from pgcdc_events.events.jsonconv import JsonRecordWriter
 from pgcdc_events.spark._session import map_in_arrow
 from pgcdc_events.spark.capture import filesystem
+from pgcdc_events.spark.columnar import ColumnarRun
 from pgcdc_events.spark.decode import DecodedCapture, DecodingSource, decode_items
 from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.layout import RUN_KIND, TableLayout, record_parts, record_table

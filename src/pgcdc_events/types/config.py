@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Final, Literal
 
 import attrs
 
 from pgcdc_events.errors import ConfigurationError
+from pgcdc_events.types.javaregex import JavaPattern, compile_java
 
 __all__ = [
     "DEFAULT_PLACEHOLDER",
@@ -16,6 +16,7 @@ __all__ = [
     "TypeConfig",
     "parse_bool",
     "parse_patterns",
+    "split_patterns",
 ]
 
 TimePrecisionMode = Literal[
@@ -54,19 +55,35 @@ TYPE_PROPERTIES: Final[dict[str, str]] = {
 }
 
 
-def parse_patterns(text: str, name: str | None = None) -> tuple[re.Pattern[str], ...]:
-    """Debezium's comma-separated regular expressions (``\\,`` escapes a comma)."""
-    parts = [p.replace("\\,", ",").strip() for p in re.split(r"(?<!\\),", text)]
-    out = []
-    for part in parts:
-        if part:
-            try:
-                out.append(re.compile(part, re.IGNORECASE))
-            except re.error as exc:
+def parse_patterns(text: str, name: str | None = None) -> tuple[JavaPattern, ...]:
+    """Debezium's comma-separated regular expressions (``\\,`` escapes a comma), in Java's
+    syntax, matched against whole names without case and in linear time
+    (:func:`~pgcdc_events.types.javaregex.compile_java`)."""
+    return tuple(compile_java(part, name) for part in split_patterns(text, name))
+
+
+_JAVA_TRIM: Final = "".join(map(chr, range(33)))  # what Java's String.trim() removes
+
+
+def split_patterns(text: str, name: str | None = None) -> list[str]:
+    """Split a list of regular expressions as Debezium's ``Strings.RegExSplitter`` does:
+    at each comma not escaped by a backslash (a backslash escapes any character, so
+    ``\\\\,`` still splits), each part trimmed, then ``\\,`` becomes ``,``."""
+    parts, start, index = [], 0, 0
+    while index < len(text):
+        char = text[index]
+        if char == "\\":
+            if index + 1 == len(text):
                 where = f"{name}: " if name else ""
-                raise ConfigurationError(f"{where}invalid regular expression {part!r}: {exc}"
-                                         ) from None
-    return tuple(out)
+                raise ConfigurationError(
+                    f"{where}unterminated escape sequence at the end of {text!r}")
+            index += 1
+        elif char == ",":
+            parts.append(text[start:index])
+            start = index + 1
+        index += 1
+    parts.append(text[start:])
+    return [part.strip(_JAVA_TRIM).replace("\\,", ",") for part in parts if part]
 
 
 def parse_bool(name: str, value: str) -> bool:
@@ -94,8 +111,8 @@ class TypeConfig:
     money_fraction_digits: int = 2
     unavailable_value_placeholder: bytes = DEFAULT_PLACEHOLDER.encode()
     include_unknown_datatypes: bool = False
-    column_propagate_source_type: tuple[re.Pattern[str], ...] = ()
-    datatype_propagate_source_type: tuple[re.Pattern[str], ...] = ()
+    column_propagate_source_type: tuple[JavaPattern, ...] = ()
+    datatype_propagate_source_type: tuple[JavaPattern, ...] = ()
     map_unsupported_types: bool = False
 
     @classmethod

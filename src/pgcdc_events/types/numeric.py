@@ -27,8 +27,10 @@ from pgcdc_events.types.schema import Schema, Struct, struct_schema
 
 __all__ = [
     "BUILDERS",
+    "DECIMAL_MAX",
     "VARIABLE_SCALE_DECIMAL",
     "decimal_from_binary",
+    "decimal_parameters",
     "numeric_modifier",
     "variable_scale_struct",
 ]
@@ -47,6 +49,25 @@ _HALF_UP: Final = decimal.Context(prec=200_000, rounding=decimal.ROUND_HALF_UP,
                                   Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 _SPECIAL_STRINGS: Final = {"NaN": "NAN", "Infinity": "POSITIVE_INFINITY",
                            "-Infinity": "NEGATIVE_INFINITY"}
+
+#: The most digits of a decimal held exactly by fixed-width decimal types downstream
+#: (Arrow's decimal128, Spark's DecimalType).
+DECIMAL_MAX: Final = 38
+
+
+def decimal_parameters(schema: Schema, limit: int = DECIMAL_MAX) -> tuple[int, int] | None:
+    """``(precision, scale)`` of a Connect ``Decimal`` schema as :func:`_numeric` writes
+    them (no precision parameter: ``limit``), or ``None`` when they are not numbers or do
+    not fit ``limit`` digits. The one reading of those parameters (Spark's schemas and its
+    column-wise decoding take it from here)."""
+    params = schema.params
+    try:
+        scale = int(params.get("scale", "0"))
+        precision = int(params.get("connect.decimal.precision", str(limit)))
+    except ValueError:
+        return None
+    return (precision, scale) if 0 <= scale <= precision <= limit else None
+
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -41,15 +41,17 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events.chunks import ChunkDecoder, ChunkError
 from pgcdc_events.events.decoder import EventDecoder
+from pgcdc_events.events.envelope import change_record, envelope_value, tombstone
 from pgcdc_events.events.records import ChangeRecord, Header
 from pgcdc_events.events.source import SOURCE_SCHEMA, sequence, source_struct
 from pgcdc_events.events.tables import ColumnPlan, TableSchema
 from pgcdc_events.events.transactions import TransactionContext
 from pgcdc_events.types.jsonvalue import DECIMAL_LOGICAL
+from pgcdc_events.types.numeric import decimal_parameters
 from pgcdc_events.types.schema import Schema, Struct
 
-__all__ = ["DECIMAL_MAX", "MIN_RUN", "ColumnarRun", "ColumnarTable", "RunDecoder", "arrow_type",
-           "decimal_parameters", "decode_run", "split_tuples"]
+__all__ = ["MIN_RUN", "ColumnarRun", "ColumnarTable", "RunDecoder", "arrow_type", "decode_run",
+           "split_tuples"]
 
 _INSERT, _UPDATE, _DELETE = b"IUD"
 _NEW, _KEY, _OLD = b"NKO"
@@ -64,24 +66,9 @@ _PRIMITIVES: Final = {
 }
 _INTEGERS: Final = {"int2": "int16", "int4": "int32", "int8": "int64"}
 _STRINGS: Final = frozenset({"text", "varchar"})
-#: The most digits of a decimal held exactly (Arrow's decimal128, Spark's DecimalType).
-DECIMAL_MAX: Final = 38
 _ZONED: Final = "io.debezium.time.ZonedTimestamp"
 #: The fewest messages a run decoded column-wise has (shorter ones: the decoder's).
 MIN_RUN: Final = 32
-
-
-def decimal_parameters(schema: Schema) -> tuple[int, int] | None:
-    """``(precision, scale)`` of a Connect ``Decimal`` schema (no precision parameter: 38),
-    or ``None`` when they are not numbers or do not fit 38 digits (Arrow's and Spark's
-    widest decimal)."""
-    params = schema.params
-    try:
-        scale = int(params.get("scale", "0"))
-        precision = int(params.get("connect.decimal.precision", str(DECIMAL_MAX)))
-    except ValueError:
-        return None
-    return (precision, scale) if 0 <= scale <= precision <= DECIMAL_MAX else None
 
 
 def arrow_type(schema: Schema) -> Any:
@@ -356,16 +343,14 @@ class ColumnarRun:
             if table.key_schema is not None:
                 key = Struct(table.key_schema, tuple(row["key"][n] for n in key_fields))
             if row["kind"] == "tombstone":
-                out.append(ChangeRecord(table.topic, table.key_schema, key,
-                                        table.envelope_schema, None, self.headers, row["lsn"],
-                                        "tombstone"))
+                out.append(tombstone(table, key, self.headers, row["lsn"]))
                 continue
             source = Struct(SOURCE_SCHEMA, tuple(row["source"][n] for n in source_fields))
-            envelope = Struct(table.envelope_schema, (
-                value(row["before"]), value(row["after"]), source, None, row["op"],
-                row["ts_ms"], row["ts_us"], row["ts_ns"]))
-            out.append(ChangeRecord(table.topic, table.key_schema, key, table.envelope_schema,
-                                    envelope, self.headers, row["lsn"]))
+            # one processing time for the run: ts_ms and ts_us are ts_ns's
+            envelope = envelope_value(table.envelope_schema, value(row["before"]),
+                                      value(row["after"]), source, None, row["op"],
+                                      row["ts_ns"])
+            out.append(change_record(table, key, envelope, self.headers, row["lsn"]))
         return out
 
 

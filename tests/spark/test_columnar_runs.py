@@ -1,4 +1,4 @@
-"""The column-wise run decoder (``pgcdc_events.events.columnar``) gives EventDecoder's records.
+"""The column-wise run decoder (``pgcdc_events.spark.columnar``) gives EventDecoder's records.
 
 Every golden capture (real PostgreSQL bytes, every recorded mode) and generated workloads
 are decoded by a :class:`RunDecoder` that takes every run it can column-wise (runs of one
@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.events.chunks import ChunkDecoder, ChunkError, control_messages, plan_chunks
-from pgcdc_events.events.columnar import ColumnarRun, RunDecoder
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.protocol import CaptureRow
+from pgcdc_events.spark.columnar import ColumnarRun, RunDecoder
 from pgcdc_events.testing import Transaction, op_delete, op_insert, op_update, render, table
 from pgcdc_events.testing.strategies import workloads
 from pgcdc_events.testing.workload import Workload

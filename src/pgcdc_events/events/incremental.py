@@ -1,0 +1,539 @@
+"""Incremental snapshots: the watermark window, its deduplication, and the progress state.
+
+Debezium's incremental snapshot (the DBLog algorithm, as
+``SignalBasedIncrementalSnapshotChangeEventSource`` runs it) reads a table in
+key-ordered chunks *while streaming*. For each chunk the connector writes an *open*
+watermark row into the signalling table, reads the chunk
+(see :mod:`.snapshot_sql`) into a buffer, and writes a *close* watermark row (with the
+``insert_delete`` strategy: deletes the open row instead). Both rows come back
+through the replication stream, and between them lies the chunk's *window*:
+
+* every streamed change event goes out unchanged, and while the window is open a
+  change to the chunk's table removes the buffered row with the same message key
+  (an insert, update or delete: the streamed event is newer than the row read);
+* when the close watermark comes back, the rows still buffered go out as read
+  (``op: r``) events, in the order the chunk query returned them (key order), and
+  then the close watermark row's own event.
+
+So within a window the order is: the open watermark row's event, the streamed
+events, the ``r`` events, the close watermark row's event. A streamed event never
+waits and no row read before a change overwrites it.
+
+:class:`ChunkWindow` is that rule, sans-I/O: the embedder gives it the chunk rows it
+read (:meth:`ChunkWindow.chunk`) and every record the decoder produced from the stream
+(:meth:`ChunkWindow.receive`), and gets back the records to emit, in order. The ``r``
+events carry the connector's ``source`` block for them: ``snapshot="incremental"``,
+``lsn``, ``txId``, ``xmin``, ``origin`` and ``origin_lsn`` null, ``sequence`` that of the
+close watermark's event (its position in the stream), ``schema``/``table`` the
+snapshotted table (``PostgresSourceInfoStructMaker.struct`` leaves the WAL fields out
+of incremental snapshot events, ``CommonOffsetContext.incrementalSnapshotEvents``
+marks them). Signals other than watermarks are parsed (:mod:`.signals`) and queued for
+the embedder (:meth:`ChunkWindow.signals`).
+
+:class:`IncrementalSnapshotContext` is the snapshot's progress
+(``AbstractIncrementalSnapshotContext``): the queue of tables, the current chunk, the
+last key sent, the table's maximum key; :meth:`IncrementalSnapshotContext.to_offset`
+is its serialisable form for a checkpoint, under the connector's offset names.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+
+from pgcdc_events.errors import ConfigurationError, ConversionError, PgCdcError
+from pgcdc_events.events.records import ChangeRecord, make_record
+from pgcdc_events.events.signals import (
+    AdditionalCondition,
+    Signal,
+    SignalWarning,
+    WindowSignal,
+    signal_from_record,
+)
+from pgcdc_events.events.snapshot import SnapshotRow, relation_from_catalog, snapshot_tuple
+from pgcdc_events.events.snapshot_sql import parenthesized
+from pgcdc_events.events.source import source_struct
+from pgcdc_events.events.tables import TableSchema, build_table_schema
+from pgcdc_events.types.catalog import CatalogTable
+from pgcdc_events.types.schema import Struct, make_struct
+
+if TYPE_CHECKING:
+    from pgcdc_events.events.decoder import EventDecoder
+
+__all__ = [
+    "INSERT_DELETE",
+    "INSERT_INSERT",
+    "ChunkWindow",
+    "IncrementalSnapshotContext",
+    "IncrementalSnapshotError",
+    "SnapshotCollection",
+    "expand_data_collections",
+]
+
+_LOG: Final = logging.getLogger("pgcdc_events")
+
+#: ``incremental.snapshot.watermarking.strategy``: both watermarks are inserted rows.
+INSERT_INSERT: Final = "insert_insert"
+#: ``incremental.snapshot.watermarking.strategy``: the close watermark deletes the open row.
+INSERT_DELETE: Final = "insert_delete"
+
+# The connector's offset names (AbstractIncrementalSnapshotContext).
+_PRIMARY_KEY: Final = "incremental_snapshot_primary_key"
+_MAXIMUM_KEY: Final = "incremental_snapshot_maximum_key"
+_COLLECTIONS: Final = "incremental_snapshot_collections"
+_CORRELATION_ID: Final = "incremental_snapshot_correlation_id"
+_COLLECTION_ID: Final = "incremental_snapshot_collections_id"
+_COLLECTION_CONDITION: Final = "incremental_snapshot_collections_additional_condition"
+_COLLECTION_SURROGATE: Final = "incremental_snapshot_collections_surrogate_key"
+
+
+class IncrementalSnapshotError(PgCdcError, ValueError):
+    """Input the incremental snapshot cannot use: a close watermark for a chunk whose
+    rows were never given, a checkpoint that does not parse, a row of the wrong width."""
+
+
+@attrs.frozen
+class SnapshotCollection:
+    """A table queued for an incremental snapshot (``DataCollection``): ``schema.table``,
+    the signal's filter for it (as written, without parentheses) and surrogate key."""
+
+    table: str
+    additional_condition: str | None = None
+    surrogate_key: str | None = None
+
+    @property
+    def condition(self) -> str | None:
+        """The filter as the chunk queries append it: in parentheses (``None``: none)."""
+        return parenthesized(self.additional_condition)
+
+
+def expand_data_collections(patterns: Iterable[str], known_tables: Iterable[str]) -> list[str]:
+    """A signal's ``data-collections`` expanded against the known tables
+    (``expandAndDedupeDataCollectionIds``): each regular expression is replaced by the
+    ``schema.table`` names it matches whole, in ``known_tables`` order, or kept as
+    written when it matches none (the snapshot skips it later); duplicates are dropped."""
+    tables = list(known_tables)
+    out: dict[str, None] = {}
+    for pattern in patterns:
+        regex = re.compile(pattern)
+        matched = [t for t in tables if regex.fullmatch(t)]
+        for name in matched or [pattern]:
+            out.setdefault(name, None)
+    return list(out)
+
+
+def _text(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _key(values: Sequence[Any] | None) -> tuple[Any, ...] | None:
+    """A chunk key as the context keeps it: a tuple, text given as bytes decoded."""
+    return None if values is None else tuple(_text(v) for v in values)
+
+
+@attrs.define
+class IncrementalSnapshotContext:
+    """The progress of an incremental snapshot, as the connector keeps it.
+
+    ``collections`` is the queue of tables still to snapshot, the current one first;
+    ``chunk_end`` the chunk key of the last row read (the next chunk starts after it);
+    ``last_key_sent`` the chunk key of the last ``r`` event emitted; ``maximum_key`` the
+    current table's largest key when its snapshot started (``None``: not read yet);
+    ``chunk_id`` the current chunk's id (its watermarks are ``<chunk_id>-open`` and
+    ``<chunk_id>-close``). Keys are tuples in chunk-key order (the surrogate key, or the
+    table's key), of the values the embedder binds to the chunk queries.
+    """
+
+    collections: list[SnapshotCollection] = attrs.Factory(list)
+    chunk_end: tuple[Any, ...] | None = None
+    last_key_sent: tuple[Any, ...] | None = None
+    maximum_key: tuple[Any, ...] | None = None
+    chunk_id: str | None = None
+    window_opened: bool = False
+    paused: bool = False
+    correlation_id: str | None = None
+    stop_requests: list[str] = attrs.Factory(list)
+
+    @property
+    def running(self) -> bool:
+        """Whether tables remain to be snapshotted."""
+        return bool(self.collections)
+
+    @property
+    def current(self) -> SnapshotCollection | None:
+        """The table being snapshotted."""
+        return self.collections[0] if self.collections else None
+
+    @property
+    def non_initial_chunk(self) -> bool:
+        """Whether the next chunk of the current table is bounded below (``isNonInitialChunk``)."""
+        return self.chunk_end is not None
+
+    def add(self, correlation_id: str, tables: Iterable[str],
+            conditions: Sequence[AdditionalCondition] = (), surrogate_key: str | None = None
+            ) -> list[SnapshotCollection]:
+        """Queue tables (already expanded, see :func:`expand_data_collections`), each with
+        the filter of the first condition matching it; returns the new entries."""
+        added = []
+        for table in tables:
+            condition = next((c.filter for c in conditions if c.matches(table)), None)
+            added.append(SnapshotCollection(table, condition or None, surrogate_key or None))
+        self.collections.extend(added)
+        self.correlation_id = correlation_id
+        return added
+
+    def start_chunk(self, chunk_id: str) -> None:
+        """A new chunk begins (``startNewChunk``): its watermarks will carry ``chunk_id``."""
+        self.chunk_id = chunk_id
+
+    def _expected(self, watermark_id: str) -> bool:
+        # watermarks replayed after a restart, or of a finished snapshot, are ignored
+        return self.chunk_id is not None and watermark_id.startswith(self.chunk_id)
+
+    def open_window(self, watermark_id: str) -> bool:
+        """The open watermark came back; ``False`` (ignored) when it is not the current
+        chunk's."""
+        if not self._expected(watermark_id):
+            return False
+        self.window_opened = True
+        return True
+
+    def close_window(self, watermark_id: str) -> bool:
+        """The close watermark came back; ``False`` (ignored) when it is not the current
+        chunk's."""
+        if not self._expected(watermark_id):
+            return False
+        self.window_opened = False
+        return True
+
+    def next_chunk_position(self, key: Sequence[Any] | None) -> None:
+        """The chunk read ended at ``key`` (``None``: the chunk was empty)."""
+        self.chunk_end = _key(key)
+
+    def set_maximum_key(self, key: Sequence[Any] | None) -> None:
+        """The current table's largest key (``None``: the table is empty)."""
+        self.maximum_key = _key(key)
+
+    def send_event(self, key: Sequence[Any]) -> None:
+        """An ``r`` event of the row with chunk key ``key`` went out."""
+        self.last_key_sent = _key(key)
+
+    def revert_chunk(self) -> None:
+        """Read the current chunk again from the last key sent (``revertChunk``)."""
+        self.chunk_end = self.last_key_sent
+        self.window_opened = False
+
+    def next_collection(self) -> SnapshotCollection | None:
+        """The current table is done: move on to the next one (``nextDataCollection``);
+        when none is left the snapshot is complete and the correlation id is unset."""
+        self.chunk_end = self.last_key_sent = self.maximum_key = None
+        if self.collections:
+            self.collections.pop(0)
+        if not self.collections:
+            self.correlation_id = None
+        return self.current
+
+    def request_stop(self, tables: Sequence[str] | None) -> None:
+        """A ``stop-snapshot`` arrived (``None`` or empty: every table); applied by
+        :meth:`apply_stop` before the next chunk is read, as the connector does."""
+        if self.running:
+            self.stop_requests.extend(tables or [".*"])
+
+    def apply_stop(self, known_tables: Iterable[str]) -> list[str]:
+        """Remove the tables asked to stop (``checkAndProcessStopFlag``): queued ones at
+        once, the current one by moving on to the next table. Returns the tables removed."""
+        requests, self.stop_requests = self.stop_requests, []
+        if not requests:
+            return []
+        if not self.running:
+            self.correlation_id = None
+            return []
+        current = self.current.table if self.current is not None else None
+        stopped: list[str] = []
+        stop_current = False
+        for table in expand_data_collections(requests, known_tables):
+            if table == current:
+                stop_current = True
+                continue
+            before = len(self.collections)
+            self.collections = [c for c in self.collections if c.table != table]
+            if len(self.collections) != before:
+                stopped.append(table)
+        if stop_current and current is not None:
+            stopped.append(current)
+            self.next_collection()
+        if not self.running:
+            self.correlation_id = None
+        return stopped
+
+    # -- the checkpoint ------------------------------------------------------------------
+
+    def to_offset(self) -> dict[str, Any]:
+        """The progress as the connector stores it in its offsets (empty when no snapshot
+        runs), JSON-serialisable: ``incremental_snapshot_primary_key`` (the last key
+        sent), ``incremental_snapshot_maximum_key``, ``incremental_snapshot_collections``
+        (a JSON string, the tables still to snapshot with their filter and surrogate key)
+        and ``incremental_snapshot_correlation_id``.
+
+        The connector writes the two keys as hex of Java-serialized arrays; here they are
+        JSON arrays of the key values, and a filter is stored as written (the connector
+        stores it parenthesised, and wraps it once more when it loads it).
+        """
+        if not self.running:
+            return {}
+        collections = [{_COLLECTION_ID: c.table, _COLLECTION_CONDITION: c.additional_condition,
+                        _COLLECTION_SURROGATE: c.surrogate_key} for c in self.collections]
+        return {
+            _PRIMARY_KEY: None if self.last_key_sent is None else list(self.last_key_sent),
+            _MAXIMUM_KEY: None if self.maximum_key is None else list(self.maximum_key),
+            _COLLECTIONS: json.dumps(collections, separators=(",", ":")),
+            _CORRELATION_ID: self.correlation_id,
+        }
+
+    @classmethod
+    def from_offset(cls, offset: Mapping[str, Any]) -> IncrementalSnapshotContext:
+        """The progress stored by :meth:`to_offset`: the next chunk starts after the last
+        key sent (``AbstractIncrementalSnapshotContext.init``), so that a restart neither
+        loses nor repeats a row that was emitted."""
+        context = cls()
+        text = offset.get(_COLLECTIONS)
+        if text is None:
+            return context
+        try:
+            entries = json.loads(text)
+            context.collections = [
+                SnapshotCollection(e[_COLLECTION_ID], e.get(_COLLECTION_CONDITION) or None,
+                                   e.get(_COLLECTION_SURROGATE) or None) for e in entries]
+            for name in (_PRIMARY_KEY, _MAXIMUM_KEY):
+                value = offset.get(name)
+                if value is not None and not isinstance(value, list):
+                    raise TypeError(f"{name} is not a list")
+        except (TypeError, ValueError, KeyError, AttributeError) as error:
+            raise IncrementalSnapshotError(
+                f"the incremental snapshot checkpoint does not parse: {error}") from None
+        context.chunk_end = _key(offset.get(_PRIMARY_KEY))
+        context.maximum_key = _key(offset.get(_MAXIMUM_KEY))
+        context.correlation_id = offset.get(_CORRELATION_ID)
+        return context
+
+
+@attrs.define
+class _Chunk:
+    """The chunk being read: its id, table, and the rows still buffered, by message key."""
+
+    chunk_id: str
+    table: TableSchema
+    rows: dict[Any, tuple[tuple[Any, ...], tuple[Any, ...]]] | None = None
+    removed: set[Any] = attrs.Factory(set)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, Struct):
+        return tuple(_hashable(v) for v in value.values)
+    return value
+
+
+def _message_key(key: Struct | None) -> Any:
+    """What the window is keyed by: the message key's values (``None``: no key)."""
+    return None if key is None else _hashable(key)
+
+
+class ChunkWindow:
+    """The window of an incremental snapshot's chunks, and the order of what goes out.
+
+    ``decoder`` is the :class:`EventDecoder` the stream's records come from (its
+    configuration, type mapper, clock and metrics build the ``r`` events);
+    ``signal_data_collection`` the signalling table (``schema.table``, or
+    ``database.schema.table``); ``watermarking_strategy`` ``insert_insert`` or
+    ``insert_delete``. ``context`` is the snapshot's progress, updated as chunks are read
+    and sent (a fresh one when not given).
+
+    For each chunk, the embedder writes the open watermark ``<chunk_id>-open``, reads
+    the chunk and hands its rows to :meth:`chunk` (before the close watermark comes back
+    through the stream), writes the close watermark, and passes every record the
+    decoder produces to :meth:`receive`, which returns the records to emit.
+    """
+
+    def __init__(self, decoder: EventDecoder, *, signal_data_collection: str,
+                 watermarking_strategy: str = INSERT_INSERT,
+                 context: IncrementalSnapshotContext | None = None) -> None:
+        strategy = watermarking_strategy.lower()
+        if strategy not in (INSERT_INSERT, INSERT_DELETE):
+            raise ConfigurationError(
+                "incremental.snapshot.watermarking.strategy must be insert_insert or "
+                f"insert_delete, not {watermarking_strategy!r}")
+        parts = signal_data_collection.split(".")
+        if len(parts) not in (2, 3) or not all(parts):
+            raise ConfigurationError(
+                f"signal.data.collection {signal_data_collection!r} is not schema.table "
+                "(or database.schema.table)")
+        self.decoder = decoder
+        self.signal_table: tuple[str, str] = (parts[-2], parts[-1])
+        self.insert_delete = strategy == INSERT_DELETE
+        self.context = context if context is not None else IncrementalSnapshotContext()
+        self._chunk: _Chunk | None = None
+        self._signals: list[Signal | SignalWarning] = []
+        self._key_positions: tuple[int, ...] = ()
+
+    # -- input -----------------------------------------------------------------------------
+
+    def begin_chunk(self, chunk_id: str, table: CatalogTable | TableSchema) -> TableSchema:
+        """A chunk of ``table`` begins (call it before writing its open watermark
+        ``<chunk_id>-open``); returns the table's schema. :meth:`chunk` does it when it
+        was not called."""
+        schema = table if isinstance(table, TableSchema) else self._table_schema(table)
+        self._chunk = _Chunk(chunk_id, schema)
+        self.context.start_chunk(chunk_id)
+        return schema
+
+    def chunk(self, chunk_id: str, table: CatalogTable | TableSchema,
+              rows: Iterable[SnapshotRow], *, chunk_key: Sequence[str] | None = None) -> None:
+        """The rows of chunk ``chunk_id`` of ``table``, in the order the chunk query
+        returned them: each row's values as text in the table's column order (``None``
+        for NULL), as :func:`~pgcdc_events.events.snapshot.snapshot_records` takes them.
+        Give them before the close watermark comes back through the stream.
+
+        ``chunk_key`` names the columns the chunk is ordered by (the surrogate key, or
+        the table's key; default: the key of the table's events); the last row's values
+        of them become the context's ``chunk_end``. Streamed changes received since the
+        chunk's open watermark already count against these rows.
+        """
+        chunk = self._chunk
+        if chunk is None or chunk.chunk_id != chunk_id:
+            self.begin_chunk(chunk_id, table)
+            chunk = self._chunk
+            assert chunk is not None
+        schema = chunk.table
+        names = [c.name for c in schema.relation.columns]
+        key_names = list(chunk_key) if chunk_key is not None else \
+            [names[p] for p in _event_key_positions(schema)]
+        try:
+            positions = tuple(names.index(n) for n in key_names)
+        except ValueError:
+            raise IncrementalSnapshotError(
+                f"chunk key {key_names!r} is not a list of columns of {schema.qualified}"
+                ) from None
+        buffered: dict[Any, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+        width = len(schema.relation.columns)
+        last: tuple[Any, ...] | None = None
+        for row in rows:
+            tup = snapshot_tuple(row, width, schema.qualified)
+            last = tuple(_text(row[p]) for p in positions)
+            try:
+                converted = schema.row(tup)
+            except ConversionError as error:
+                self._row_failed(error, schema)
+                continue
+            key = _message_key(schema.key(converted))
+            if key in chunk.removed:
+                continue  # changed in the stream after the open watermark
+            buffered[key] = (converted, last)  # a repeated key keeps its first place
+        chunk.rows = buffered
+        if last is not None:
+            self.context.next_chunk_position(last)
+
+    def receive(self, record: ChangeRecord) -> list[ChangeRecord]:
+        """One record the decoder produced from the stream, in stream order; returns the
+        records to emit: the record itself, preceded at a close watermark by the chunk's
+        remaining rows as ``r`` events."""
+        value = record.value
+        source = value.get("source") if value is not None else None
+        if source is not None and (source["schema"], source["table"]) == self.signal_table:
+            return self._signal_record(record)
+        chunk = self._chunk
+        if (chunk is not None and self.context.window_opened and record.key is not None
+                and source is not None and source["table"] == chunk.table.table_name
+                and source["schema"] == chunk.table.schema_name):
+            key = _message_key(record.key)
+            if chunk.rows is None:
+                chunk.removed.add(key)
+            elif chunk.rows.pop(key, None) is not None:
+                _LOG.debug("removed %r from the incremental snapshot window", key)
+        return [record]
+
+    def signals(self) -> list[Signal | SignalWarning]:
+        """The signals (other than watermarks) and signal warnings received since the last
+        call, in stream order: what the embedder must act on or log."""
+        out, self._signals = self._signals, []
+        return out
+
+    # -- pieces ----------------------------------------------------------------------------
+
+    def _signal_record(self, record: ChangeRecord) -> list[ChangeRecord]:
+        signal = signal_from_record(record, insert_delete=self.insert_delete)
+        if signal is None:
+            return [record]
+        if not isinstance(signal, WindowSignal):
+            self._signals.append(signal)
+            return [record]
+        if signal.opens:
+            if not self.context.open_window(signal.id):
+                _LOG.info("ignored the open watermark %r (expected chunk %r)", signal.id,
+                          self.context.chunk_id)
+            return [record]
+        if not self.context.close_window(signal.id):
+            _LOG.info("ignored the close watermark %r (expected chunk %r)", signal.id,
+                      self.context.chunk_id)
+            return [record]
+        chunk, self._chunk = self._chunk, None
+        if chunk is None or chunk.rows is None or not signal.id.startswith(chunk.chunk_id):
+            raise IncrementalSnapshotError(
+                f"the close watermark {signal.id!r} came back at LSN {record.lsn} but the rows "
+                f"of chunk {self.context.chunk_id!r} were never given (ChunkWindow.chunk)")
+        return [*self._read_events(chunk, record), record]
+
+    def _read_events(self, chunk: _Chunk, close: ChangeRecord) -> list[ChangeRecord]:
+        """The buffered rows as ``r`` events at the close watermark ``close``."""
+        assert chunk.rows is not None and close.value is not None
+        decoder = self.decoder
+        config = decoder.config
+        table = chunk.table
+        sequence = close.value["source"]["sequence"]
+        out = []
+        for row, chunk_key in chunk.rows.values():
+            now = decoder.clock()
+            source = source_struct(
+                version=config.version, name=config.topic_prefix, ts_us=now // 1000,
+                snapshot="incremental", db=config.database, sequence=sequence,
+                schema=table.schema_name, table=table.table_name, tx_id=None, lsn=None)
+            value = make_struct(table.envelope_schema, (
+                None, table.value(row), source, None, "r", now // 1_000_000, now // 1000, now))
+            decoder.metrics.events_seen += 1
+            out.append(make_record(table.topic, table.key_schema, table.key(row),
+                                   table.envelope_schema, value, decoder.context_headers,
+                                   close.lsn, "change"))
+            self.context.send_event(chunk_key)
+        return out
+
+    def _table_schema(self, table: CatalogTable) -> TableSchema:
+        decoder = self.decoder
+        return build_table_schema(relation_from_catalog(table), decoder.mapper, decoder.config,
+                                  table, decoder.on_conversion_error)
+
+    def _row_failed(self, error: ConversionError, table: TableSchema) -> None:
+        """``event.processing.failure.handling.mode`` for a chunk row that does not convert."""
+        mode = self.decoder.config.event_processing_failure_handling_mode
+        if mode == "fail":
+            raise error
+        self.decoder.metrics.failed_events += 1
+        if mode == "warn":
+            _LOG.warning("skipped a row of %s in an incremental snapshot chunk: %s",
+                         table.qualified, error)
+
+
+def _event_key_positions(table: TableSchema) -> tuple[int, ...]:
+    """Positions (in the relation's columns) of the columns that key the table's events."""
+    if table.key_schema is None or not table.key_schema.fields:
+        raise IncrementalSnapshotError(
+            f"table {table.qualified} has no key: give ChunkWindow.chunk its chunk_key")
+    names = [c.name for c in table.relation.columns]
+    return tuple(names.index(f.name) for f in table.key_schema.fields)
