@@ -62,3 +62,57 @@ def test_sigkill_with_heartbeats(cluster: TempCluster, tmp_path: Path,
     assert proc.returncode == 0, err.decode()
     test_delivery.finish_capture(cluster, output)
     assert test_delivery.verify(cluster, output)["duplicates"] == 0
+
+
+IDLE_CRASH = test_delivery.crash_wrapper("from pgcdc_events.adapters import checkpoint", '''
+    record = checkpoint.DurableOutput.record_idle
+
+    if point == "after-idle":  # the idle position is on disk, the slot not confirmed
+        def recorded_not_confirmed(self, lsn):
+            record(self, lsn)
+            if passing():
+                die()
+        checkpoint.DurableOutput.record_idle = recorded_not_confirmed
+''')
+
+
+def test_a_crash_between_recording_and_confirming_an_idle_position(
+        cluster: TempCluster, tmp_path: Path) -> None:
+    """The slot is then behind the recorded position, with no transaction ending there:
+    the next run continues (the checkpoint's lsn is still its last transaction's end, which
+    the check of what is skipped as delivered finds again), exactly once."""
+    workload = test_delivery.Workload(cluster, seed=29)
+    conn = workload.connect()
+    script = tmp_path / "crash.py"
+    script.write_text(IDLE_CRASH)
+    output = tmp_path / "out"
+    checkpoint = output / "capture.jsonl.checkpoint.json"
+    args = test_delivery.capture_args(cluster, output, "--follow",
+                                      "-c", "heartbeat.interval.ms=100")
+    try:
+        for _ in range(20):
+            workload.step(conn)
+        for gid in workload.prepared:  # (an unresolved PREPARE leaves nothing idle)
+            conn.run(f"COMMIT PREPARED '{gid}'")
+        workload.prepared = []
+        proc = test_delivery.start_capture(args, {"CRASH_AT": "after-idle", "CRASH_NTH": "1"},
+                                           script)
+        deadline = time.monotonic() + 60
+        while proc.poll() is None:  # WAL that publishes nothing, until it dies
+            assert time.monotonic() < deadline, "the capture never recorded an idle position"
+            conn.run("CREATE TEMPORARY TABLE IF NOT EXISTS nothing_published (x int)")
+            conn.run("DROP TABLE nothing_published")
+            time.sleep(0.3)
+        assert proc.returncode == -signal.SIGKILL, proc.communicate()[1].decode()
+        saved = json.loads(checkpoint.read_text())
+        confirmed = conn.run("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                             "WHERE slot_name = 'cap'")[0][0]
+        assert int(Lsn.parse(confirmed)) < int(Lsn.parse(saved["idle"]))
+        for _ in range(20):
+            workload.step(conn)
+        for gid in workload.prepared:
+            conn.run(f"COMMIT PREPARED '{gid}'")
+    finally:
+        conn.close()
+    test_delivery.finish_capture(cluster, output)
+    test_delivery.verify(cluster, output)
