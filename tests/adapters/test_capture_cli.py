@@ -176,8 +176,11 @@ def test_capture_decode_writes_what_decode_writes(url: str, pg_conn: Any,
     assert _capture(url, tmp_path / "ev", "--decode", "-q", *props) == 0
     assert main(["capture", "--dsn", url, "--slot", "s2", "--publication", "p", "--output",
                  f"{tmp_path / 'cap'}/", "--snapshot-mode", "no_data", "-q"]) == 0
+    # capture --decode reads the catalog from its connection: decode is given it
+    assert main(["catalog", "--dsn", url, "-o", str(tmp_path / "catalog.json")]) == 0
     assert main(["decode", "--capture", str(tmp_path / "cap" / "capture.jsonl"), "-q",
-                 "-o", str(tmp_path / "decoded.jsonl"), *props]) == 0
+                 "-o", str(tmp_path / "decoded.jsonl"), "--catalog",
+                 str(tmp_path / "catalog.json"), *props]) == 0
     ours = [_comparable(x) for x in _lines(tmp_path / "ev" / "events.jsonl")]
     assert len(ours) > 2000
     assert ours == [_comparable(x) for x in _lines(tmp_path / "decoded.jsonl")]

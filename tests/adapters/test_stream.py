@@ -279,8 +279,11 @@ def test_changes_read_from_their_heads_are_written_as_the_sql_reader_writes_them
     fed.clear()
     assert main(_args(url, "by_decode", tmp_path / "dec", "--decode", *extra)) == 0
     assert len(fed) == len(stream) - len(changes) + len(relations)
+    # (capture --decode reads the catalog from its connection: decode is given it)
+    assert main(["catalog", "--dsn", url, "-o", str(tmp_path / "catalog.json")]) == 0
     assert main(["decode", "--capture", str(tmp_path / "sql" / "capture.jsonl"), "--output",
-                 str(tmp_path / "sql.jsonl"), "-q"]) == 0
+                 str(tmp_path / "sql.jsonl"), "-q", "--catalog",
+                 str(tmp_path / "catalog.json")]) == 0
 
     def records(path: Path) -> list[Any]:
         with open(path, encoding="utf-8") as fh:

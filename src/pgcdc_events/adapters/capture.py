@@ -17,23 +17,33 @@ dropped and the read starts again after the checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from pgcdc_events.adapters.checkpoint import Checkpoint, Output
+from pgcdc_events.adapters.connection import ConnectionSettings
 from pgcdc_events.adapters.errors import (
     CheckpointAheadError,
     ConnectionLostError,
     DeliveryGapError,
     SlotBusyError,
+    SlotLostError,
     SlotNotFoundError,
     SnapshotError,
 )
-from pgcdc_events.adapters.pg8000 import ResolvedOptions, SlotInfo, SlotReader, SlotStatus
+from pgcdc_events.adapters.pg8000 import (
+    LOST_SLOT_HINT,
+    ResolvedOptions,
+    SlotInfo,
+    SlotReader,
+    SlotStatus,
+    translate_error,
+)
 from pgcdc_events.adapters.rotating import RotatingOutput
 from pgcdc_events.adapters.snapshot import SNAPSHOT_MODES, read_snapshot
 from pgcdc_events.adapters.units import SchemaTracker, Unit
@@ -47,11 +57,14 @@ if TYPE_CHECKING:  # the event layer is imported by EventSink alone (a capture s
     from pgcdc_events.events.records import ChangeRecord
     from pgcdc_events.types.catalog import CatalogSnapshot
 
-__all__ = ["CaptureSink", "CaptureStats", "EventSink", "Sink", "run_capture"]
+__all__ = ["IDLE_ACK_INTERVAL", "ActionQuery", "CaptureSink", "CaptureStats", "EventSink",
+           "Heartbeat", "Sink", "check_slot", "run_capture"]
 
 #: Records rendered to one write of the output by EventSink: a few dozen, so that the joined
 #: bytes stay below malloc's mmap threshold (each larger join costs page faults).
 _BATCH = 24
+#: Seconds between two acknowledgements of the server's position while nothing is pending.
+IDLE_ACK_INTERVAL = 2.0
 
 
 class Sink(Protocol):
@@ -118,11 +131,16 @@ class EventSink:
     kind = "events"
 
     def __init__(self, config: EventConfig, *, catalog: CatalogSnapshot | None = None,
-                 memory_limit: int | None = None) -> None:
+                 memory_limit: int | None = None,
+                 catalog_for: Callable[[CatalogSnapshot | None], CatalogSnapshot | None]
+                 | None = None) -> None:
         from pgcdc_events.events.jsonconv import JsonRecordWriter  # noqa: PLC0415 - start-up
 
         self.config = config
         self.catalog = catalog
+        #: Called once connected, before the decoder is made, with ``catalog``: the catalog
+        #: to decode with (read from the connection, or ``catalog`` checked against it).
+        self.catalog_for = catalog_for
         self.memory_limit = memory_limit
         self.writer = JsonRecordWriter.for_config(config)  # key and header converters too
         self.decoder: EventDecoder | None = None
@@ -133,6 +151,9 @@ class EventSink:
         """Create the decoder for the options the slot is read with (once)."""
         if self.decoder is None:
             from pgcdc_events.events.decoder import EventDecoder  # noqa: PLC0415 - start-up
+
+            if self.catalog_for is not None:
+                self.catalog = self.catalog_for(self.catalog)
 
             self.decoder = EventDecoder(self.config, catalog=self.catalog,
                                         proto_version=options.proto_version,
@@ -172,11 +193,89 @@ class EventSink:
         assert self.decoder is not None, "start() was not called"
         self._write(self.decoder.feed(row.data, row.lsn, snapshot=row.snapshot), output)
 
+    def heartbeat(self, lsn: int, output: Output) -> int:
+        """The heartbeat records due at ``lsn`` (``heartbeat.interval.ms``), written; how many."""
+        if self.decoder is None or not self.config.heartbeat_interval_ms:
+            return 0
+        records = self.decoder.keepalive(lsn)
+        self._write(records, output)
+        return len(records)
+
     def replay(self, unit: Unit) -> None:
         """Decode and drop (a lone COMMIT PREPARED has nothing to decode)."""
         if not unit.partial:
             for _ in self._records(unit):
                 pass
+
+
+class ActionQuery:
+    """``heartbeat.action.query``: the user's statement, run at each heartbeat on a
+    connection of its own (opened at the first run, opened again after a failure).
+
+    Its errors are ours: a lost connection is retried as the capture's are; a failing
+    statement stops the capture, naming the property.
+    """
+
+    def __init__(self, settings: ConnectionSettings, query: str) -> None:
+        self.settings = settings
+        self.query = query
+        self.runs = 0
+        self._conn: Any = None
+
+    def __call__(self) -> None:
+        """Run the statement once (in its own transaction)."""
+        action = "heartbeat.action.query"
+        try:
+            if self._conn is None:
+                self._conn, _ = self.settings.connect()
+            self._conn.run(self.query)
+        except Exception as exc:
+            self.close()
+            if isinstance(exc, PgCdcError):
+                raise
+            raise translate_error(exc, slot=None, action=action,
+                                  password_source=self.settings.password_source) from None
+        self.runs += 1
+
+    def close(self) -> None:
+        """Close the connection (never raises)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+
+@attrs.define
+class Heartbeat:
+    """What a capture does every ``interval`` seconds besides reading changes.
+
+    It runs ``action`` (``heartbeat.action.query``, on a connection of its own), and,
+    when the reader has seen the server's position with nothing pending and every unit
+    written is durable (:meth:`SlotReader.idle_position`), records that position in
+    the checkpoint, then acknowledges it: the slot of a quiet database moves while
+    other databases of the server write. An event sink also writes its heartbeat
+    records (``heartbeat.interval.ms``) at the position recorded. A rotating output
+    only runs the action (a recorded position would make a file of its own).
+    """
+
+    interval: float = IDLE_ACK_INTERVAL
+    action: Callable[[], None] | None = None
+    clock: Callable[[], float] = time.monotonic
+    last: float | None = None
+    #: Positions recorded while idle, and heartbeat records written (for progress reports).
+    idle_acks: int = 0
+    beats: int = 0
+
+    def due(self) -> bool:
+        """Whether ``interval`` seconds passed since the last tick (the first: since start)."""
+        now = self.clock()
+        if self.last is None:
+            self.last = now
+            return False
+        if now - self.last < self.interval:
+            return False
+        self.last = now
+        return True
 
 
 @attrs.define
@@ -190,6 +289,8 @@ class CaptureStats:
     reconnects: int = 0
     lsn: Lsn | None = None
     lag_bytes: int | None = None
+    #: WAL the server keeps for the slot (from its restart position), at the last report.
+    retained_bytes: int | None = None
     started: float = attrs.field(factory=time.monotonic)
     stopped_by: str = ""
     #: The initial snapshot taken by this call (tables and rows), if any.
@@ -217,6 +318,7 @@ def run_capture(
     advance: bool = True,
     notify: Callable[[str], None] | None = None,
     snapshot_mode: str = "no_data",
+    heartbeat: Heartbeat | None = None,
 ) -> CaptureStats:
     """Capture from ``reader`` into ``output`` (already opened) through ``sink``.
 
@@ -234,11 +336,16 @@ def run_capture(
     also takes one when the slot an output was read from is gone (with
     ``create_slot``); ``no_data`` (the default here) never does. See
     :mod:`pgcdc_events.adapters.snapshot` and docs/operations.md.
+
+    ``heartbeat`` (default: every :data:`IDLE_ACK_INTERVAL` seconds, no action) says
+    when to acknowledge the server's position while nothing is pending and to write
+    heartbeat records (see :class:`Heartbeat`).
     """
     if snapshot_mode not in SNAPSHOT_MODES:
         raise ConfigurationError(f"snapshot mode {snapshot_mode!r}: expected one of "
                                  f"{', '.join(SNAPSHOT_MODES)}")
     stats = CaptureStats()
+    beat = heartbeat if heartbeat is not None else Heartbeat()
     delivered = DeliveredCheck(output, reader.slot)
     rotating = output if isinstance(output, RotatingOutput) else None
     reader.render = getattr(sink, "render", False)  # units as lines for a capture sink
@@ -271,6 +378,8 @@ def run_capture(
             try:
                 status = reader.status()
                 stats.lag_bytes = status.lag_bytes
+                stats.retained_bytes = status.retained_bytes
+                check_slot(reader.slot, status)
             except (ConnectionLostError, SlotBusyError):
                 # The reader closed itself: connect again before the next read (reading
                 # on would be "call prepare() before reading", and the capture would stop).
@@ -304,15 +413,21 @@ def run_capture(
                     info = _prepare(reader, output, take, state, create_slot=True,
                                     create_publication=False, tables=tables,
                                     mode=snapshot_mode)
+                except SlotLostError:
+                    if not (needed and create_slot):
+                        raise
+                    take = True  # invalidated: replaced by a new slot, with a snapshot
+                    info = _replace_lost(reader, output, tables, snapshot_mode)
                 create_slot = create_publication = False  # created (or found) once is enough
-                if not take and after is not None and info.confirmed_lsn is not None \
-                        and info.confirmed_lsn > after:
+                known = output.checkpoint.position  # the last unit, or a later idle position
+                if not take and known is not None and info.confirmed_lsn is not None \
+                        and info.confirmed_lsn > known:
                     raise DeliveryGapError(
                         f"the slot {reader.slot!r} is at {info.confirmed_lsn}, past the "
-                        f"checkpoint at {Lsn(after)}: the changes in between were never "
+                        f"checkpoint at {Lsn(known)}: the changes in between were never "
                         "captured (was the slot dropped and re-created, or read by another "
                         "client?); see docs/operations.md, 'When the slot is lost'",
-                        checkpoint_lsn=after, slot_lsn=int(info.confirmed_lsn))
+                        checkpoint_lsn=known, slot_lsn=int(info.confirmed_lsn))
                 check_server(output.checkpoint, info)
                 delivered.arm(None if take else info.confirmed_lsn, after)
                 sink.start(info.options)
@@ -379,6 +494,10 @@ def run_capture(
                 _, settled_hold = holds.popleft()
             if settled_hold is not None and durable is not None:
                 durable = min(durable, settled_hold)
+            idle = _tick(beat, reader, output, sink, durable, after,
+                         advance=advance and delivered.pending is None)
+            if idle is not None:  # recorded durably: the slot may follow the server
+                durable = idle
             if advance and durable is not None and delivered.pending is None:
                 before = reader.confirmed_lsn
                 moved = reader.advance(durable) != before
@@ -422,6 +541,51 @@ def run_capture(
         stats.stopped_by = "stopped"
     report(final=True)
     return stats
+
+
+def _tick(beat: Heartbeat, reader: SlotReader, output: Output, sink: Sink,
+          durable: int | None, after: int | None, *, advance: bool) -> int | None:
+    """One pass of ``beat``: its action when due, the sink's heartbeat records, and the
+    server's idle position recorded in the checkpoint (:attr:`Checkpoint.idle`; returned)
+    when there is one. The checkpoint's ``lsn`` stays the end of the last unit."""
+    position = None
+    if beat.due():
+        if beat.action is not None:
+            beat.action()
+        if advance and not isinstance(output, RotatingOutput):
+            idle = reader.idle_position(durable if durable is not None else 0)
+            if idle is not None and (after is None or int(idle) > after):
+                position = int(idle)
+    write: Callable[[int, Output], int] | None = getattr(sink, "heartbeat", None)
+    beats = 0
+    if write is not None and after is not None:  # (after the output's first unit)
+        beats = write(position if position is not None else after, output)
+        if beats:
+            output.commit(after, 0, 0)  # the checkpoint's lsn stays the last unit's end
+    if position is not None:
+        output.record_idle(position)  # nothing pending up to it: every unit before is here
+    beat.beats += beats
+    beat.idle_acks += position is not None
+    return position
+
+
+def check_slot(slot: str, status: SlotStatus) -> None:
+    """Raise :class:`SlotLostError` when the server has invalidated the slot."""
+    if status.wal_status == "lost":
+        raise SlotLostError(
+            f"replication slot {slot!r} was invalidated by the server while the capture ran "
+            "(wal_status 'lost'): it held more WAL than max_slot_wal_keep_size allows, so the "
+            f"changes after {status.confirmed_lsn or 'its position'} can no longer be read",
+            slot=slot, hint=LOST_SLOT_HINT)
+
+
+def _replace_lost(reader: SlotReader, output: Output, tables: tuple[str, ...] | None,
+                  mode: str) -> SlotInfo:
+    """``snapshot.mode=when_needed``: the output's slot was invalidated (its WAL is gone):
+    drop it and create it again, exporting the snapshot the output continues with."""
+    return reader.prepare(create_slot=True, tables=tables, snapshot=True, replace_slot=True,
+                          before_create=lambda: output.mark_snapshot(
+                              {"state": "running", "mode": mode}))
 
 
 class DeliveredCheck:

@@ -69,6 +69,16 @@ class Checkpoint:
     #: ``"done"`` (with its ``lsn``, ``xid``, ``tables``, ``rows``) or ``"skipped"``
     #: (``no_data``, and every checkpoint written before snapshots existed).
     snapshot: Mapping[str, Any] = attrs.field(factory=lambda: {"state": "skipped"})
+    #: A later position of the server, recorded while nothing was pending (no change
+    #: between ``lsn`` and it): the slot may be acknowledged up to it (``None``: none).
+    idle: int | None = None
+
+    @property
+    def position(self) -> int | None:
+        """How far the output is complete: the later of :attr:`lsn` and :attr:`idle`."""
+        if self.idle is None or (self.lsn is not None and self.lsn > self.idle):
+            return self.lsn
+        return self.idle
 
     @property
     def snapshot_state(self) -> str:
@@ -90,7 +100,7 @@ class Checkpoint:
             "updated": self.updated,
             "server": dict(self.server),
             "snapshot": dict(self.snapshot),
-        }
+        } | ({} if self.idle is None else {"idle": str(Lsn(self.idle))})
 
     @classmethod
     def from_json(cls, obj: Any, *, path: str) -> Checkpoint:
@@ -129,9 +139,19 @@ class Checkpoint:
         if lsn is None and offset:
             raise CheckpointError(f"field 'offset' is {offset} but 'lsn' is null: nothing was "
                                   "ever committed to a checkpoint without an LSN", path=path)
+        idle_text, idle = obj.get("idle"), None
+        if idle_text is not None:
+            try:
+                idle = int(Lsn.parse(field("idle", str)))
+            except ProtocolError:
+                raise CheckpointError(f"field 'idle' is not an LSN: {idle_text!r}",
+                                      path=path) from None
+            if lsn is not None and idle < lsn:
+                raise CheckpointError(f"field 'idle' ({idle_text}) is before 'lsn' "
+                                      f"({lsn_text})", path=path)
         return cls(lsn, offset, field("units", int), field("changes", int), field("kind", str),
                    field("slot", str), tuple(publications), field("options", dict),
-                   str(obj.get("updated", "")), server, snapshot)
+                   str(obj.get("updated", "")), server, snapshot, idle)
 
 
 def output_paths(path: str | os.PathLike[str], kind: str) -> tuple[Path, Path]:
@@ -169,6 +189,11 @@ class Output(Protocol):
     def mark_snapshot(self, snapshot: Mapping[str, Any], *, store: bool = True) -> None:
         """Record the snapshot's state, durably now unless ``store`` is false (then with
         the next checkpoint written)."""
+        ...
+
+    def record_idle(self, lsn: int) -> None:
+        """Record ``lsn``, a position of the server past every unit committed, with nothing
+        pending in between (:attr:`Checkpoint.idle`), durably."""
         ...
 
     def bind(self, options: Mapping[str, Any], server: Mapping[str, Any]) -> None:
@@ -502,10 +527,19 @@ class DurableOutput:
                                   options=self.options or previous.options,
                                   server=self.server or previous.server,
                                   snapshot=previous.snapshot if snapshot is None
-                                  else dict(snapshot))
+                                  else dict(snapshot),
+                                  idle=previous.idle if previous.idle is not None
+                                  and previous.idle > lsn else None)
         self._store(checkpoint)
         self._checkpoint = checkpoint
         return checkpoint
+
+    def record_idle(self, lsn: int) -> None:
+        """Record the server's idle position ``lsn`` in the checkpoint (atomically, with
+        nothing uncommitted written: call it after :meth:`commit`)."""
+        checkpoint = attrs.evolve(self.checkpoint, idle=lsn, updated=_now())
+        self._store(checkpoint)
+        self._checkpoint = checkpoint
 
     def rollback(self) -> None:
         """Drop what was written since the last commit (buffer and file tail)."""
@@ -574,6 +608,10 @@ class StreamOutput:
                                         else dict(snapshot))
         self._buffer = bytearray()
         return self._checkpoint
+
+    def record_idle(self, lsn: int) -> None:
+        """Remember the server's idle position (nothing is written)."""
+        self._checkpoint = attrs.evolve(self._checkpoint, idle=lsn)
 
     def rollback(self) -> None:
         """Drop the bytes not flushed yet."""

@@ -236,6 +236,13 @@ _REPLICATION_HINT = "the role needs the REPLICATION attribute (ALTER ROLE ... RE
     "superuser"
 
 
+#: What to do about an invalidated slot (the hint of :class:`SlotLostError`).
+LOST_SLOT_HINT = ("with --snapshot-mode when_needed --create-slot the capture replaces the slot "
+                  "and appends a new snapshot of the tables to this output, then streams (the "
+                  "changes in between are not recoverable); see docs/operations.md, 'When the "
+                  "slot is lost'")
+
+
 def translate_error(exc: BaseException, *, slot: str | None, publications: Sequence[str] = (),
                     action: str = "", password_source: str = "") -> SlotError:
     """One of our exceptions for a pg8000 or socket error, chosen by SQLSTATE (see the
@@ -262,8 +269,7 @@ def translate_error(exc: BaseException, *, slot: str | None, publications: Seque
         return ServerConfigError(text, slot=slot, sqlstate=code,
                                  hint="set wal_level = logical and restart the server")
     if code == "55000" and ("invalidated" in lowered or "no longer" in lowered):
-        return SlotLostError(text, slot=slot, sqlstate=code,
-                             hint="see docs/operations.md, 'When the slot is lost'")
+        return SlotLostError(text, slot=slot, sqlstate=code, hint=LOST_SLOT_HINT)
     if code == "28P01":  # invalid_password
         return AuthenticationError(text, slot=slot, sqlstate=code,
                                    hint=f"check the password ({password_source or 'see --dsn'})"
@@ -354,6 +360,9 @@ class SlotReader:
         self.info: SlotInfo | None = None
         self.last_batch = BatchInfo()
         self._confirmed: Lsn | None = None
+        #: The server's flush position before the last peek, when that peek returned
+        #: everything up to it and left nothing pending (see :meth:`idle_position`).
+        self._idle: int | None = None
         #: The snapshot the slot exported when :meth:`prepare` created it for one (its
         #: name and the slot's consistent point), until :meth:`finish_snapshot`.
         self.exported: tuple[str, Lsn] | None = None
@@ -524,9 +533,12 @@ class SlotReader:
                             f"not {database!r}", slot=self.slot,
                             hint=f"connect to database {slot_db!r}")
         if wal_status == "lost":
+            keep = self._run("SHOW max_slot_wal_keep_size", action="check")[0][0]
             raise SlotLostError(
-                f"replication slot {self.slot!r} was invalidated: the WAL it needs is gone",
-                slot=self.slot, hint="see docs/operations.md, 'When the slot is lost'")
+                f"replication slot {self.slot!r} was invalidated by the server (wal_status "
+                f"'lost'): it held more WAL than max_slot_wal_keep_size ({keep}) allows, so the "
+                f"WAL it needs is gone and the changes after {confirmed or 'its position'} can "
+                "no longer be read", slot=self.slot, hint=LOST_SLOT_HINT)
         options = self.requested.resolve(version, bool(two_phase))
         self._confirmed = Lsn.parse(confirmed) if confirmed else None
         sysid, timeline, current = self._run(
@@ -697,6 +709,11 @@ class SlotReader:
                                   streaming=options.streaming, budget=self._budget, after=after,
                                   render=self.render)
         batch = self.last_batch = BatchInfo(limit=limit)
+        self._idle = None
+        # every transaction committed before this position is in the peek, unless it stops
+        # at ``limit``
+        before = Lsn.parse(self._run("SELECT pg_current_wal_flush_lsn()::text",
+                                     action="server position")[0][0])
         rows = self.rows(limit)
         try:
             for row in rows:
@@ -710,6 +727,8 @@ class SlotReader:
                     yield unit
             batch.hold_lsn = assembler.hold_lsn
             batch.incomplete = assembler.incomplete
+            if not batch.hit_limit and not assembler.incomplete:
+                self._idle = int(before)
         finally:
             rows.close()  # ends the read's transaction now, not when garbage-collected
             assembler.reset()
@@ -722,9 +741,12 @@ class SlotReader:
         """
         batch = self.last_batch
         target = int(lsn)
-        if batch.last_end is None:
+        ceiling = batch.last_end
+        if self._idle is not None and (batch.last_end or 0) <= target:
+            ceiling = max(ceiling or 0, self._idle)  # nothing pending up to there
+        if ceiling is None:
             return self._confirmed
-        target = min(target, batch.last_end)
+        target = min(target, ceiling)
         if batch.hold_lsn is not None:
             target = min(target, batch.hold_lsn)
         if self._confirmed is not None and target <= self._confirmed:
@@ -736,6 +758,21 @@ class SlotReader:
         if rows and rows[0][0]:
             self._confirmed = Lsn.parse(rows[0][0])
         return self._confirmed
+
+    def idle_position(self, durable: int) -> Lsn | None:
+        """The server's flush position taken before the last peek, when that peek read
+        everything up to it (not stopped by its limit) and left nothing pending (no
+        transaction streamed or prepared and unresolved), if every unit it delivered ends
+        at or before ``durable`` and it is past the slot's position; else ``None``.
+
+        The caller records it durably, then passes it to :meth:`advance` (see
+        :meth:`StreamReader.idle_position`).
+        """
+        idle = self._idle
+        if idle is None or (self.last_batch.last_end or 0) > durable \
+                or idle <= int(self._confirmed or 0):
+            return None
+        return Lsn(idle)
 
     def check_position(self) -> None:
         """Raise :class:`SlotMovedError` unless the slot is where this reader left it.

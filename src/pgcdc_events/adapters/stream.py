@@ -24,6 +24,13 @@ keepalives that ask for a reply, and the periodic updates, report only the
 position received (write), with no flush position, which moves no slot (see
 ``StreamReader._status``). Nothing is acknowledged before the caller says it is on
 disk.
+
+Idle acknowledgement: a keepalive received while nothing is pending (no transaction
+open, streamed or prepared, no message waiting for its LSN) carries the server's
+position, past every transaction committed before it (:meth:`StreamReader.idle_position`).
+Once the caller has made every unit read durable and recorded that position, it may
+acknowledge it (:meth:`StreamReader.advance`), as PostgreSQL's own subscriber does: a
+slot on a quiet database then follows the server's WAL instead of holding it.
 """
 
 from __future__ import annotations
@@ -135,6 +142,8 @@ class StreamReader(SlotReader):
         self._walsender_pid: int | None = None
         self._units_out: list[Unit] = []
         self._target: int | None = None  # the server's flush position when the read began
+        self._idle: int | None = None  # a keepalive's position while nothing was pending
+        self._delivered = 0  # the end of the last unit read on this connection
 
     # -- connection ------------------------------------------------------------------------
     def close(self) -> None:
@@ -213,6 +222,7 @@ class StreamReader(SlotReader):
                                           slot=self.slot)
         self._acked = int(self._confirmed) if self._confirmed is not None else None
         self._sent_at = time.monotonic()
+        self._idle, self._delivered = None, 0
         options_ = self.info.options
         self._assembler = UnitAssembler(proto_version=options_.proto_version,
                                         streaming=options_.streaming, budget=self._budget,
@@ -446,9 +456,19 @@ class StreamReader(SlotReader):
         frame = parse_copy_data(body)
         if isinstance(frame, PrimaryKeepalive):
             self._server_sent = max(self._server_sent, frame.wal_end)
+            self._note_idle(frame.wal_end)
             if frame.reply_requested:
                 self._status(flush=False)
         return None
+
+    def _note_idle(self, wal_end: int) -> None:
+        """Remember ``wal_end`` (a keepalive's) when nothing is pending: every transaction
+        committed before it was sent, and each one still to come commits after it."""
+        assembler = self._assembler
+        if self._pending or assembler is None or assembler.incomplete:
+            return
+        if wal_end > max(self._idle or 0, self._delivered):
+            self._idle = wal_end
 
     def _other(self, tag: bytes, body: bytes) -> None:
         """A message of the replication connection other than CopyData."""
@@ -487,6 +507,7 @@ class StreamReader(SlotReader):
                 asked = False
                 batch.units += 1
                 batch.last_end = unit.end_lsn
+                self._delivered = max(self._delivered, unit.end_lsn)
                 batch.rows_at_last_unit = batch.rows
                 yield unit
                 if limit is not None and batch.rows >= limit:
@@ -503,13 +524,31 @@ class StreamReader(SlotReader):
         rows = self._run("SELECT pg_current_wal_flush_lsn()::text", action="server position")
         return int(Lsn.parse(rows[0][0]))
 
+    def idle_position(self, durable: int) -> Lsn | None:
+        """The server's position taken from a keepalive while nothing was pending, if every
+        unit read on this connection ends at or before ``durable`` (the caller's durable
+        position) and it is past what was acknowledged; else ``None``.
+
+        The caller records it durably as its own position, then passes it to
+        :meth:`advance`: the slot moves on a quiet database.
+        """
+        idle = self._idle
+        if idle is None or self._delivered > durable or idle <= (self._acked or 0) \
+                or (self._assembler is not None and self._assembler.hold_lsn is not None):
+            return None
+        return Lsn(idle)
+
     def advance(self, lsn: int) -> Lsn | None:
-        """Acknowledge ``lsn`` (the end of the last durable unit) to the server, never past
-        a unit not delivered or an unresolved PREPARE, never backwards."""
+        """Acknowledge ``lsn`` (the end of the last durable unit, or an
+        :meth:`idle_position` recorded durably) to the server, never past a unit not
+        delivered or an unresolved PREPARE, never backwards."""
         batch = self.last_batch
         target = int(lsn)
-        if batch.last_end is not None:
-            target = min(target, batch.last_end)
+        ceiling = batch.last_end
+        if self._idle is not None and self._delivered <= target:
+            ceiling = max(ceiling or 0, self._idle)  # nothing pending up to there
+        if ceiling is not None:
+            target = min(target, ceiling)
         if self._assembler is not None and self._assembler.hold_lsn is not None:
             target = min(target, self._assembler.hold_lsn)
         if self._acked is not None and target <= self._acked:

@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgcdc_events.adapters import (
     CaptureSink,
@@ -29,6 +29,8 @@ from pgcdc_events.adapters import (
     StreamOutput,
     run_capture,
 )
+from pgcdc_events.adapters.capture import IDLE_ACK_INTERVAL, ActionQuery, Heartbeat
+from pgcdc_events.adapters.connection import parse_conninfo
 from pgcdc_events.adapters.names import split_identifiers
 from pgcdc_events.adapters.rotating import RotatingOutput
 from pgcdc_events.adapters.snapshot import DEFAULT_SNAPSHOT_MODE, SNAPSHOT_MODES
@@ -37,9 +39,14 @@ from pgcdc_events.cli._io import count
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.protocol.lsn import Lsn
 
+if TYPE_CHECKING:
+    from pgcdc_events.types.catalog import CatalogSnapshot
+
 __all__ = ["register", "register_tail"]
 
 _MIB = 1024 * 1024
+#: The connector properties a capture without --decode honours.
+_HEARTBEAT = ("heartbeat.interval.ms", "heartbeat.action.query")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -102,12 +109,19 @@ def _common(parser: argparse.ArgumentParser) -> None:
                       "a temporary file (default 64)")
     loop.add_argument("--retry-for", type=float, default=10.0, metavar="S",
                       help="without --follow, give up reconnecting after S seconds (default 10)")
+    loop.add_argument("--warn-retained", type=float, default=1024.0, metavar="MB",
+                      help="warn on stderr when the server keeps more than MB megabytes of "
+                      "WAL for the slot (its restart position; default 1024, 0: never)")
     loop.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     events = parser.add_argument_group("events (Debezium records)")
     events.add_argument("--config", help="connector .properties file")
     events.add_argument("-c", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="a connector property (repeatable)")
-    events.add_argument("--catalog", help="catalog snapshot JSON (pgcdc-events catalog)")
+    events.add_argument("--catalog", help="catalog snapshot JSON (pgcdc-events catalog; "
+                        "default: read from the connection when the capture starts)")
+    events.add_argument("--catalog-from-another-database", action="store_true",
+                        help="use --catalog although it is a snapshot of another database "
+                        "than the one read (its name becomes source.db)")
 
 
 def register(commands: Any) -> None:
@@ -218,13 +232,81 @@ def _rotating(args: argparse.Namespace, publications: tuple[str, ...], every: fl
     return output
 
 
+def _properties(path: str | None, overrides: list[str]) -> dict[str, str]:
+    """The connector properties of ``--config`` and ``-c`` as given (``-c`` wins)."""
+    props: dict[str, str] = {}
+    if path:
+        from pgcdc_events.properties import load_properties  # noqa: PLC0415 - start-up
+
+        try:
+            props.update(load_properties(path))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigurationError(f"--config {path!r}: cannot read it: "
+                                     f"{getattr(exc, 'strerror', None) or exc}") from None
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if sep:
+            props[key.strip()] = value.strip()
+    return props
+
+
+def _heartbeat(properties: dict[str, str], reader: SlotReader) -> Heartbeat:
+    """The capture's heartbeat: ``heartbeat.interval.ms`` (0: the idle acknowledgement
+    every :data:`IDLE_ACK_INTERVAL` seconds, no heartbeat) and ``heartbeat.action.query``."""
+    raw = properties.get("heartbeat.interval.ms", "0").strip() or "0"
+    try:
+        interval_ms = int(raw)
+    except ValueError:
+        interval_ms = -1
+    if interval_ms < 0:
+        raise ConfigurationError(f"heartbeat.interval.ms: expected a number of milliseconds "
+                                 f"(0 or more), got {raw!r}")
+    query = properties.get("heartbeat.action.query", "").strip()
+    if query and not interval_ms:
+        raise ConfigurationError("heartbeat.action.query runs at each heartbeat: set "
+                                 "heartbeat.interval.ms too")
+    action = None
+    if query:
+        action = ActionQuery(reader.settings or parse_conninfo({}), query)
+    return Heartbeat(interval=interval_ms / 1000 if interval_ms else IDLE_ACK_INTERVAL,
+                     action=action)
+
+
+def _connected_catalog(reader: SlotReader, given: CatalogSnapshot | None, path: str | None,
+                       other_database: bool, name: str | None) -> CatalogSnapshot:
+    """The catalog to decode with, once ``reader`` is connected: read from its connection
+    (enums, domains, PostGIS, NOT NULL, keys and ``source.db`` as the database has them),
+    or ``given`` (``--catalog``) when it is a snapshot of the database read (else refused,
+    unless ``other_database``)."""
+    from pgcdc_events.types.catalog import fetch_catalog  # noqa: PLC0415 - start-up
+
+    database = reader.info.database if reader.info is not None else None
+    if given is None:
+        catalog: CatalogSnapshot = reader.call(fetch_catalog, action="read the catalog")
+        if name is not None:
+            print(f"pgcdc-events {name}: catalog read from database {catalog.database!r}: "
+                  f"{len(catalog.tables)} tables, {len(catalog.types)} types",
+                  file=sys.stderr, flush=True)
+        return catalog
+    if database is not None and given.database != database and not other_database:
+        raise ConfigurationError(
+            f"--catalog {path!r} is a snapshot of database {given.database!r}, but the slot "
+            f"is read from database {database!r}: every record would say source.db "
+            f"{given.database!r} and be decoded with another database's tables; leave "
+            "--catalog out (the catalog is then read from the connection), take it from "
+            f"{database!r} (pgcdc-events catalog), or add --catalog-from-another-database "
+            "to use it anyway")
+    return given
+
+
 def run(args: argparse.Namespace, name: str) -> int:
     """Run capture or tail."""
     # as pgoutput reads publication_names: unquoted folded to lower case, "a,b" one name
     publications = tuple(dict.fromkeys(
         name for item in args.publication
         for name in split_identifiers(item, what="--publication")))
-    for flag, value in (("--poll-interval", args.poll_interval),
+    for flag, value in (("--warn-retained", args.warn_retained),
+                        ("--poll-interval", args.poll_interval),
                         ("--memory-limit", args.memory_limit), ("--retry-for", args.retry_for)):
         if value < 0:
             raise ConfigurationError(f"{flag} must not be negative, got {value}")
@@ -238,9 +320,14 @@ def run(args: argparse.Namespace, name: str) -> int:
         raise ConfigurationError("--table only shapes a publication created with "
                                  "--create-publication")
     decode = bool(args.decode)
-    if not decode and (args.config or args.overrides or args.catalog):
-        raise ConfigurationError("--config, -c and --catalog shape Debezium records: "
-                                 "add --decode")
+    if not decode and args.catalog:
+        raise ConfigurationError("--catalog shapes Debezium records: add --decode")
+    shaping = [item.partition("=")[0].strip() for item in args.overrides
+               if not item.partition("=")[0].strip().startswith(_HEARTBEAT)]
+    if not decode and shaping:
+        raise ConfigurationError(f"-c {shaping[0]} shapes Debezium records: add --decode "
+                                 "(without it, only heartbeat.interval.ms and "
+                                 "heartbeat.action.query apply)")
     snapshot_mode = args.snapshot_mode or (DEFAULT_SNAPSHOT_MODE if name == "capture"
                                            else "no_data")
     memory = int(args.memory_limit * _MIB)
@@ -248,18 +335,29 @@ def run(args: argparse.Namespace, name: str) -> int:
                               messages=args.messages, streaming=args.streaming,
                               two_phase=args.two_phase)
     sink: CaptureSink | EventSink
+    properties = _properties(args.config, args.overrides)
     if decode:
         from pgcdc_events.cli.decode_cmd import load_config  # noqa: PLC0415 - start-up
         from pgcdc_events.types.catalog import CatalogSnapshot  # noqa: PLC0415 - start-up
 
         config = load_config(args.config, args.overrides)
         catalog = CatalogSnapshot.load(args.catalog) if args.catalog else None
-        sink = EventSink(config, catalog=catalog, memory_limit=memory)
+        if catalog is not None and config.database and catalog.database != config.database \
+                and not args.catalog_from_another_database:
+            raise ConfigurationError(
+                f"--catalog {args.catalog!r} is a snapshot of database {catalog.database!r}, "
+                f"not of database.dbname {config.database!r}; add "
+                "--catalog-from-another-database to use it anyway")
+        sink = EventSink(config, catalog=catalog, memory_limit=memory,
+                         catalog_for=lambda given: _connected_catalog(
+                             reader, given, args.catalog, args.catalog_from_another_database,
+                             None if args.quiet else name))
     else:
         sink = CaptureSink()
     reader_class = StreamReader if args.reader == "stream" else SlotReader
     reader = reader_class(read_dsn(args), slot=args.slot, publications=publications,
                           options=options, memory_limit=memory)
+    heartbeat = _heartbeat(properties, reader)
     output: Output
     to_stdout = args.output in (None, "-")
     every, size = getattr(args, "rotate_every", None), getattr(args, "rotate_size", None)
@@ -287,10 +385,23 @@ def run(args: argparse.Namespace, name: str) -> int:
         output = durable
         advance = True
 
+    warned = [False]
+
     def progress(stats: CaptureStats, status: SlotStatus | None) -> None:
+        retained = None if status is None else status.retained_bytes
+        if retained is not None and args.warn_retained > 0:
+            over = retained > args.warn_retained * _MIB
+            if over and not warned[0]:  # once each time it goes over (warnings even with -q)
+                print(f"pgcdc-events {name}: warning: the server keeps {_size(retained)} of WAL "
+                      f"for slot {args.slot!r}, over --warn-retained {args.warn_retained:g} MB "
+                      "(a long transaction, an unresolved PREPARE, or a capture that cannot "
+                      "keep up holds it); see docs/operations.md, 'Running for weeks'",
+                      file=sys.stderr, flush=True)
+            warned[0] = over
         if args.quiet:
             return
-        lag = "" if status is None else f", lag {_size(status.lag_bytes)}"
+        lag = "" if status is None else (f", lag {_size(status.lag_bytes)}, retained "
+                                         f"{_size(retained)}")
         print(f"pgcdc-events {name}: {stats.changes:,} changes, {stats.units:,} transactions"
               f", lsn {stats.lsn if stats.lsn is not None else '-'}{lag}",
               file=sys.stderr, flush=True)
@@ -307,10 +418,13 @@ def run(args: argparse.Namespace, name: str) -> int:
                 tables=tuple(args.table) if args.table else None, retry_for=args.retry_for,
                 should_stop=should_stop, progress=progress, advance=advance,
                 notify=None if args.quiet else notify, snapshot_mode=snapshot_mode,
+                heartbeat=heartbeat,
             )
     finally:
         output.close()
         reader.close()
+        if isinstance(heartbeat.action, ActionQuery):
+            heartbeat.action.close()
     if not args.quiet and stats.snapshot_tables:
         print(f"pgcdc-events {name}: snapshot of {stats.snapshot_tables:,} tables, "
               f"{stats.snapshot_rows:,} rows, consistent with the slot at {stats.lsn}",

@@ -6,20 +6,25 @@ import argparse
 import contextlib
 import os
 import signal
+import stat
 import sys
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
+
+import attrs
 
 from pgcdc_events.cli._io import count as counted
 from pgcdc_events.cli._io import open_binary_input, open_binary_output
 from pgcdc_events.cli._parallel import DecodeJob, default_workers, run_decode
-from pgcdc_events.errors import ConfigurationError
+from pgcdc_events.errors import ConfigurationError, PgCdcError
 from pgcdc_events.events import EventConfig
 from pgcdc_events.properties import load_properties
+from pgcdc_events.protocol.capture import CaptureRow
+from pgcdc_events.protocol.lsn import Lsn
 from pgcdc_events.types.catalog import CatalogSnapshot
 
 DEFAULT_PREFIX = "pgcdc"
@@ -115,10 +120,17 @@ def run(args: argparse.Namespace) -> int:
                   f"{lines / (now - started):,.0f} messages/s", file=sys.stderr)
 
     _refuse_same_file(args.capture, args.output)
+    cut = unfinished_transaction(args.capture) if args.capture != "-" else None
     with open_binary_input(args.capture) as src, open_binary_output(args.output) as out, \
             _terminate_as_interrupt():
-        lines, count = run_decode(job, src, out, report=report, tally=tally,
+        lines, count = run_decode(job, src if cut is None else _upto(src, cut.offset), out,
+                                  report=report, tally=tally,
                                   workers=args.workers or default_workers())
+        if cut is not None:  # left out of the output, but its errors are still reported
+            with open_binary_input(args.capture) as again, open(os.devnull, "wb") as nowhere:
+                run_decode(job, again, nowhere, workers=1)
+            print(f"pgcdc-events decode: warning: {cut.describe()}", file=sys.stderr,
+                  flush=True)
     if tally is not None:
         where = "standard output" if args.output in (None, "-") else args.output
         print(summary(tally, f"{counted(count, 'record')} from {counted(lines, 'message')}, "
@@ -127,6 +139,84 @@ def run(args: argparse.Namespace) -> int:
         print(f"pgcdc-events decode: done, {counted(lines, 'message')}, "
               f"{counted(count, 'record')}", file=sys.stderr)
     return 0
+
+
+#: Messages that end a transaction (Commit, Prepare) or begin one (Begin, Begin Prepare),
+#: and the messages a transaction holds besides its changes (Relation, Type, Origin, Message,
+#: Truncate, Insert, Update, Delete); any other message is outside every transaction.
+_ENDS, _BEGINS, _INSIDE = frozenset(b"CP"), frozenset(b"Bb"), frozenset(b"RYOMTIUD")
+#: Bytes read at once while looking for the capture's last transaction boundary.
+_TAIL_BLOCK = 1 << 20
+
+
+@attrs.frozen
+class Unfinished:
+    """A transaction the capture begins and never ends: where its BEGIN line starts."""
+
+    offset: int
+    xid: int | None
+    lsn: Lsn
+    lines: int
+
+    def describe(self) -> str:
+        """What decode does about it, in one line."""
+        return (f"the capture ends inside transaction xid {self.xid} (BEGIN at LSN {self.lsn}, "
+                f"the last {counted(self.lines, 'line')}): it was cut before its COMMIT, so "
+                "it is left out and its changes are not decoded; capture again (or continue "
+                "the capture) to get it whole")
+
+
+def unfinished_transaction(path: str) -> Unfinished | None:
+    """The transaction a capture file ends inside, if any (read backwards from its end, up
+    to the last transaction boundary); ``None`` for anything that is not a regular file,
+    or a last line that does not parse (decoding reports it)."""
+    try:
+        with open(path, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            end = fh.seek(0, os.SEEK_END)
+            tail = b""
+            lines = 0
+            while end > 0 or tail:
+                start = max(end - _TAIL_BLOCK, 0)
+                fh.seek(start)
+                block = fh.read(end - start) + tail
+                end = start
+                parts = block.split(b"\n")
+                tail = parts[0] if start > 0 else b""
+                whole = parts[1:] if start > 0 else parts
+                position = start + len(block)
+                for line in reversed(whole):
+                    position -= len(line) + 1
+                    if not line.strip():
+                        continue
+                    lines += 1
+                    try:
+                        row = CaptureRow.from_line(line)
+                    except PgCdcError:
+                        return None
+                    tag = row.data[:1]
+                    if row.snapshot or not tag or tag[0] in _ENDS:
+                        return None
+                    if tag[0] in _BEGINS:
+                        return Unfinished(max(position + 1, 0), row.xid, row.lsn, lines)
+                    if tag[0] not in _INSIDE:
+                        return None
+                if start == 0:
+                    return None
+    except OSError:
+        return None  # reported when the capture is opened for decoding
+    return None
+
+
+def _upto(src: Iterable[bytes], offset: int) -> Iterator[bytes]:
+    """The lines of ``src`` that start before byte ``offset``."""
+    read = 0
+    for line in src:
+        if read >= offset:
+            return
+        read += len(line)
+        yield line
 
 
 @contextlib.contextmanager
