@@ -493,3 +493,40 @@ def test_settings_are_refused_by_name(pg_conn: Any) -> None:
     decoder = EventDecoder(config, catalog=fetch_catalog(pg_conn))
     with pytest.raises(ConfigurationError, match=r"read\.only"):
         IncrementalSnapshotter(pg_conn, fetch_catalog(pg_conn), decoder, settings)
+
+
+def test_read_rows_equal_the_streamed_rows(pg_conn: Any) -> None:
+    """The ``r`` events of a chunk carry each row as the stream carries it: the values of
+    the chunk query come back as the types' text output (pgoutput's form), so that an
+    ``r`` event's ``after`` equals the ``after`` of the insert that wrote the row, for
+    types whose Python form would print otherwise (bool, timestamptz, bytea, jsonb,
+    numeric, arrays, intervals)."""
+    pg_conn.run("CREATE TABLE w (id int PRIMARY KEY, b bool, ts timestamptz, raw bytea, "
+                "doc jsonb, n numeric(10, 3), arr int[], iv interval, d date)")
+    pg_conn.run(SIGNAL_DDL)
+    h = Harness(pg_conn, chunk_size=2)
+    pg_conn.run("INSERT INTO w VALUES (1, true, '2024-02-29 12:34:56.789+05:30', '\\x00ff', "
+                "'{\"a\": [1, 2]}', 1.5, '{1,NULL,3}', '1 day 02:03:04', '2024-01-01'), "
+                "(2, false, '1999-12-31 23:59:59+00', '', 'null', -0.001, '{}', '-1 mons', "
+                "'infinity'), (3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)")
+    h.signal("ad-hoc-1", "execute-snapshot", {"data-collections": ["public.w"]})
+    h.pump()
+    inserted = {r.key["id"]: r.value["after"] for r in h.of("w")
+                if r.op == "c" and r.key is not None and r.value is not None}
+    read = {r.key["id"]: r.value["after"] for r in h.of("w")
+            if r.op == "r" and r.key is not None and r.value is not None}
+    assert sorted(read) == [1, 2, 3]
+    assert read == inserted
+
+
+def test_a_table_created_after_the_snapshotter(pg_conn: Any) -> None:
+    """``snapshotNewTableWithoutCapturedSchema`` and PostgreSQL ``IncrementalSnapshotIT.
+    snapshotNewTableWithoutTableIncludeList``: a table created while streaming is found
+    (the catalog is read again) and snapshotted."""
+    simple_table(pg_conn, 1)
+    h = Harness(pg_conn)
+    pg_conn.run("CREATE TABLE late (id int PRIMARY KEY, v text)")
+    pg_conn.run("INSERT INTO late VALUES (1, 'a'), (2, 'b')")
+    h.signal("ad-hoc-1", "execute-snapshot", {"data-collections": ["public.late"]})
+    h.pump()
+    assert h.reads("late") == [(1,), (2,)]
