@@ -27,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pgcdc_events.adapters.errors import SlotError
 from pgcdc_events.adapters.incremental import IncrementalSettings, IncrementalSnapshotter
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.events import EventConfig, EventDecoder
@@ -587,3 +588,43 @@ def test_random_windows_keep_the_table(pg_conn: Any, initial: dict[int, str], ch
         check_invariants(h, "t", [(k,) for k in sorted(initial)], touched)
     finally:
         h.cap.drop()
+
+
+def test_a_failing_chunk_query_skips_its_table(pg_conn: Any,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """An additional condition the server refuses (here a column that does not exist) is
+    named in a warning with the server's message and its table skipped; the window it
+    was in still closes and the next table is read."""
+    initial = simple_table(pg_conn, 3)
+    pg_conn.run("CREATE TABLE b (id int PRIMARY KEY)")
+    pg_conn.run("INSERT INTO b VALUES (1)")
+    h = Harness(pg_conn)
+    h.signal("bad", "execute-snapshot", {
+        "data-collections": ["public.b"],
+        "additional-conditions": [{"data-collection": "public.b", "filter": "nope = 1"}]})
+    h.pump()
+    h.signal("good", "execute-snapshot", {
+        "data-collections": ["public.b", "public.t"],
+        "additional-conditions": [{"data-collection": "public.b", "filter": "nope = 1"}]})
+    h.pump()
+    assert h.reads("b") == []
+    assert h.reads("t") == initial
+    assert caplog.text.count("skipped public.b in the incremental snapshot: the chunk query "
+                             "failed: column \"nope\" does not exist (SQLSTATE 42703)") == 2
+    assert [len(w) for w in labels(h.out)] == [2, 5, 2]  # b alone; b then t; t's end
+    assert h.snap.state() == {}
+
+
+def test_a_refused_watermark_is_our_error(pg_conn: Any) -> None:
+    """The signalling table refuses the watermark row (here a check constraint; in
+    production a missing INSERT privilege): one of our errors, naming the table and the
+    server's message, no traceback of the driver's."""
+    simple_table(pg_conn, 1)
+    pg_conn.run("ALTER TABLE debezium_signal ADD CHECK (type <> 'snapshot-window-open')")
+    h = Harness(pg_conn)
+    h.signal("ad-hoc-1", "execute-snapshot", {"data-collections": ["public.t"]})
+    with pytest.raises(SlotError, match=r"write the incremental snapshot watermark into "
+                       r"public\.debezium_signal: new row for relation \"debezium_signal\" "
+                       r"violates check constraint") as error:
+        h.pump()
+    assert error.value.__cause__ is None and error.value.__suppress_context__

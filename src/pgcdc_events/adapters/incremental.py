@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from pgcdc_events.adapters.names import quote_ident
+from pgcdc_events.adapters.pg8000 import _is_driver_error, _server_fields, translate_error
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.events.incremental import (
     INSERT_DELETE,
@@ -133,6 +134,10 @@ class IncrementalSettings:
                 f"insert_delete, not {strategy!r}")
         read_only = str(properties.get("read.only", "false")).strip().lower() in _TRUE
         return cls(table, size, strategy, read_only)
+
+
+class _ChunkQueryFailedError(Exception):
+    """A chunk or maximum-key query the server refused (a bad additional condition...)."""
 
 
 def _placeholders(sql: str, count: int) -> str:
@@ -324,6 +329,7 @@ class IncrementalSnapshotter:
         context = self.context
         self._apply_stop()
         chunk_id: str | None = None
+        given: CatalogTable | None = None  # a table begun whose rows the window lacks
         while (current := context.current) is not None:
             found = self._chunk_table(current.table, current.surrogate_key)
             if found is None:
@@ -337,8 +343,15 @@ class IncrementalSnapshotter:
                 self._step("after_open", chunk_id)
             else:
                 self.window.begin_chunk(chunk_id, table)
-            rows = self._rows(chunk_table, keys, current.condition, current.surrogate_key)
+            given = table
+            try:
+                rows = self._rows(chunk_table, keys, current.condition, current.surrogate_key)
+            except _ChunkQueryFailedError as error:
+                _LOG.warning("skipped %s in the incremental snapshot: %s", current.table, error)
+                context.next_collection()
+                continue
             self.window.chunk(chunk_id, table, rows, chunk_key=keys)
+            given = None
             if rows:
                 _LOG.info("incremental snapshot of %s: read %d rows up to key %s",
                           current.table, len(rows), list(context.chunk_end or ()))
@@ -347,6 +360,8 @@ class IncrementalSnapshotter:
             context.next_collection()
         if chunk_id is None:
             return  # every table left was skipped: no window
+        if given is not None:  # the last table begun failed: an empty chunk closes the window
+            self.window.chunk(chunk_id, given, [], chunk_key=())
         self._step("after_read", chunk_id)
         self._step("before_close", chunk_id)
         self._watermark(chunk_id, opens=False)
@@ -390,6 +405,15 @@ class IncrementalSnapshotter:
         conn.pg_types = defaultdict(lambda: str)
         try:
             rows = conn.run(sql, **params)
+        except Exception as exc:
+            if not _is_driver_error(exc):
+                raise
+            code, message = _server_fields(exc)
+            if code is None or code.startswith(("08", "57P")):
+                raise translate_error(exc, slot=None, action="read an incremental snapshot "
+                                      "chunk") from None
+            raise _ChunkQueryFailedError(f"the chunk query failed: {message} (SQLSTATE {code})"
+                                         ) from None
         finally:
             conn.pg_types = saved
         out = [_text_row(r) for r in rows or []]
@@ -404,7 +428,18 @@ class IncrementalSnapshotter:
         return full
 
     def _watermark(self, chunk_id: str, *, opens: bool) -> None:
-        """Write a watermark row into the signalling table (its own transaction)."""
+        """Write a watermark row into the signalling table (its own transaction); a
+        refusal is one of our errors, naming the table."""
+        try:
+            self._write_watermark(chunk_id, opens=opens)
+        except Exception as exc:
+            if not _is_driver_error(exc):
+                raise
+            raise translate_error(exc, slot=None, action="write the incremental snapshot "
+                                  f"watermark into {self.settings.signal_data_collection}"
+                                  ) from None
+
+    def _write_watermark(self, chunk_id: str, *, opens: bool) -> None:
         now = datetime.now(timezone.utc).isoformat()
         if opens:
             self.conn.run(f"INSERT INTO {self._signal_sql} VALUES (:i, :t, :d)",
