@@ -628,3 +628,28 @@ def test_a_refused_watermark_is_our_error(pg_conn: Any) -> None:
                        r"violates check constraint") as error:
         h.pump()
     assert error.value.__cause__ is None and error.value.__suppress_context__
+
+
+def test_an_additional_condition_is_one_statement_taken_as_written(
+        pg_conn: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """The filter is SQL as the user wrote it: array slices and casts (``:`` that a
+    driver could take for parameter markers) and quoted ``?`` work; a second statement
+    appended to it is refused by the server (the query is one extended-protocol
+    statement, even the first chunk's, which binds nothing), and the table is skipped."""
+    pg_conn.run("CREATE TABLE t (id int PRIMARY KEY, arr int[], note text)")
+    pg_conn.run(SIGNAL_DDL)
+    pg_conn.run("INSERT INTO t VALUES (1, '{1,2,3}', 'a?b'), (2, '{5,6}', 'x'), "
+                "(3, '{1,9}', 'a:b')")
+    h = Harness(pg_conn, chunk_size=1)
+    h.signal("ad-hoc-1", "execute-snapshot", {"data-collections": ["public.t"],
+              "additional-conditions": [{"data-collection": "public.t", "filter":
+                                         "arr[1:1] = '{1}'::int[] AND note <> ':x ?'"}]})
+    h.pump()
+    assert h.reads("t") == [(1,), (3,)]
+    h.signal("evil", "execute-snapshot", {"data-collections": ["public.t"],
+              "additional-conditions": [{"data-collection": "public.t", "filter":
+                                         "true; DROP TABLE t"}]})
+    h.pump()
+    assert pg_conn.run("SELECT count(*) FROM t") == [[3]]
+    assert "skipped public.t in the incremental snapshot: the chunk query failed" in caplog.text
+    assert h.reads("t") == [(1,), (3,)]

@@ -141,7 +141,7 @@ class _ChunkQueryFailedError(Exception):
 
 
 def _placeholders(sql: str, count: int) -> str:
-    """``sql`` with its first ``count`` ``?`` outside quotes turned into pg8000's ``:pN``
+    """``sql`` with its first ``count`` ``?`` outside quotes turned into ``$1``, ``$2``...
     (the builder's bound values come before the additional condition, which is left
     as written)."""
     out: list[str] = []
@@ -154,8 +154,8 @@ def _placeholders(sql: str, count: int) -> str:
         elif char in "\"'":
             quote = char
         elif char == "?" and n < count:
-            out.append(f":p{n}")
             n += 1
+            out.append(f"${n}")
             continue
         out.append(char)
     if n != count:
@@ -396,15 +396,17 @@ class IncrementalSnapshotter:
 
     def _query(self, query: ChunkQuery, positions: list[int] | None, width: int
                ) -> list[list[str | None]]:
-        """Run a chunk query with its values bound as text; every value comes back as the
-        type's text output (the types' input functions of pg8000 set aside)."""
-        params = {f"p{n}": None if v is None else str(v) for n, v in enumerate(query.params)}
+        """Run a chunk query through the extended protocol, one statement (an additional
+        condition cannot add another), its values bound as text and typed by the server;
+        every value comes back as the type's text output (pg8000's input functions set
+        aside), and the condition's text is not parsed for pg8000's ``:name`` markers."""
+        params = tuple(None if v is None else str(v) for v in query.params)
         sql = _placeholders(query.sql, len(query.params))
         conn = self.conn
         saved = conn.pg_types
         conn.pg_types = defaultdict(lambda: str)
         try:
-            rows = conn.run(sql, **params)
+            rows = conn.execute_unnamed(sql, vals=params, oids=()).rows
         except Exception as exc:
             if not _is_driver_error(exc):
                 raise
