@@ -460,6 +460,12 @@ class ChunkWindow:
                 _LOG.debug("removed %r from the incremental snapshot window", key)
         return [record]
 
+    @property
+    def pending_chunk(self) -> str | None:
+        """The id of the chunk begun (:meth:`begin_chunk`) whose close watermark has not
+        come back yet (``None``: no chunk in flight)."""
+        return None if self._chunk is None else self._chunk.chunk_id
+
     def signals(self) -> list[Signal | SignalWarning]:
         """The signals (other than watermarks) and signal warnings received since the last
         call, in stream order: what the embedder must act on or log."""

@@ -1,0 +1,466 @@
+"""Incremental snapshots, the adapter's side: signals acted on, chunks read, watermarks written.
+
+:class:`IncrementalSnapshotter` is what a capture that streams a slot does for the
+connector's ad hoc incremental snapshots (Debezium's
+``SignalBasedIncrementalSnapshotChangeEventSource``). The embedder passes every record
+its :class:`~pgcdc_events.events.decoder.EventDecoder` makes of the stream to
+:meth:`IncrementalSnapshotter.receive`, and emits what it returns. The snapshotter
+
+* acts on the signals the stream carries (rows of ``signal.data.collection``):
+  ``execute-snapshot`` of type ``incremental`` queues the tables its
+  ``data-collections`` name, ``stop-snapshot``, ``pause-snapshot`` and
+  ``resume-snapshot`` do what they say; a malformed signal, a blocking snapshot, a table
+  that does not exist or has no key is named in a warning and skipped;
+* reads each table in chunks over its own (ordinary, autocommit) pg8000 connection, with
+  the connector's queries (:mod:`pgcdc_events.events.snapshot_sql`): the table's largest
+  key first, then the first chunk without bounds, then each chunk after the last key
+  read and up to that largest key; the values come back as the types' text output,
+  which is what pgoutput sends, and the key values are bound as text (the server gives
+  them the key column's type, so ``NaN`` and ``Infinity`` numeric keys and enum keys
+  work as they are printed);
+* writes the open watermark row into the signalling table before each chunk is read and
+  the close watermark after (``insert_insert``: two inserts; ``insert_delete``: the
+  insert, then its deletion), and hands the chunk's rows to
+  :class:`~pgcdc_events.events.incremental.ChunkWindow`, which resolves them against the
+  changes streamed between the two watermarks and returns the ``r`` events at the close
+  watermark;
+* reads the next chunk when the close watermark came back (the connector does it on its
+  streaming thread, at the same point), so that at most one chunk (at most
+  ``incremental.snapshot.chunk.size`` rows) is buffered at a time;
+* keeps its progress in the connector's offset form
+  (:meth:`~pgcdc_events.events.incremental.IncrementalSnapshotContext.to_offset`):
+  :meth:`IncrementalSnapshotter.state` is JSON-serialisable; a snapshotter made with it
+  (``state=``) and :meth:`IncrementalSnapshotter.start` resumes after the last key whose
+  ``r`` event went out, and never re-reads a finished table.
+
+``read.only``: the connector then takes ``pg_current_snapshot()`` as the watermarks and
+writes nothing; the window must then be recognised in the stream by transaction ids,
+which :class:`~pgcdc_events.events.incremental.ChunkWindow` does not do yet: the
+snapshotter refuses ``read.only`` with a :class:`~pgcdc_events.errors.ConfigurationError`
+(see docs/snapshots.md). ``capture`` does not call this module yet.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+
+from pgcdc_events.adapters.names import quote_ident
+from pgcdc_events.adapters.pg8000 import _is_driver_error, _server_fields, translate_error
+from pgcdc_events.errors import ConfigurationError
+from pgcdc_events.events.incremental import (
+    INSERT_DELETE,
+    INSERT_INSERT,
+    ChunkWindow,
+    IncrementalSnapshotContext,
+    expand_data_collections,
+)
+from pgcdc_events.events.signals import (
+    ExecuteSnapshot,
+    LogSignal,
+    PauseSnapshot,
+    ResumeSnapshot,
+    SignalWarning,
+    StopSnapshot,
+)
+from pgcdc_events.events.snapshot_sql import (
+    DEFAULT_CHUNK_SIZE,
+    ChunkQuery,
+    ChunkQueryBuilder,
+    ChunkTable,
+    SnapshotSqlError,
+)
+from pgcdc_events.types.catalog import CatalogSnapshot, CatalogTable, fetch_catalog
+
+if TYPE_CHECKING:
+    from pgcdc_events.events.decoder import EventDecoder
+    from pgcdc_events.events.records import ChangeRecord
+
+__all__ = ["IncrementalSettings", "IncrementalSnapshotter", "StepHook"]
+
+_LOG: Final = logging.getLogger("pgcdc_events")
+
+#: ``on_step(step, chunk_id)``: called at ``after_open`` (the open watermark is written,
+#: the chunk not read yet), ``after_read`` and ``before_close`` (the chunk is read and
+#: handed to the window, the close watermark not written yet). For tests and progress.
+StepHook = Callable[[str, str], None]
+
+_TRUE: Final = ("true", "1", "yes", "on")
+
+
+@attrs.frozen
+class IncrementalSettings:
+    """The connector properties an incremental snapshot reads.
+
+    ``signal_data_collection``: the signalling table, ``schema.table`` (or
+    ``database.schema.table``); ``chunk_size``: ``incremental.snapshot.chunk.size``;
+    ``watermarking_strategy``: ``incremental.snapshot.watermarking.strategy``;
+    ``read_only``: ``read.only``.
+    """
+
+    signal_data_collection: str
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    watermarking_strategy: str = INSERT_INSERT
+    read_only: bool = False
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> IncrementalSettings:
+        """The settings of connector ``properties``; a missing signalling table, a chunk
+        size that is not a positive integer, or an unknown strategy is refused by name."""
+        table = (properties.get("signal.data.collection") or "").strip()
+        if not table:
+            raise ConfigurationError("an incremental snapshot needs signal.data.collection "
+                                     "(the signalling table, schema.table)")
+        text = str(properties.get("incremental.snapshot.chunk.size", DEFAULT_CHUNK_SIZE)).strip()
+        try:
+            size = int(text)
+        except ValueError:
+            size = 0
+        if size <= 0:
+            raise ConfigurationError(
+                f"incremental.snapshot.chunk.size must be a positive integer, not {text!r}")
+        strategy = str(properties.get("incremental.snapshot.watermarking.strategy",
+                                      INSERT_INSERT)).strip().lower()
+        if strategy not in (INSERT_INSERT, INSERT_DELETE):
+            raise ConfigurationError(
+                "incremental.snapshot.watermarking.strategy must be insert_insert or "
+                f"insert_delete, not {strategy!r}")
+        read_only = str(properties.get("read.only", "false")).strip().lower() in _TRUE
+        return cls(table, size, strategy, read_only)
+
+
+class _ChunkQueryFailedError(Exception):
+    """A chunk or maximum-key query the server refused (a bad additional condition...)."""
+
+
+def _placeholders(sql: str, count: int) -> str:
+    """``sql`` with its first ``count`` ``?`` outside quotes turned into ``$1``, ``$2``...
+    (the builder's bound values come before the additional condition, which is left
+    as written)."""
+    out: list[str] = []
+    quote: str | None = None
+    n = 0
+    for char in sql:
+        if quote is not None:
+            if char == quote:
+                quote = None
+        elif char in "\"'":
+            quote = char
+        elif char == "?" and n < count:
+            n += 1
+            out.append(f"${n}")
+            continue
+        out.append(char)
+    if n != count:
+        raise SnapshotSqlError(f"the chunk query has {n} placeholders for {count} values")
+    return "".join(out)
+
+
+def _text_row(row: list[Any]) -> list[str | None]:
+    return [None if v is None else str(v) for v in row]
+
+
+class IncrementalSnapshotter:
+    """Runs the incremental snapshots the signals ask for, chunk by chunk, while the
+    embedder streams.
+
+    ``conn`` is an open pg8000 native connection (see
+    :meth:`~pgcdc_events.adapters.connection.ConnectionSettings.connect`; not the
+    replication one: the snapshotter runs SQL on it while the stream is read elsewhere);
+    ``catalog`` the tables (re-read once on this connection when a signal names a table
+    it does not know); ``decoder`` the stream's decoder (its configuration keys the
+    events: ``message.key.columns``, column filters); ``settings`` the signal and chunk
+    properties; ``state`` a :meth:`state` saved earlier, to resume from.
+    """
+
+    def __init__(self, conn: Any, catalog: CatalogSnapshot, decoder: EventDecoder,
+                 settings: IncrementalSettings, *, state: Mapping[str, Any] | None = None,
+                 on_step: StepHook | None = None) -> None:
+        if settings.read_only:
+            raise ConfigurationError(
+                "read.only incremental snapshots (pg_current_snapshot() watermarks) are not "
+                "supported by pgcdc-events yet: the window would have to be recognised by "
+                "transaction ids; set read.only=false and give the capture user INSERT on "
+                f"{settings.signal_data_collection}")
+        self.conn = conn
+        self.catalog = catalog
+        self.decoder = decoder
+        self.settings = settings
+        self.on_step = on_step
+        context = IncrementalSnapshotContext.from_offset(state or {})
+        self.window = ChunkWindow(decoder, signal_data_collection=settings.signal_data_collection,
+                                  watermarking_strategy=settings.watermarking_strategy,
+                                  context=context)
+        self.builder = ChunkQueryBuilder(chunk_size=settings.chunk_size)
+        schema, table = self.window.signal_table
+        self._signal_sql = f"{quote_ident(schema)}.{quote_ident(table)}"
+        self._pending: str | None = None  # the chunk whose close watermark is awaited
+        self._catalog_refreshed = False
+
+    @classmethod
+    def from_properties(cls, conn: Any, catalog: CatalogSnapshot, decoder: EventDecoder,
+                        properties: Mapping[str, str], *, state: Mapping[str, Any] | None = None,
+                        on_step: StepHook | None = None) -> IncrementalSnapshotter:
+        """A snapshotter configured by the connector ``properties``."""
+        return cls(conn, catalog, decoder, IncrementalSettings.from_properties(properties),
+                   state=state, on_step=on_step)
+
+    # -- what the embedder calls -----------------------------------------------------------
+
+    @property
+    def context(self) -> IncrementalSnapshotContext:
+        """The snapshot's progress."""
+        return self.window.context
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a chunk was read and its close watermark has not come back yet."""
+        return self._pending is not None
+
+    def state(self) -> dict[str, Any]:
+        """The progress to keep in a checkpoint (JSON-serialisable; empty when no snapshot
+        runs): the tables left, the last key whose ``r`` event went out, the current
+        table's largest key."""
+        return self.context.to_offset()
+
+    def start(self) -> None:
+        """Resume a snapshot restored from ``state``: read its next chunk (nothing when no
+        snapshot runs, when one is paused, or when a chunk is in flight)."""
+        self._advance()
+
+    def receive(self, record: ChangeRecord) -> list[ChangeRecord]:
+        """One record the decoder made of the stream, in stream order; returns the records
+        to emit (the record, and at a close watermark the chunk's ``r`` events before it).
+        Signals are acted on here; the next chunk is read when the close watermark of the
+        current one came back."""
+        out = self.window.receive(record)
+        if self._pending is not None and self.window.pending_chunk != self._pending:
+            self._pending = None  # its close watermark came back: the rows went out
+        for signal in self.window.signals():
+            self._on_signal(signal)
+        self._advance()
+        return out
+
+    # -- signals ---------------------------------------------------------------------------
+
+    def _on_signal(self, signal: object) -> None:
+        context = self.context
+        if isinstance(signal, SignalWarning):
+            _LOG.warning("skipped a signal: %s", signal)
+        elif isinstance(signal, ExecuteSnapshot):
+            for warning in signal.warnings:
+                _LOG.warning("%s", warning)
+            if signal.snapshot_type != "incremental":
+                _LOG.warning("skipped execute-snapshot signal %r: %s snapshots are not "
+                             "supported by pgcdc-events yet", signal.id, signal.snapshot_type)
+                return
+            known = [f"{t.namespace}.{t.name}" for t in self.catalog.tables]
+            tables = expand_data_collections(signal.data_collections, known)
+            context.add(signal.id, tables, signal.additional_conditions, signal.surrogate_key)
+            _LOG.info("incremental snapshot %r: queued %s", signal.id, ", ".join(tables))
+        elif isinstance(signal, StopSnapshot):
+            context.request_stop(list(signal.data_collections or ()))
+            if self._pending is None:
+                self._apply_stop()
+        elif isinstance(signal, PauseSnapshot):
+            if context.running:
+                context.paused = True
+                _LOG.info("incremental snapshot paused by signal %r", signal.id)
+        elif isinstance(signal, ResumeSnapshot):
+            if context.paused:
+                context.paused = False
+                _LOG.info("incremental snapshot resumed by signal %r", signal.id)
+        elif isinstance(signal, LogSignal):
+            _LOG.info("signal %r: %s", signal.id, signal.message)
+
+    def _apply_stop(self) -> None:
+        known = [f"{t.namespace}.{t.name}" for t in self.catalog.tables]
+        for table in self.context.apply_stop(known):
+            _LOG.info("incremental snapshot of %s stopped by signal", table)
+
+    # -- chunks ----------------------------------------------------------------------------
+
+    def _advance(self) -> None:
+        context = self.context
+        if self._pending is None and context.running and not context.paused:
+            self._read_chunk()
+
+    def _table(self, name: str) -> CatalogTable | None:
+        parts = name.split(".")
+        if len(parts) != 2:
+            return None
+        table = self.catalog.table(*parts)
+        if table is None and not self._catalog_refreshed:  # created after the capture began
+            self._catalog_refreshed = True
+            self.catalog = fetch_catalog(self.conn)
+            table = self.catalog.table(*parts)
+        return table
+
+    def _chunk_table(self, name: str, surrogate_key: str | None
+                     ) -> tuple[CatalogTable, ChunkTable, list[str]] | None:
+        """The table to read next and its chunk key, or ``None`` (skipped, with a warning)."""
+        table = self._table(name)
+        if table is None:
+            _LOG.warning("skipped %s in the incremental snapshot: no such table", name)
+            return None
+        chunk_table = ChunkTable.from_catalog(table, self.decoder.config)
+        if not chunk_table.key:
+            _LOG.warning("skipped %s in the incremental snapshot: the table has no primary key "
+                         "and no message.key.columns", name)
+            return None
+        try:
+            keys = [c.name for c in self.builder.key_columns(chunk_table, surrogate_key)]
+        except SnapshotSqlError as error:
+            _LOG.warning("skipped %s in the incremental snapshot: %s", name, error)
+            return None
+        return table, chunk_table, keys
+
+    def _read_chunk(self) -> None:
+        """The connector's ``readChunk``: the open watermark, then the current table's next
+        chunk (moving past finished, empty or skipped tables in the same window), then the
+        close watermark."""
+        context = self.context
+        self._apply_stop()
+        chunk_id: str | None = None
+        given: CatalogTable | None = None  # a table begun whose rows the window lacks
+        while (current := context.current) is not None:
+            found = self._chunk_table(current.table, current.surrogate_key)
+            if found is None:
+                context.next_collection()
+                continue
+            table, chunk_table, keys = found
+            if chunk_id is None:
+                chunk_id = str(uuid.uuid4())
+                self.window.begin_chunk(chunk_id, table)
+                self._watermark(chunk_id, opens=True)
+                self._step("after_open", chunk_id)
+            else:
+                self.window.begin_chunk(chunk_id, table)
+            given = table
+            try:
+                rows = self._rows(chunk_table, keys, current.condition, current.surrogate_key)
+            except _ChunkQueryFailedError as error:
+                _LOG.warning("skipped %s in the incremental snapshot: %s", current.table, error)
+                context.next_collection()
+                continue
+            self.window.chunk(chunk_id, table, rows, chunk_key=keys)
+            given = None
+            if rows:
+                _LOG.info("incremental snapshot of %s: read %d rows up to key %s",
+                          current.table, len(rows), list(context.chunk_end or ()))
+                break
+            _LOG.info("incremental snapshot of %s finished", current.table)
+            context.next_collection()
+        if chunk_id is None:
+            return  # every table left was skipped: no window
+        if given is not None:  # the last table begun failed: an empty chunk closes the window
+            self.window.chunk(chunk_id, given, [], chunk_key=())
+        self._step("after_read", chunk_id)
+        self._step("before_close", chunk_id)
+        self._watermark(chunk_id, opens=False)
+        self._pending = chunk_id
+
+    def _rows(self, table: ChunkTable, keys: list[str], condition: str | None,
+              surrogate_key: str | None) -> list[list[str | None]]:
+        """The current table's next chunk (empty when it is done), in the table's column
+        order; reads the table's largest key first."""
+        context = self.context
+        positions = self._positions(table)
+        width = len(table.columns)
+        if context.maximum_key is None:
+            top = self._query(self.builder.max_key_query(
+                table, additional_condition=condition, surrogate_key=surrogate_key),
+                positions, width)
+            if not top:
+                return []  # empty (or nothing matches the condition)
+            names = [c.name for c in table.columns]
+            context.set_maximum_key([top[0][names.index(k)] for k in keys])
+        return self._query(self.builder.chunk_query(
+            table, chunk_end=context.chunk_end, maximum_key=context.maximum_key,
+            additional_condition=condition, surrogate_key=surrogate_key), positions, width)
+
+    @staticmethod
+    def _positions(table: ChunkTable) -> list[int] | None:
+        """Where each projected column goes in the table's row (``None``: ``SELECT *``)."""
+        if table.projection is None:
+            return None
+        names = [c.name for c in table.columns]
+        return [names.index(n) for n in table.projection]
+
+    def _query(self, query: ChunkQuery, positions: list[int] | None, width: int
+               ) -> list[list[str | None]]:
+        """Run a chunk query through the extended protocol, one statement (an additional
+        condition cannot add another), its values bound as text and typed by the server;
+        every value comes back as the type's text output (pg8000's input functions set
+        aside), and the condition's text is not parsed for pg8000's ``:name`` markers."""
+        params = tuple(None if v is None else str(v) for v in query.params)
+        sql = _placeholders(query.sql, len(query.params))
+        conn = self.conn
+        saved = conn.pg_types
+        conn.pg_types = defaultdict(lambda: str)
+        try:
+            rows = conn.execute_unnamed(sql, vals=params, oids=()).rows
+        except Exception as exc:
+            if not _is_driver_error(exc):
+                raise
+            code, message = _server_fields(exc)
+            if code is None or code.startswith(("08", "57P")):
+                raise translate_error(exc, slot=None, action="read an incremental snapshot "
+                                      "chunk") from None
+            raise _ChunkQueryFailedError(f"the chunk query failed: {message} (SQLSTATE {code})"
+                                         ) from None
+        finally:
+            conn.pg_types = saved
+        out = [_text_row(r) for r in rows or []]
+        if positions is None:
+            return out
+        full: list[list[str | None]] = []
+        for row in out:  # the columns left out by the column filters: NULL
+            values: list[str | None] = [None] * width
+            for p, v in zip(positions, row, strict=True):
+                values[p] = v
+            full.append(values)
+        return full
+
+    def _watermark(self, chunk_id: str, *, opens: bool) -> None:
+        """Write a watermark row into the signalling table (its own transaction); a
+        refusal is one of our errors, naming the table."""
+        try:
+            self._write_watermark(chunk_id, opens=opens)
+        except Exception as exc:
+            if not _is_driver_error(exc):
+                raise
+            raise translate_error(exc, slot=None, action="write the incremental snapshot "
+                                  f"watermark into {self.settings.signal_data_collection}"
+                                  ) from None
+
+    def _write_watermark(self, chunk_id: str, *, opens: bool) -> None:
+        now = datetime.now(timezone.utc).isoformat()
+        if opens:
+            self.conn.run(f"INSERT INTO {self._signal_sql} VALUES (:i, :t, :d)",
+                          i=f"{chunk_id}-open", t="snapshot-window-open",
+                          d=json.dumps({"openWindowTimestamp": now}))
+        elif self.window.insert_delete:
+            column = self._signal_id_column()
+            self.conn.run(f"DELETE FROM {self._signal_sql} WHERE {quote_ident(column)} = :i",
+                          i=f"{chunk_id}-open")
+        else:
+            self.conn.run(f"INSERT INTO {self._signal_sql} VALUES (:i, :t, :d)",
+                          i=f"{chunk_id}-close", t="snapshot-window-close",
+                          d=json.dumps({"openWindowTimestamp": now,
+                                        "closeWindowTimestamp": now}))
+
+    def _signal_id_column(self) -> str:
+        table = self.catalog.table(*self.window.signal_table)
+        return table.columns[0].name if table is not None and table.columns else "id"
+
+    def _step(self, step: str, chunk_id: str) -> None:
+        if self.on_step is not None:
+            self.on_step(step, chunk_id)
