@@ -57,7 +57,7 @@ STREAMED = [("rollback", [_BULK]),
 
 
 @st.composite
-def statements(draw: st.DrawFn, table: str) -> list[str]:
+def statements(draw: st.DrawFn, table: str) -> list[str]:  # noqa: C901
     """One or a few statements against ``table``, valid whatever its current rows."""
     kind = draw(st.sampled_from(["insert", "insert", "update", "rekey", "delete", "truncate",
                                  "bulk"]))

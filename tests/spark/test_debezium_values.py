@@ -138,7 +138,7 @@ def _schema(text: str) -> dict[str, Any]:
     return json.loads(text)  # type: ignore[no-any-return]
 
 
-def differences(spark: SparkSession, recording: Recording, flavour: str) -> tuple[int, dict]:
+def differences(spark: SparkSession, recording: Recording, flavour: str) -> tuple[int, dict]:  # noqa: C901
     """Compared records, and every difference keyed as tests/events/test_golden.py keys them."""
     config = EventConfig.from_properties(recording.properties)
     decoded = decode_capture(capture_dataframe(spark, recording.capture), config,

@@ -344,203 +344,304 @@ def run_capture(
     if snapshot_mode not in SNAPSHOT_MODES:
         raise ConfigurationError(f"snapshot mode {snapshot_mode!r}: expected one of "
                                  f"{', '.join(SNAPSHOT_MODES)}")
-    stats = CaptureStats()
-    beat = heartbeat if heartbeat is not None else Heartbeat()
-    delivered = DeliveredCheck(output, reader.slot)
-    rotating = output if isinstance(output, RotatingOutput) else None
-    reader.render = getattr(sink, "render", False)  # units as lines for a capture sink
-    after = output.checkpoint.lsn
-    stats.lsn = None if after is None else Lsn(after)
-    limit = batch_rows
-    connected = False
-    # A rotating output holds units back until their file is in place, so the slot is
-    # acknowledged later than each unit was read: by then a PREPARE that was unresolved
-    # when the unit was written may have been resolved by a unit not yet in a file. The
-    # hold at each commit (end LSN, earliest unresolved PREPARE then) keeps the slot
-    # behind such a PREPARE until the file holding its resolution is in place.
-    holds: deque[tuple[int, int | None]] = deque()
-    settled_hold: int | None = None  # the hold recorded with the settled position
-    failing_since: float | None = None
-    last_report = 0.0
-    reported: tuple[int, int, int | None] | None = None
-    backoff = 0.1
+    run = _CaptureRun(reader, output, sink, follow=follow, poll_interval=poll_interval,
+                      max_changes=max_changes, batch_rows=batch_rows, create_slot=create_slot,
+                      create_publication=create_publication, tables=tables,
+                      retry_for=retry_for, should_stop=should_stop, progress=progress,
+                      progress_every=progress_every, sleep=sleep, advance=advance,
+                      notify=notify, snapshot_mode=snapshot_mode,
+                      heartbeat=heartbeat if heartbeat is not None else Heartbeat())
+    return run.run()
 
-    def report(final: bool = False) -> None:
-        nonlocal last_report, reported, connected
+
+@attrs.define
+class _Read:
+    """What one read of the slot delivered (see :meth:`_CaptureRun.read`)."""
+
+    units: int = 0
+    changes: int = 0
+    #: The end LSN of the last unit written (None: nothing new).
+    written_end: int | None = None
+    #: Stopped at ``max_changes``.
+    reached_max: bool = False
+    #: Stopped because the rotating output's file is full (commit here, read on).
+    rotate: bool = False
+
+
+class _CaptureRun:
+    """The state of one :func:`run_capture` between reads, and a method per step of its
+    cycle: connect (and snapshot), read, commit, acknowledge, retry."""
+
+    def __init__(self, reader: SlotReader, output: Output, sink: Sink, *, follow: bool,
+                 poll_interval: float, max_changes: int | None, batch_rows: int,
+                 create_slot: bool, create_publication: bool, tables: tuple[str, ...] | None,
+                 retry_for: float, should_stop: Callable[[], bool],
+                 progress: Callable[[CaptureStats, SlotStatus | None], None] | None,
+                 progress_every: float, sleep: Callable[[float], None], advance: bool,
+                 notify: Callable[[str], None] | None, snapshot_mode: str,
+                 heartbeat: Heartbeat) -> None:
+        self.reader, self.output, self.sink = reader, output, sink
+        self.follow, self.poll_interval, self.max_changes = follow, poll_interval, max_changes
+        self.batch_rows, self.tables, self.retry_for = batch_rows, tables, retry_for
+        self.create_slot, self.create_publication = create_slot, create_publication
+        self.should_stop, self.progress, self.progress_every = (should_stop, progress,
+                                                                progress_every)
+        self.sleep, self.advance, self.notify = sleep, advance, notify
+        self.snapshot_mode, self.beat = snapshot_mode, heartbeat
+        self.stats = CaptureStats()
+        self.delivered = DeliveredCheck(output, reader.slot)
+        self.rotating = output if isinstance(output, RotatingOutput) else None
+        reader.render = getattr(sink, "render", False)  # units as lines for a capture sink
+        self.after = output.checkpoint.lsn
+        self.stats.lsn = None if self.after is None else Lsn(self.after)
+        self.limit = batch_rows
+        self.connected = False
+        # A rotating output holds units back until their file is in place, so the slot is
+        # acknowledged later than each unit was read: by then a PREPARE that was unresolved
+        # when the unit was written may have been resolved by a unit not yet in a file. The
+        # hold at each commit (end LSN, earliest unresolved PREPARE then) keeps the slot
+        # behind such a PREPARE until the file holding its resolution is in place.
+        self.holds: deque[tuple[int, int | None]] = deque()
+        self.settled_hold: int | None = None  # the hold recorded with the settled position
+        self.failing_since: float | None = None
+        self.last_report = 0.0
+        self.reported: tuple[int, int, int | None] | None = None
+        self.backoff = 0.1
+
+    def run(self) -> CaptureStats:
+        """Read, write and acknowledge until a stop condition (see :func:`run_capture`)."""
+        stats = self.stats
+        while not self.should_stop():
+            try:
+                if not self.connected and self.connect():
+                    break
+                if self.cycle():
+                    break
+            except (ConnectionLostError, SlotBusyError) as error:
+                self.retry(error)
+        else:
+            stats.stopped_by = "stopped"
+        self.report(final=True)
+        return stats
+
+    # -- connecting ---------------------------------------------------------------------
+    def connect(self) -> bool:
+        """Connect, prepare the slot and take a snapshot when the mode calls for one; True
+        when the run ends here (``initial_only``)."""
+        reader, output, stats, mode = self.reader, self.output, self.stats, self.snapshot_mode
+        state = output.checkpoint.snapshot_state
+        if mode == "initial_only" and state in ("done", "skipped"):
+            stats.stopped_by = "snapshot-only"  # taken (or never wanted): no stream
+            return True
+        take = _takes_snapshot(mode, state)
+        reader.connect()
+        take, info = self._prepare(take, state)
+        self.create_slot = self.create_publication = False  # created (or found) once
+        known = output.checkpoint.position  # the last unit, or a later idle position
+        if not take and known is not None and info.confirmed_lsn is not None \
+                and info.confirmed_lsn > known:
+            raise DeliveryGapError(
+                f"the slot {reader.slot!r} is at {info.confirmed_lsn}, past the "
+                f"checkpoint at {Lsn(known)}: the changes in between were never "
+                "captured (was the slot dropped and re-created, or read by another "
+                "client?); see docs/operations.md, 'When the slot is lost'",
+                checkpoint_lsn=known, slot_lsn=int(info.confirmed_lsn))
+        check_server(output.checkpoint, info)
+        self.delivered.arm(None if take else info.confirmed_lsn, self.after)
+        self.sink.start(info.options)
+        if state == "pending" and not take:
+            output.mark_snapshot({"state": "skipped"}, store=False)
+        output.bind(info.options.as_dict(), info.server)
+        if take:
+            self._snapshot()
+            if mode == "initial_only":
+                stats.stopped_by = "snapshot-only"
+                return True
+        self.connected = True
+        return False
+
+    def _prepare(self, take: bool, state: str) -> tuple[bool, SlotInfo]:
+        """The slot prepared (created, found, or replaced with a snapshot under
+        ``when_needed``); whether a snapshot is taken, and the slot's information."""
+        reader, output, mode, tables = self.reader, self.output, self.snapshot_mode, self.tables
+        # when_needed: a missing slot means a snapshot, not a slot created bare
+        needed = mode == "when_needed" and not take
+        try:
+            return take, _prepare(reader, output, take, state,
+                                  create_slot=self.create_slot and not needed,
+                                  create_publication=self.create_publication, tables=tables,
+                                  mode=mode)
+        except SlotNotFoundError:
+            if not (needed and self.create_slot):
+                raise
+            # the output's slot is gone: its position is no longer available
+            return True, _prepare(reader, output, True, state, create_slot=True,
+                                  create_publication=False, tables=tables, mode=mode)
+        except SlotLostError:
+            if not (needed and self.create_slot):
+                raise
+            # invalidated: replaced by a new slot, with a snapshot
+            return True, _replace_lost(reader, output, tables, mode)
+
+    def _snapshot(self) -> None:
+        stats = self.stats
+        result = read_snapshot(self.reader, lambda row: self.sink.write_row(row, self.output))
+        self.output.commit(int(result.lsn), 1, result.rows, snapshot=result.as_dict())
+        self.after = int(result.lsn)
+        stats.units += 1
+        stats.changes += result.rows
+        stats.snapshot_tables, stats.snapshot_rows = result.tables, result.rows
+        stats.lsn = result.lsn
+        self.reader.finish_snapshot()  # (the stream starts at the consistent point)
+
+    # -- one cycle: read, commit, acknowledge -----------------------------------------------
+    def cycle(self) -> bool:
+        """One read written, committed and acknowledged; True when the run ends here
+        (``max_changes`` reached, or caught up without ``follow``)."""
+        stats = self.stats
+        read = self.read()
+        batch = self.reader.last_batch
+        self.delivered.read_ended(batch.hit_limit)
+        self.commit(read)
+        stats.batches += 1
+        moved = self.acknowledge()
+        self.failing_since, self.backoff = None, 0.1
+        self.report()
+        if read.reached_max:
+            stats.stopped_by = "max-changes"
+            return True
+        # While an unresolved PREPARE holds the slot behind the checkpoint, every read
+        # starts at the PREPARE again: read enough to get past what was delivered.
+        confirmed = self.reader.confirmed_lsn
+        held = self.after is not None and (confirmed is None or confirmed < self.after)
+        next_limit = self.batch_rows + (batch.rows_at_last_unit if held else 0)
+        if batch.hit_limit or read.rotate:
+            # More is waiting. A read that delivered nothing new and could not move the
+            # slot stopped inside one big transaction: read more rows next time.
+            self.limit = (next_limit if (read.written_end is not None or moved)
+                          else self.limit * 2)
+            return False
+        self.limit = next_limit
+        if not self.follow:
+            stats.stopped_by = "caught-up"
+            return True
+        _pause(self.poll_interval, self.should_stop, self.sleep)
+        return False
+
+    def read(self) -> _Read:
+        """One read of the slot, its new units written to the output (not committed)."""
+        max_changes, stats = self.max_changes, self.stats
+        remaining = None if max_changes is None else max_changes - stats.changes
+        read_limit = self.limit if remaining is None else max(min(self.limit, remaining), 1)
+        read = _Read()
+        reading = self.reader.read(self.after, read_limit)
+        try:
+            for unit in reading:
+                try:
+                    self.delivered.check(unit)
+                    if unit.seen:
+                        self.sink.replay(unit)
+                        stats.skipped_units += 1
+                        continue
+                    self.sink.write(unit, self.output)
+                    read.units += len(unit) > 0
+                    read.changes += unit.changes
+                    read.written_end = unit.end_lsn
+                finally:
+                    unit.close()
+                if max_changes is not None and stats.changes + read.changes >= max_changes:
+                    read.reached_max = True
+                    break
+                if self.rotating is not None and self.rotating.full():
+                    read.rotate = True  # commit here: the file is finalized at this unit
+                    break
+        finally:
+            reading.close()
+        return read
+
+    def commit(self, read: _Read) -> None:
+        """Make what ``read`` wrote durable (the output's commit), with the PREPARE that
+        held the slot back at its end."""
+        if read.written_end is None:
+            return
+        if self.advance:  # nothing taken behind our back since the last acknowledgement
+            self.reader.check_position()
+        self.output.commit(read.written_end, read.units, read.changes)
+        self.holds.append((read.written_end, self.reader.last_batch.hold_lsn))
+        self.after = read.written_end
+        stats = self.stats
+        stats.units += read.units
+        stats.changes += read.changes
+        stats.lsn = Lsn(self.after)
+
+    def acknowledge(self) -> bool:
+        """Advance the slot to what is durable (a rotating output's settled files, never
+        past an unresolved PREPARE, or the server's idle position once recorded); whether
+        the slot moved."""
+        holds = self.holds
+        # a rotating output holds units back until their file is in place
+        durable = self.rotating.settle() if self.rotating is not None else self.after
+        while holds and durable is not None and holds[0][0] <= durable:
+            _, self.settled_hold = holds.popleft()
+        if self.settled_hold is not None and durable is not None:
+            durable = min(durable, self.settled_hold)
+        free = self.advance and self.delivered.pending is None
+        idle = _tick(self.beat, self.reader, self.output, self.sink, durable, self.after,
+                     advance=free)
+        if idle is not None:  # recorded durably: the slot may follow the server
+            durable = idle
+        if free and durable is not None:
+            before = self.reader.confirmed_lsn
+            return self.reader.advance(durable) != before
+        return False
+
+    # -- failures and progress --------------------------------------------------------------
+    def retry(self, error: PgCdcError) -> None:
+        """A lost connection or a busy slot: roll back what is not committed, then wait
+        to connect again (or raise once ``retry_for`` is spent, unless following)."""
+        self.output.rollback()
+        self.reader.close()
+        self.connected = False
+        now = time.monotonic()
+        follow, notify = self.follow, self.notify
+        if self.failing_since is None:
+            self.failing_since = now
+            if notify is not None and (follow or self.retry_for > 0):
+                notify(f"{error}; retrying " + ("until it succeeds (--follow)" if follow
+                                                else f"for up to {self.retry_for:g} s"))
+        left = self.retry_for - (now - self.failing_since)
+        if not follow and left <= 0:
+            raise error
+        self.stats.reconnects += 1
+        _pause(self.backoff if follow else min(self.backoff, left), self.should_stop,
+               self.sleep)
+        self.backoff = min(self.backoff * 2, 5.0)
+
+    def report(self, final: bool = False) -> None:
+        """``progress`` at most every ``progress_every`` seconds, and once at the end,
+        with the slot's status when connected."""
+        progress, stats = self.progress, self.stats
         now = time.monotonic()
         state = (stats.changes, stats.units, stats.lsn)
-        if progress is None or (not final and now - last_report < progress_every) \
-                or (final and state == reported):
+        if progress is None or (not final and now - self.last_report < self.progress_every) \
+                or (final and state == self.reported):
             return
-        last_report, reported = now, state
+        self.last_report, self.reported = now, state
         status = None
-        if connected:
+        if self.connected:
             try:
-                status = reader.status()
+                status = self.reader.status()
                 stats.lag_bytes = status.lag_bytes
                 stats.retained_bytes = status.retained_bytes
-                check_slot(reader.slot, status)
+                check_slot(self.reader.slot, status)
             except (ConnectionLostError, SlotBusyError):
                 # The reader closed itself: connect again before the next read (reading
                 # on would be "call prepare() before reading", and the capture would stop).
                 status = None
-                reader.close()
-                connected = False
+                self.reader.close()
+                self.connected = False
                 stats.reconnects += 1
         progress(stats, status)
-
-    while not should_stop():
-        try:
-            if not connected:
-                state = output.checkpoint.snapshot_state
-                if snapshot_mode == "initial_only" and state in ("done", "skipped"):
-                    stats.stopped_by = "snapshot-only"  # taken (or never wanted): no stream
-                    break
-                take = _takes_snapshot(snapshot_mode, state)
-                reader.connect()
-                # when_needed: a missing slot means a snapshot, not a slot created bare
-                needed = snapshot_mode == "when_needed" and not take
-                try:
-                    info = _prepare(reader, output, take, state,
-                                    create_slot=create_slot and not needed,
-                                    create_publication=create_publication, tables=tables,
-                                    mode=snapshot_mode)
-                except SlotNotFoundError:
-                    if not (needed and create_slot):
-                        raise
-                    # the output's slot is gone: its position is no longer available
-                    take = True
-                    info = _prepare(reader, output, take, state, create_slot=True,
-                                    create_publication=False, tables=tables,
-                                    mode=snapshot_mode)
-                except SlotLostError:
-                    if not (needed and create_slot):
-                        raise
-                    take = True  # invalidated: replaced by a new slot, with a snapshot
-                    info = _replace_lost(reader, output, tables, snapshot_mode)
-                create_slot = create_publication = False  # created (or found) once is enough
-                known = output.checkpoint.position  # the last unit, or a later idle position
-                if not take and known is not None and info.confirmed_lsn is not None \
-                        and info.confirmed_lsn > known:
-                    raise DeliveryGapError(
-                        f"the slot {reader.slot!r} is at {info.confirmed_lsn}, past the "
-                        f"checkpoint at {Lsn(known)}: the changes in between were never "
-                        "captured (was the slot dropped and re-created, or read by another "
-                        "client?); see docs/operations.md, 'When the slot is lost'",
-                        checkpoint_lsn=known, slot_lsn=int(info.confirmed_lsn))
-                check_server(output.checkpoint, info)
-                delivered.arm(None if take else info.confirmed_lsn, after)
-                sink.start(info.options)
-                if state == "pending" and not take:
-                    output.mark_snapshot({"state": "skipped"}, store=False)
-                output.bind(info.options.as_dict(), info.server)
-                if take:
-                    result = read_snapshot(reader, lambda row: sink.write_row(row, output))
-                    output.commit(int(result.lsn), 1, result.rows, snapshot=result.as_dict())
-                    after = int(result.lsn)
-                    stats.units += 1
-                    stats.changes += result.rows
-                    stats.snapshot_tables, stats.snapshot_rows = result.tables, result.rows
-                    stats.lsn = result.lsn
-                    reader.finish_snapshot()  # (the stream starts at the consistent point)
-                    if snapshot_mode == "initial_only":
-                        stats.stopped_by = "snapshot-only"
-                        break
-                connected = True
-            remaining = None if max_changes is None else max_changes - stats.changes
-            read_limit = limit if remaining is None else max(min(limit, remaining), 1)
-            units = changes = 0
-            written_end: int | None = None
-            reached_max = rotate = False
-            reading = reader.read(after, read_limit)
-            try:
-                for unit in reading:
-                    try:
-                        delivered.check(unit)
-                        if unit.seen:
-                            sink.replay(unit)
-                            stats.skipped_units += 1
-                            continue
-                        sink.write(unit, output)
-                        units += len(unit) > 0
-                        changes += unit.changes
-                        written_end = unit.end_lsn
-                    finally:
-                        unit.close()
-                    if max_changes is not None and stats.changes + changes >= max_changes:
-                        reached_max = True
-                        break
-                    if rotating is not None and rotating.full():
-                        rotate = True  # commit here: the file is finalized at this unit
-                        break
-            finally:
-                reading.close()
-            batch = reader.last_batch
-            delivered.read_ended(batch.hit_limit)
-            moved = False
-            if written_end is not None:
-                if advance:  # nothing taken behind our back since the last acknowledgement
-                    reader.check_position()
-                output.commit(written_end, units, changes)
-                holds.append((written_end, reader.last_batch.hold_lsn))
-                after = written_end
-                stats.units += units
-                stats.changes += changes
-                stats.lsn = Lsn(after)
-            stats.batches += 1
-            # a rotating output holds units back until their file is in place
-            durable = rotating.settle() if rotating is not None else after
-            while holds and durable is not None and holds[0][0] <= durable:
-                _, settled_hold = holds.popleft()
-            if settled_hold is not None and durable is not None:
-                durable = min(durable, settled_hold)
-            idle = _tick(beat, reader, output, sink, durable, after,
-                         advance=advance and delivered.pending is None)
-            if idle is not None:  # recorded durably: the slot may follow the server
-                durable = idle
-            if advance and durable is not None and delivered.pending is None:
-                before = reader.confirmed_lsn
-                moved = reader.advance(durable) != before
-            failing_since, backoff = None, 0.1
-            report()
-            if reached_max:
-                stats.stopped_by = "max-changes"
-                break
-            # While an unresolved PREPARE holds the slot behind the checkpoint, every read
-            # starts at the PREPARE again: read enough to get past what was delivered.
-            confirmed = reader.confirmed_lsn
-            held = after is not None and (confirmed is None or confirmed < after)
-            next_limit = batch_rows + (batch.rows_at_last_unit if held else 0)
-            if batch.hit_limit or rotate:
-                # More is waiting. A read that delivered nothing new and could not move the
-                # slot stopped inside one big transaction: read more rows next time.
-                limit = next_limit if (written_end is not None or moved) else limit * 2
-                continue
-            limit = next_limit
-            if not follow:
-                stats.stopped_by = "caught-up"
-                break
-            _pause(poll_interval, should_stop, sleep)
-        except (ConnectionLostError, SlotBusyError) as error:
-            output.rollback()
-            reader.close()
-            connected = False
-            now = time.monotonic()
-            if failing_since is None:
-                failing_since = now
-                if notify is not None and (follow or retry_for > 0):
-                    notify(f"{error}; retrying " + ("until it succeeds (--follow)" if follow
-                                                    else f"for up to {retry_for:g} s"))
-            left = retry_for - (now - failing_since)
-            if not follow and left <= 0:
-                raise
-            stats.reconnects += 1
-            _pause(backoff if follow else min(backoff, left), should_stop, sleep)
-            backoff = min(backoff * 2, 5.0)
-    else:
-        stats.stopped_by = "stopped"
-    report(final=True)
-    return stats
 
 
 def _tick(beat: Heartbeat, reader: SlotReader, output: Output, sink: Sink,

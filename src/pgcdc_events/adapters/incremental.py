@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from pgcdc_events.adapters.names import quote_ident
-from pgcdc_events.adapters.pg8000 import _is_driver_error, _server_fields, translate_error
+from pgcdc_events.adapters.pg8000 import is_driver_error, server_fields, translate_error
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.events.incremental import (
     INSERT_DELETE,
@@ -408,9 +408,9 @@ class IncrementalSnapshotter:
         try:
             rows = conn.execute_unnamed(sql, vals=params, oids=()).rows
         except Exception as exc:
-            if not _is_driver_error(exc):
+            if not is_driver_error(exc):
                 raise
-            code, message = _server_fields(exc)
+            code, message = server_fields(exc)
             if code is None or code.startswith(("08", "57P")):
                 raise translate_error(exc, slot=None, action="read an incremental snapshot "
                                       "chunk") from None
@@ -435,7 +435,7 @@ class IncrementalSnapshotter:
         try:
             self._write_watermark(chunk_id, opens=opens)
         except Exception as exc:
-            if not _is_driver_error(exc):
+            if not is_driver_error(exc):
                 raise
             raise translate_error(exc, slot=None, action="write the incremental snapshot "
                                   f"watermark into {self.settings.signal_data_collection}"

@@ -50,7 +50,9 @@ __all__ = [
     "SlotInfo",
     "SlotReader",
     "SlotStatus",
+    "is_driver_error",
     "parse_dsn",
+    "server_fields",
 ]
 
 StreamingMode = Literal["off", "on", "parallel"]
@@ -224,7 +226,7 @@ class BatchInfo:
 # ---------------------------------------------------------------- error translation
 
 
-def _server_fields(exc: BaseException) -> tuple[str | None, str]:
+def server_fields(exc: BaseException) -> tuple[str | None, str]:
     args = getattr(exc, "args", ())
     if args and isinstance(args[0], dict):
         fields = args[0]
@@ -247,7 +249,7 @@ def translate_error(exc: BaseException, *, slot: str | None, publications: Seque
                     action: str = "", password_source: str = "") -> SlotError:
     """One of our exceptions for a pg8000 or socket error, chosen by SQLSTATE (see the
     module docstring); ``password_source`` says where the password came from."""
-    code, message = _server_fields(exc)
+    code, message = server_fields(exc)
     where = f"{action}: " if action else ""
     pubs = ", ".join(repr(p) for p in publications)
     if code is None:
@@ -303,7 +305,7 @@ def translate_error(exc: BaseException, *, slot: str | None, publications: Seque
 # ---------------------------------------------------------------- the reader
 
 
-def _is_driver_error(exc: BaseException) -> bool:
+def is_driver_error(exc: BaseException) -> bool:
     """A pg8000 or socket error (translated), not a bug or one of our own errors."""
     return isinstance(exc, OSError) or type(exc).__module__.startswith("pg8000")
 
@@ -429,7 +431,7 @@ class SlotReader:
         except SlotError:
             raise
         except Exception as exc:
-            if not _is_driver_error(exc):
+            if not is_driver_error(exc):
                 raise
             error = translate_error(exc, slot=self.slot, publications=self.publications,
                                     action=action)
@@ -635,7 +637,7 @@ class SlotReader:
             rows = conn.run(command)
         except Exception as exc:
             self._close_exporter()
-            if not _is_driver_error(exc):
+            if not is_driver_error(exc):
                 raise
             raise translate_error(exc, slot=self.slot, action=f"create slot {self.slot!r}"
                                   ) from None

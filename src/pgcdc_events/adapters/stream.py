@@ -329,7 +329,7 @@ class StreamReader(SlotReader):
         self._sent_at = time.monotonic()
 
     # -- reading ---------------------------------------------------------------------------
-    def _units(self, assembler: UnitAssembler, batch: BatchInfo, timeout: float
+    def _units(self, assembler: UnitAssembler, batch: BatchInfo, timeout: float  # noqa: C901, PLR0915
                ) -> Generator[Unit | None, None, None]:
         """Complete units as the messages arrive (``batch.rows`` counts the messages);
         ``None`` when nothing came within ``timeout``.

@@ -299,7 +299,7 @@ def _connected_catalog(reader: SlotReader, given: CatalogSnapshot | None, path: 
     return given
 
 
-def run(args: argparse.Namespace, name: str) -> int:
+def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
     """Run capture or tail."""
     # as pgoutput reads publication_names: unquoted folded to lower case, "a,b" one name
     publications = tuple(dict.fromkeys(

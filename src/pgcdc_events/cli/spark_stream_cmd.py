@@ -118,7 +118,7 @@ def target_settings(args: argparse.Namespace) -> Any:
     return parse_conninfo(dsn)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
     from pgcdc_events.cli.spark_cmd import start_session  # noqa: PLC0415
     from pgcdc_events.spark.apply import ParquetTarget, PostgresTarget  # noqa: PLC0415
     from pgcdc_events.spark.stream import (  # noqa: PLC0415

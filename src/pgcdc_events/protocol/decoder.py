@@ -190,7 +190,7 @@ def _width_parser(ncols: int) -> Callable[[bytes, int], tuple[TupleData, int]]:
     return namespace["parse"]  # type: ignore[return-value]
 
 
-def _tuple_general(data: bytes, pos: int) -> tuple[TupleData, int]:
+def _tuple_general(data: bytes, pos: int) -> tuple[TupleData, int]:  # noqa: C901
     """Parse TupleData at ``pos``: Int16 column count, then per column a kind byte and value.
 
     Every kind, every check, every error: the path of any tuple :func:`_tuple`'s all-text

@@ -188,7 +188,7 @@ class PgOutputReader:
     def _error(self, t: int, expected: str, detail: str | None = None) -> ProtocolError:
         return ProtocolError(expected, message_type=chr(t), offset=0, detail=detail)
 
-    def _apply(self, t: int, message: Message) -> None:
+    def _apply(self, t: int, message: Message) -> None:  # noqa: C901
         if t in _DML:
             if self._txn is None and self._stream_xid is None:
                 raise self._error(

@@ -82,7 +82,7 @@ def _refuse(arrow: Any, column: PgColumn, table: str) -> SparkDecodeError:
                             table=table, column=column.name)
 
 
-def _flat_text(array: Any, column: PgColumn, table: str) -> list[str | None]:
+def _flat_text(array: Any, column: PgColumn, table: str) -> list[str | None]:  # noqa: C901
     t = array.type
     base = column.base
     if pa.types.is_null(t):

@@ -174,7 +174,7 @@ def _plain_decimal(value: Any) -> str:
 # -- semantic: literal arrays to Spark's types ------------------------------------------------
 
 
-def _semantic(schema: Schema, options: SparkSchemaOptions, literal: pa.DataType
+def _semantic(schema: Schema, options: SparkSchemaOptions, literal: pa.DataType  # noqa: C901
               ) -> ArrayFn | None:
     """The transform of a literal array into its semantic array (None: the same array)."""
     name = schema.name

@@ -59,7 +59,7 @@ class _Writer:
         self.root, self.tables, self.fmt = root, tables, fmt
         self.token, self.tombstones = token, tombstones
 
-    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:  # noqa: C901, PLR0915
         plan = self.plan if isinstance(self.plan, ChunkPlan) else self.plan.value
         json = self.fmt == "json"
         render = JsonRecordWriter.for_config(self.make.config).record_line if json else None

@@ -78,7 +78,7 @@ def pg_value(column: ColumnType, value: Any) -> PgValue | None:
     return PgValue(sql, made.text, made.binary, made.model)
 
 
-def _scalar(name: str, value: Any) -> PgValue:
+def _scalar(name: str, value: Any) -> PgValue:  # noqa: C901
     if isinstance(value, str):
         if name == "bytea" and not value.startswith("\\x"):
             return pt.bytea_value(value.encode("utf-8"))

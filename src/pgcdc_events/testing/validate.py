@@ -122,7 +122,7 @@ class _Checker:
         return ok
 
     # -- payloads -------------------------------------------------------------------------
-    def payload(self, schema: Mapping[str, Any], value: Any, path: str) -> None:
+    def payload(self, schema: Mapping[str, Any], value: Any, path: str) -> None:  # noqa: C901
         """Check a payload against its (valid) schema."""
         if value is None:
             if not schema.get("optional", False) and "default" not in schema:
@@ -220,7 +220,7 @@ class _Checker:
                 self.add(f"{path}.{name}", "field not in the schema")
 
     # -- Debezium's rules -------------------------------------------------------------------
-    def envelope(self, payload: Mapping[str, Any], key: Any, path: str, key_path: str,
+    def envelope(self, payload: Mapping[str, Any], key: Any, path: str, key_path: str,  # noqa: C901
                  topic: Any) -> None:
         op = payload.get("op")
         if op not in _OPS:
@@ -267,7 +267,7 @@ class _Checker:
                         self.add(f"{path}.transaction.{name}",
                                  f"expected a positive integer, got {_show(v)}")
 
-    def source(self, source: Any, path: str, topic: Any) -> None:
+    def source(self, source: Any, path: str, topic: Any) -> None:  # noqa: C901
         if not isinstance(source, Mapping):
             self.add(path, "the source block is missing")
             return
@@ -385,7 +385,7 @@ def _converted(checker: _Checker, obj: Any, path: str) -> tuple[Any, bool]:
     return obj, obj is None
 
 
-def validate_record(record: Any) -> Report:
+def validate_record(record: Any) -> Report:  # noqa: C901
     """Check one ``{"topic", "key", "value", "headers"}`` record (a dict, or its JSON text)."""
     checker = _Checker()
     if isinstance(record, (str, bytes)):

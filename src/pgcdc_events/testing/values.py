@@ -357,7 +357,7 @@ def _ltree() -> st.SearchStrategy[PgValue]:
     return st.lists(label, max_size=4).map(pt.ltree_value)
 
 
-def _scalar(t: ColumnType, long_values: bool) -> st.SearchStrategy[PgValue]:
+def _scalar(t: ColumnType, long_values: bool) -> st.SearchStrategy[PgValue]:  # noqa: C901
     name, args = t.name, t.args
     if t.enum_labels is not None:
         labels = t.enum_labels

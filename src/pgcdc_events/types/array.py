@@ -134,7 +134,7 @@ def parse_text(raw: bytes, delim: bytes = b",") -> list[bytes | None]:
     return out
 
 
-def _parse_nested(raw: bytes, pos: int, delim: bytes) -> tuple[list[bytes | None], int]:
+def _parse_nested(raw: bytes, pos: int, delim: bytes) -> tuple[list[bytes | None], int]:  # noqa: C901
     """The elements from the ``{`` at ``pos`` on, and the number of dimensions."""
     bare = _bare(delim)
     out: list[bytes | None] = []

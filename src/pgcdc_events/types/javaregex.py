@@ -338,7 +338,7 @@ class _Parser:
         ranges: Ranges = ((code, code),)
         return _Atom(_emit_set(_fold(ranges) if self.i else ranges))
 
-    def group(self, start: int) -> Node | None:
+    def group(self, start: int) -> Node | None:  # noqa: C901
         if not self.text.startswith("?", self.pos):
             return self.group_body()
         self.pos += 1
@@ -428,7 +428,7 @@ class _Parser:
         code = self.char_escape(c, start)
         return ((code, code),)
 
-    def char_escape(self, c: str, start: int) -> int:
+    def char_escape(self, c: str, start: int) -> int:  # noqa: C901
         if c in _CHAR_ESCAPES:
             return _CHAR_ESCAPES[c]
         if c == "0":
@@ -502,7 +502,7 @@ class _Parser:
         return _complement(_fold(ranges) if self.i else ranges) if negated else ranges
 
     # -- character classes ---------------------------------------------------------
-    def char_class(self) -> Ranges:
+    def char_class(self) -> Ranges:  # noqa: C901, PLR0915
         """After ``[``: Java 9+'s class, the whole of it negated by a leading ``^``;
         each operand folded for case before it is combined, as Java does."""
         start = self.pos - 1

@@ -262,7 +262,7 @@ def _variable_scale_text(raw: bytes) -> Struct | None:
     return Struct(VARIABLE_SCALE_DECIMAL, (len(frac), decimal_to_bytes(unscaled)))
 
 
-def _numeric(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
+def _numeric(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:  # noqa: C901
     mode = config.decimal_handling_mode
     fixed = typmod != -1
     precision, scale = numeric_modifier(typmod) if fixed else (0, 0)
