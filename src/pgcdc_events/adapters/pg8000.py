@@ -17,6 +17,8 @@ into one of the exceptions of :mod:`pgcdc_events.adapters.errors`.
 from __future__ import annotations
 
 import contextlib
+import functools
+import operator
 import struct
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Final, Literal
@@ -788,6 +790,36 @@ _COPY_READ: Final = 1 << 18  # bytes asked of the socket at a time
 _LENGTH = struct.Struct("!I")
 
 
+_BOUNDARY: Final = b"\nd\0"
+_LENGTH_BYTES = operator.itemgetter(slice(0, 3))
+_ROW_TEXT = operator.itemgetter(slice(3, None))
+_BIG_ENDIAN = functools.partial(int.from_bytes, byteorder="big")
+
+
+def _copy_rows(buf: bytes, rows: list[bytes]) -> int:
+    """The CopyData messages at the start of ``buf`` taken at once, when they are what the
+    server sends for COPY TO (one row a message: its text and a newline): appends their
+    rows to ``rows`` and returns where the next message starts (0 when not taken).
+
+    The messages up to the last ``\\n d \\0`` (a newline ending a row, then the code and
+    the first length byte of the next message, 0 below 16 MiB) are split there, and taken
+    only if every piece's Int32 length is exactly its size: then each message, from the
+    first, ends where the next piece begins, so the split is the framing itself (anything
+    else, such as a notice between rows, a row cut between messages or a length byte
+    that happens to look like a boundary, leaves the messages to the loop that reads one
+    at a time)."""
+    last = buf.rfind(_BOUNDARY)
+    if last <= 0:
+        return 0
+    pieces = buf[2:last].split(_BOUNDARY)  # each: the last 3 bytes of the length, the row
+    sizes = list(map(len, pieces))
+    lengths = map(_BIG_ENDIAN, map(_LENGTH_BYTES, pieces))  # = size + 2 (the \\n, 4 - 3)
+    if list(map(operator.sub, lengths, sizes)).count(2) != len(pieces):
+        return 0
+    rows.append(b"\n".join(map(_ROW_TEXT, pieces)) + b"\n")
+    return last + 1
+
+
 def copy_out(conn: Any, sql: str, write: Callable[[bytes], object]) -> None:
     """Run ``COPY ... TO STDOUT`` (text format) on a pg8000 connection, giving ``write``
     the COPY data in large pieces as it arrives (several rows a call, a row possibly cut
@@ -819,6 +851,8 @@ def copy_out(conn: Any, sql: str, write: Callable[[bytes], object]) -> None:
         buf = buf[pos:] + data if pos < len(buf) else data
         pos, end = 0, len(buf)
         rows: list[bytes] = []
+        if buf.startswith(b"d\0"):
+            pos = _copy_rows(buf, rows)
         while pos + 5 <= end:
             nxt = pos + 1 + unpack_length(buf, pos + 1)[0]
             if nxt > end:
