@@ -358,3 +358,75 @@ def test_ctrl_c_stops_a_snapshot_at_once(pg_cluster: TempCluster, pg_conn: Any,
         rows = [json.loads(line) for line in fh]
     assert len(rows) == 1_000_000 + 3 and all(r["snapshot"] for r in rows)
     assert sum(r["data"].startswith("49") for r in rows) == 1_000_000
+
+
+# -- the COPY protocol read in bulk ----------------------------------------------------------
+
+class _Socket:
+    """Bytes handed out in the sizes given (the buffered socket of a pg8000 connection)."""
+
+    def __init__(self, data: bytes, sizes: list[int]) -> None:
+        self.data, self.sizes = data, sizes
+
+    def flush(self) -> None:
+        pass
+
+    def read1(self, limit: int) -> bytes:
+        size = min(self.sizes.pop(0) if self.sizes else limit, limit)
+        chunk, self.data = self.data[:size], self.data[size:]
+        return chunk
+
+
+class _Connection:
+    _client_encoding = "utf8"
+
+    def __init__(self, data: bytes, sizes: list[int]) -> None:
+        self._sock = _Socket(data, sizes)
+
+    def send_QUERY(self, sql: str) -> None:
+        pass
+
+
+def _message(code: bytes, body: bytes) -> bytes:
+    return code + (len(body) + 4).to_bytes(4, "big") + body
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.binary(max_size=300).map(
+    lambda b: b.replace(b"\n", b"x").replace(b"\0", b"0")),
+    st.sampled_from([b"", b"d", b"d\0", b"\nd\0"[1:]])), st.integers(0, 9)), max_size=40),
+    st.lists(st.integers(1, 700), max_size=60))
+def test_copy_out_reads_the_rows_whatever_the_messages(
+        rows: list[tuple[bytes, int]], sizes: list[int]) -> None:
+    """Rows of every length (lengths with a newline byte), a notice or a parameter status
+    between rows, a row cut across two messages, reads cut anywhere: the rows as sent."""
+    from pgcdc_events.adapters.pg8000 import copy_out  # noqa: PLC0415
+
+    stream = _message(b"H", b"\0\0\x01\0\0")
+    for text, how in rows:
+        if how == 1:
+            stream += _message(b"N", b"SNOTICE\0Mhello\nd\0\0")
+        elif how == 2:
+            stream += _message(b"S", b"a\0b\0")
+        if how == 3 and text:
+            stream += _message(b"d", text[:1]) + _message(b"d", text[1:] + b"\n")
+        else:
+            stream += _message(b"d", text + b"\n")
+    stream += _message(b"c", b"") + _message(b"C", b"COPY 1\0") + _message(b"Z", b"I")
+    received: list[bytes] = []
+    copy_out(_Connection(stream, list(sizes)), "COPY", received.append)
+    assert b"".join(received) == b"".join(text + b"\n" for text, _ in rows)
+
+
+def test_copy_out_raises_the_servers_error_once_it_is_ready() -> None:
+    import pg8000.native  # noqa: PLC0415
+
+    from pgcdc_events.adapters.pg8000 import copy_out  # noqa: PLC0415
+
+    stream = (_message(b"H", b"\0\0\x01\0\0") + _message(b"d", b"1\n")
+              + _message(b"E", b"SERROR\0C57014\0Mcanceling statement\0\0")
+              + _message(b"Z", b"E"))
+    received: list[bytes] = []
+    with pytest.raises(pg8000.native.DatabaseError) as info:
+        copy_out(_Connection(stream, []), "COPY", received.append)
+    assert info.value.args[0]["C"] == "57014" and received == [b"1\n"]
