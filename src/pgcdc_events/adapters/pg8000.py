@@ -796,10 +796,11 @@ _ROW_TEXT = operator.itemgetter(slice(3, None))
 _BIG_ENDIAN = functools.partial(int.from_bytes, byteorder="big")
 
 
-def _copy_rows(buf: bytes, rows: list[bytes]) -> int:
-    """The CopyData messages at the start of ``buf`` taken at once, when they are what the
+def _copy_rows(buf: bytes, start: int, rows: list[bytes]) -> int:
+    """The CopyData messages from ``start`` in ``buf`` taken at once, when they are what the
     server sends for COPY TO (one row a message: its text and a newline): appends their
-    rows to ``rows`` and returns where the next message starts (0 when not taken).
+    rows to ``rows`` and returns where the next message starts (``start`` when none is
+    taken).
 
     The messages up to the last ``\\n d \\0`` (a newline ending a row, then the code and
     the first length byte of the next message, 0 below 16 MiB) are split there, and taken
@@ -808,14 +809,14 @@ def _copy_rows(buf: bytes, rows: list[bytes]) -> int:
     else, such as a notice between rows, a row cut between messages or a length byte
     that happens to look like a boundary, leaves the messages to the loop that reads one
     at a time)."""
-    last = buf.rfind(_BOUNDARY)
-    if last <= 0:
-        return 0
-    pieces = buf[2:last].split(_BOUNDARY)  # each: the last 3 bytes of the length, the row
+    last = buf.rfind(_BOUNDARY, start)
+    if last <= start or not buf.startswith(b"d\0", start):
+        return start
+    pieces = buf[start + 2:last].split(_BOUNDARY)  # each: the last 3 bytes of the length, the row
     sizes = list(map(len, pieces))
     lengths = map(_BIG_ENDIAN, map(_LENGTH_BYTES, pieces))  # = size + 2 (the \\n, 4 - 3)
     if list(map(operator.sub, lengths, sizes)).count(2) != len(pieces):
-        return 0
+        return start
     rows.append(b"\n".join(map(_ROW_TEXT, pieces)) + b"\n")
     return last + 1
 
@@ -851,13 +852,16 @@ def copy_out(conn: Any, sql: str, write: Callable[[bytes], object]) -> None:
         buf = buf[pos:] + data if pos < len(buf) else data
         pos, end = 0, len(buf)
         rows: list[bytes] = []
-        if buf.startswith(b"d\0"):
-            pos = _copy_rows(buf, rows)
+        bulk = True  # the first CopyData of each read takes those after it at once if it can
         while pos + 5 <= end:
+            code = buf[pos]
+            if code == 0x64 and bulk:
+                bulk = False
+                pos = _copy_rows(buf, pos, rows)
+                continue
             nxt = pos + 1 + unpack_length(buf, pos + 1)[0]
             if nxt > end:
                 break
-            code = buf[pos]
             if code == 0x64:  # CopyData
                 rows.append(buf[pos + 5:nxt])
             elif code == 0x5A:  # ReadyForQuery: the end
