@@ -348,6 +348,7 @@ def test_ctrl_c_stops_a_snapshot_at_once(pg_cluster: TempCluster, pg_conn: Any,
     assert waited is not None, "the snapshot ended before it could be interrupted"
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr
+    print(f"\nCtrl-C during the snapshot: exited {waited:.2f} s after SIGINT")
     assert waited < 3.0, f"the capture took {waited:.1f} s to stop"
     checkpoint = json.loads((out / "capture.jsonl.checkpoint.json").read_text())
     assert checkpoint["snapshot"]["state"] == "running" and checkpoint["offset"] == 0
