@@ -17,8 +17,11 @@ into one of the exceptions of :mod:`pgcdc_events.adapters.errors`.
 from __future__ import annotations
 
 import contextlib
+import functools
+import operator
+import struct
 from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import attrs
 
@@ -50,6 +53,7 @@ __all__ = [
     "SlotInfo",
     "SlotReader",
     "SlotStatus",
+    "copy_out",
     "is_driver_error",
     "parse_dsn",
     "server_fields",
@@ -819,3 +823,100 @@ class SlotReader:
     def confirmed_lsn(self) -> Lsn | None:
         """The slot's confirmed position as this reader left it (after prepare or advance)."""
         return self._confirmed
+
+
+_COPY_READ: Final = 1 << 18  # bytes asked of the socket at a time
+_LENGTH = struct.Struct("!I")
+
+
+_BOUNDARY: Final = b"\nd\0"
+_LENGTH_BYTES = operator.itemgetter(slice(0, 3))
+_ROW_TEXT = operator.itemgetter(slice(3, None))
+_BIG_ENDIAN = functools.partial(int.from_bytes, byteorder="big")
+
+
+def _copy_rows(buf: bytes, start: int, rows: list[bytes]) -> int:
+    """The CopyData messages from ``start`` in ``buf`` taken at once, when they are what the
+    server sends for COPY TO (one row a message: its text and a newline): appends their
+    rows to ``rows`` and returns where the next message starts (``start`` when none is
+    taken).
+
+    The messages up to the last ``\\n d \\0`` (a newline ending a row, then the code and
+    the first length byte of the next message, 0 below 16 MiB) are split there, and taken
+    only if every piece's Int32 length is exactly its size: then each message, from the
+    first, ends where the next piece begins, so the split is the framing itself (anything
+    else, such as a notice between rows, a row cut between messages or a length byte
+    that happens to look like a boundary, leaves the messages to the loop that reads one
+    at a time)."""
+    last = buf.rfind(_BOUNDARY, start)
+    if last <= start or not buf.startswith(b"d\0", start):
+        return start
+    pieces = buf[start + 2:last].split(_BOUNDARY)  # each: the last 3 bytes of the length, the row
+    sizes = list(map(len, pieces))
+    lengths = map(_BIG_ENDIAN, map(_LENGTH_BYTES, pieces))  # = size + 2 (the \\n, 4 - 3)
+    if list(map(operator.sub, lengths, sizes)).count(2) != len(pieces):
+        return start
+    rows.append(b"\n".join(map(_ROW_TEXT, pieces)) + b"\n")
+    return last + 1
+
+
+def copy_out(conn: Any, sql: str, write: Callable[[bytes], object]) -> None:
+    """Run ``COPY ... TO STDOUT`` (text format) on a pg8000 connection, giving ``write``
+    the COPY data in large pieces as it arrives (several rows a call, a row possibly cut
+    between two calls), without pg8000's per-row message handling.
+
+    Sends one simple Query and reads its messages straight from the connection's
+    buffered socket up to ReadyForQuery, leaving the connection as pg8000 expects it.
+    The server's error is raised as pg8000's ``DatabaseError`` (its fields as pg8000
+    gives them, for :func:`translate_error`), once the server is ready again; a closed
+    socket is pg8000's ``InterfaceError``. An exception raised by ``write`` (or a
+    KeyboardInterrupt) leaves the connection in the middle of the COPY: close it.
+    """
+    pg8000 = _require_pg8000()
+    sock = conn._sock
+    conn.send_QUERY(sql)
+    sock.flush()
+    read1 = sock.read1
+    unpack_length = _LENGTH.unpack_from
+    buf = b""
+    pos = 0
+    error: dict[str, str] | None = None
+    while True:
+        try:
+            data = read1(_COPY_READ)
+        except OSError as exc:
+            raise pg8000.InterfaceError("network error") from exc
+        if not data:
+            raise pg8000.InterfaceError("network error")
+        buf = buf[pos:] + data if pos < len(buf) else data
+        pos, end = 0, len(buf)
+        rows: list[bytes] = []
+        bulk = True  # the first CopyData of each read takes those after it at once if it can
+        while pos + 5 <= end:
+            code = buf[pos]
+            if code == 0x64 and bulk:
+                bulk = False
+                pos = _copy_rows(buf, pos, rows)
+                continue
+            nxt = pos + 1 + unpack_length(buf, pos + 1)[0]
+            if nxt > end:
+                break
+            if code == 0x64:  # CopyData
+                rows.append(buf[pos + 5:nxt])
+            elif code == 0x5A:  # ReadyForQuery: the end
+                if rows:
+                    write(b"".join(rows))
+                if nxt != end:
+                    raise pg8000.InterfaceError("unexpected data after the COPY")
+                if error is not None:
+                    raise pg8000.DatabaseError(error)
+                return
+            elif code == 0x45:  # ErrorResponse
+                encoding = conn._client_encoding
+                error = {s[:1].decode("ascii"): s[1:].decode(encoding, errors="replace")
+                         for s in buf[pos + 5:nxt].split(b"\0") if s}
+            # else: CopyOutResponse, CopyDone, CommandComplete, a notice or a parameter
+            # status: nothing to do
+            pos = nxt
+        if rows:
+            write(b"".join(rows))
