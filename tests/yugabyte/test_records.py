@@ -9,6 +9,11 @@ messages YugabyteDB sends for them, see support/yboutput.py) and the same assert
 ``YBVerifyRecord`` (same directory, ``YBVerifyRecord.java``) checks the key as
 ``key.getStruct(pkField).get("value") == pk`` and then Debezium's ``VerifyRecord``
 (op, and ``before``/``after`` present or null by operation).
+
+The other ports here name their source in their docstring: ``YBRecordsStreamProducerIT`` of
+yugabyte/debezium at the same commit, and ``YugabyteDBDatatypesTest.shouldWorkWithNullValues``
+of yugabyte/debezium-connector-yugabytedb on its default branch ``main`` at
+9607fea3cea1425f9df675dd77bea194b0ce98f1.
 """
 
 from __future__ import annotations
@@ -293,7 +298,7 @@ T = 16420
 
 def test_should_receive_changes_for_updates_with_pk_changes() -> None:
     """YBRecordsStreamProducerIT.shouldReceiveChangesForUpdatesWithPKChanges (yugabyte/debezium
-    .../postgresql/YBRecordsStreamProducerIT.java): UPDATE test_table SET text = 'update',
+    at 52515b4ac, .../postgresql/YBRecordsStreamProducerIT.java): UPDATE test_table SET text = 'update',
     pk = 2 gives a delete of pk 1, its tombstone, then an insert of pk 2.
 
     Under yboutput the connector never splits an UPDATE (emitUpdateRecord), so these three

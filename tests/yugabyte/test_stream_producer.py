@@ -465,8 +465,8 @@ def test_should_stream_enums_when_include_unknown_data_types_disabled(pg_conn: A
 
 def test_should_stream_time_array_types_as_known_types(pg_conn: Any) -> None:
     """shouldStreamTimeArrayTypesAsKnownTypes: the INSERT gives
-    AbstractRecordsProducerTest.schemaAndValuesForTimeArrayTypes() (yugabyte/debezium, same
-    path), the UPDATE of all four arrays the MicroTime, ZonedTime, MicroTimestamp and
+    AbstractRecordsProducerTest.schemaAndValuesForTimeArrayTypes() (yugabyte/debezium at
+    52515b4ac, same path), the UPDATE of all four arrays the MicroTime, ZonedTime, MicroTimestamp and
     ZonedTimestamp lists of its expectedUpdate; the DELETE is a valid delete of pk 1."""
     pg_conn.run("CREATE TABLE time_array_table (pk SERIAL, timea time[] NOT NULL, "
                 "timetza timetz[] NOT NULL, timestampa timestamp[] NOT NULL, "
@@ -811,7 +811,7 @@ _ALIAS_COLUMNS = (
     ("macaddr", "macaddr", "macaddr2", "'08:00:2b:01:02:03'"))
 _UTC = datetime.timezone.utc
 #: AbstractRecordsProducerTest.schemasAndValuesForDomainAliasTypes(true), yugabyte/debezium's
-#: (no geometric or xml columns), each value for both <name>_base and <name>_alias.
+#: at 52515b4ac (no geometric or xml columns), each value for both <name>_base and <name>_alias.
 _ALIAS_EXPECTED: dict[str, Any] = {
     "bit": bytes([5]), "smallint": 1, "integer": 1, "bigint": 1000,
     "float8": 3.14, "numeric": 1234.12, "bool": True, "string": "hello",
