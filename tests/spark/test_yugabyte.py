@@ -1,7 +1,9 @@
 """YugabyteDB records in Spark (pgcdc_events.spark.yugabyte): PGCompatible over a DataFrame.
 
 The reference is the pure-Python transform (pgcdc_events.events.yugabyte_transforms
-.pg_compatible, itself refereed by PGCompatibleTest, tests/yugabyte/test_transforms.py):
+.pg_compatible, itself refereed by PGCompatibleTest, tests/yugabyte/test_transforms.py: the
+yugabyte/debezium copy at 52515b4ac and the yugabyte/debezium-connector-yugabytedb copy at
+9607fea3cea1425f9df675dd77bea194b0ce98f1):
 the DataFrame path must give, row for row, the values it gives.
 """
 

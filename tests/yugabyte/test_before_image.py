@@ -1,5 +1,6 @@
-"""YugabyteDBBeforeImageTest (yugabyte/debezium-connector-yugabytedb, src/test/java/io/debezium/
-connector/yugabytedb/YugabyteDBBeforeImageTest.java): the record shape per before-image mode,
+"""YugabyteDBBeforeImageTest (yugabyte/debezium-connector-yugabytedb, default branch ``main`` at
+commit 9607fea3cea1425f9df675dd77bea194b0ce98f1, src/test/java/io/debezium/connector/yugabytedb/
+YugabyteDBBeforeImageTest.java): the record shape per before-image mode,
 for the modes that are also replica identities of YugabyteDB's logical replication (FULL,
 CHANGE, DEFAULT). The test drives the gRPC connector; its expectations are taken as the
 records of the same statements, run here on PostgreSQL 15 and decoded as yboutput
@@ -8,9 +9,9 @@ change is DELETE + INSERT). Each Java test runs once per stream type
 (streamTypeProviderForStreaming: consistent snapshot or not, which changes no record): one
 run here.
 
-yugabyte_create_tables.ddl: CREATE TABLE t1 (id INT PRIMARY KEY, first_name TEXT NOT NULL,
-last_name VARCHAR(40), hours DOUBLE PRECISION); formatInsertString: INSERT INTO t1 VALUES
-(%d, 'Vaibhav', 'Kushwaha', 12.345).
+yugabyte_create_tables.ddl (src/test/resources/, same commit): CREATE TABLE t1 (id INT
+PRIMARY KEY, first_name TEXT NOT NULL, last_name VARCHAR(40), hours DOUBLE PRECISION);
+formatInsertString: INSERT INTO t1 VALUES (%d, 'Vaibhav', 'Kushwaha', 12.345).
 """
 
 from __future__ import annotations
@@ -153,10 +154,11 @@ def test_multi_shard_transactions(pg_conn: Any) -> None:
 
 
 def test_update_with_null_values(pg_conn: Any) -> None:
-    """updateWithNullValues (FULL): UPDATE last_name=null, hours=null -- the before image
-    and an after whose last_name and hours values are null."""
+    """updateWithNullValues (FULL): UPDATE last_name=null, hours=null -- the insert (no
+    before), the before image and an after whose last_name and hours values are null."""
     insert, update = _run(pg_conn, "FULL", [
         _insert(1), "UPDATE t1 SET last_name=null, hours=null where id = 1;"])
+    assert _value(insert, "before") is None
     _image(insert, "after", 1, "Vaibhav", "Kushwaha", 12.345)
     _image(update, "before", 1, "Vaibhav", "Kushwaha", 12.345)
     _image(update, "after", 1, "Vaibhav", None, None)

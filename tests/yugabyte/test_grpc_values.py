@@ -1,4 +1,5 @@
-"""Value tests of the gRPC connector (yugabyte/debezium-connector-yugabytedb) whose records
+"""Value tests of the gRPC connector (yugabyte/debezium-connector-yugabytedb, default branch
+``main`` at commit 9607fea3cea1425f9df675dd77bea194b0ce98f1) whose records
 this decoder's must match: the statements run on PostgreSQL 15 and their stream is decoded
 as yboutput (support.yboutput.as_yboutput), as in test_before_image.py.
 """
@@ -18,10 +19,12 @@ pytestmark = pytest.mark.usefixtures("pg_cluster")
 
 def test_enum_value(pg_conn: Any) -> None:
     """YugabyteDBEnumValuesTest.testEnumValue (src/test/java/io/debezium/connector/yugabytedb/
-    YugabyteDBEnumValuesTest.java; yugabyte_create_tables.ddl: CREATE TYPE enum_type AS ENUM
-    ('ZERO', 'ONE', 'TWO'); CREATE TABLE test_enum (id INT PRIMARY KEY, enum_col
-    enum_type)): one INSERT per label, each its own transaction -- record i has id i and
-    enum_col the i-th label."""
+    YugabyteDBEnumValuesTest.java at 9607fea3cea1425f9df675dd77bea194b0ce98f1;
+    yugabyte_create_tables.ddl: CREATE TYPE enum_type AS ENUM ('ZERO', 'ONE', 'TWO'); CREATE
+    TABLE test_enum (id INT PRIMARY KEY, enum_col enum_type)): one INSERT per label, each its
+    own transaction -- record i has id i and enum_col the i-th label. (The Java test runs
+    once per stream type, streamTypeProviderForStreaming, which changes no record: one run
+    here.)"""
     pg_conn.run("CREATE TYPE enum_type AS ENUM ('ZERO', 'ONE', 'TWO')")
     pg_conn.run("CREATE TABLE test_enum (id INT PRIMARY KEY, enum_col enum_type)")
     cat = fetch_catalog(pg_conn)
@@ -57,9 +60,10 @@ def _numeric(conn: Any, insert: str, mode: str) -> Any:
                                             ("string", "987654321.12345678")])
 def test_should_work_with_all_decimal_types(pg_conn: Any, mode: str, expected: Any) -> None:
     """YugabyteDBCompleteTypesTest.shouldWorkWithAllDecimalTypes (src/test/java/io/debezium/
-    connector/yugabytedb/YugabyteDBCompleteTypesTest.java), modes double and string: INSERT
-    INTO numeric_type VALUES (1, 987654321.12345678) -- col_val 9.876543211234568E8 /
-    "987654321.12345678"."""
+    connector/yugabytedb/YugabyteDBCompleteTypesTest.java at
+    9607fea3cea1425f9df675dd77bea194b0ce98f1), modes double and string (its ``precise`` case is
+    refused under yboutput, docs/yugabytedb.md): INSERT INTO numeric_type VALUES (1,
+    987654321.12345678) -- col_val 9.876543211234568E8 / "987654321.12345678"."""
     after = _numeric(pg_conn, "INSERT INTO numeric_type VALUES (1, 987654321.12345678);", mode)
     assert after["col_val"]["value"] == expected
 

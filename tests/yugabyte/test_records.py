@@ -9,6 +9,11 @@ messages YugabyteDB sends for them, see support/yboutput.py) and the same assert
 ``YBVerifyRecord`` (same directory, ``YBVerifyRecord.java``) checks the key as
 ``key.getStruct(pkField).get("value") == pk`` and then Debezium's ``VerifyRecord``
 (op, and ``before``/``after`` present or null by operation).
+
+The other ports here name their source in their docstring: ``YBRecordsStreamProducerIT`` of
+yugabyte/debezium at the same commit, and ``YugabyteDBDatatypesTest.shouldWorkWithNullValues``
+of yugabyte/debezium-connector-yugabytedb on its default branch ``main`` at
+9607fea3cea1425f9df675dd77bea194b0ce98f1.
 """
 
 from __future__ import annotations
@@ -293,7 +298,7 @@ T = 16420
 
 def test_should_receive_changes_for_updates_with_pk_changes() -> None:
     """YBRecordsStreamProducerIT.shouldReceiveChangesForUpdatesWithPKChanges (yugabyte/debezium
-    .../postgresql/YBRecordsStreamProducerIT.java): UPDATE test_table SET text = 'update',
+    at 52515b4ac, .../postgresql/YBRecordsStreamProducerIT.java): UPDATE test_table SET text = 'update',
     pk = 2 gives a delete of pk 1, its tombstone, then an insert of pk 2.
 
     Under yboutput the connector never splits an UPDATE (emitUpdateRecord), so these three
@@ -339,21 +344,23 @@ def test_unchanged_toast_under_full_is_filled_from_the_old_row() -> None:
 
 #: CREATE TABLE t1 (id INT PRIMARY KEY, first_name TEXT NOT NULL, last_name VARCHAR(40),
 #: hours DOUBLE PRECISION) -- yugabyte/debezium-connector-yugabytedb
-#: src/test/resources/yugabyte_create_tables.ddl
+#: src/test/resources/yugabyte_create_tables.ddl at 9607fea3cea1425f9df675dd77bea194b0ce98f1
 T1 = [("id", INT4, -1, True), ("first_name", 25, -1, False), ("last_name", VARCHAR, 44, False),
       ("hours", 701, -1, False)]
 
 
 def test_should_work_with_null_values() -> None:
     """YugabyteDBDatatypesTest.shouldWorkWithNullValues (yugabyte/debezium-connector-yugabytedb
+    at 9607fea3cea1425f9df675dd77bea194b0ce98f1,
     src/test/java/io/debezium/connector/yugabytedb/YugabyteDBDatatypesTest.java): INSERT INTO
-    t1 VALUES (i, 'Vaibhav', 'Kushwaha') for i in 0..99; ``after/id/value`` is i and
+    t1 VALUES (i, 'Vaibhav', 'Kushwaha') for i in 0..99, each its own statement and so its
+    own transaction (``TestHelper.execute``); ``after/id/value`` is i and
     ``after/hours/value`` is null: a NULL that was sent is a cell, not a missing one.
     (That connector reads YugabyteDB's gRPC CDC service; its records have the same cells.)"""
     records = decode({}, [
         (relation(16430, "public", "t1", "c", T1), 1),
-        *transaction(700, 10, *(Insert(16430, text(str(i), "Vaibhav", "Kushwaha", None))
-                                for i in range(100))),
+        *(message for i in range(100) for message in transaction(
+            700 + i, 10 + 10 * i, Insert(16430, text(str(i), "Vaibhav", "Kushwaha", None)))),
     ])
     rows = _table_records(records, "public.t1")
     assert len(rows) == 100

@@ -465,8 +465,8 @@ def test_should_stream_enums_when_include_unknown_data_types_disabled(pg_conn: A
 
 def test_should_stream_time_array_types_as_known_types(pg_conn: Any) -> None:
     """shouldStreamTimeArrayTypesAsKnownTypes: the INSERT gives
-    AbstractRecordsProducerTest.schemaAndValuesForTimeArrayTypes() (yugabyte/debezium, same
-    path), the UPDATE of all four arrays the MicroTime, ZonedTime, MicroTimestamp and
+    AbstractRecordsProducerTest.schemaAndValuesForTimeArrayTypes() (yugabyte/debezium at
+    52515b4ac, same path), the UPDATE of all four arrays the MicroTime, ZonedTime, MicroTimestamp and
     ZonedTimestamp lists of its expectedUpdate; the DELETE is a valid delete of pk 1."""
     pg_conn.run("CREATE TABLE time_array_table (pk SERIAL, timea time[] NOT NULL, "
                 "timetza timetz[] NOT NULL, timestampa timestamp[] NOT NULL, "
@@ -811,7 +811,7 @@ _ALIAS_COLUMNS = (
     ("macaddr", "macaddr", "macaddr2", "'08:00:2b:01:02:03'"))
 _UTC = datetime.timezone.utc
 #: AbstractRecordsProducerTest.schemasAndValuesForDomainAliasTypes(true), yugabyte/debezium's
-#: (no geometric or xml columns), each value for both <name>_base and <name>_alias.
+#: at 52515b4ac (no geometric or xml columns), each value for both <name>_base and <name>_alias.
 _ALIAS_EXPECTED: dict[str, Any] = {
     "bit": bytes([5]), "smallint": 1, "integer": 1, "bigint": 1000,
     "float8": 3.14, "numeric": 1234.12, "bool": True, "string": "hello",
@@ -866,10 +866,13 @@ def test_should_stream_values_for_alias_like_base_types(pg_conn: Any) -> None:
         _float32(3.14)] * 2
 
 
-# -- YBHandleRelationMessageIT -----------------------------------------------------------------
-# Not on ybdb-debezium-2.5.2: a later side-branch test (as stored by the search index) of how
-# the key is resolved; the shipping PgOutputMessageDecoder.handleRelationMessage reads the key
-# from the database for every identity. These are rules of this library (docs/yugabytedb.md).
+# -- Rules of this library: key resolution per replica identity --------------------------------
+# Not ports, and not counted as ports. They test this library's own rule for resolving the
+# key. The statements and expectations are derived from YBHandleRelationMessageIT, a
+# side-branch test of yugabyte/debezium (as stored by the search index) that is NOT on
+# ybdb-debezium-2.5.2, the branch YugabyteDB ships; it is cited for provenance only. The
+# shipping PgOutputMessageDecoder.handleRelationMessage (52515b4ac) reads the key from the
+# database for every identity (docs/yugabytedb.md).
 
 def _pk_test(conn: Any, identity: str) -> tuple[Capturer, Any]:
     """pk_test (pk SERIAL PRIMARY KEY, val INTEGER) with the replica identity: CHANGE is
@@ -882,10 +885,13 @@ def _pk_test(conn: Any, identity: str) -> tuple[Capturer, Any]:
 
 @pytest.mark.parametrize("identity", ["DEFAULT", "FULL", "CHANGE"])
 def test_should_resolve_pk_with_replica_identity(pg_conn: Any, identity: str) -> None:
-    """YBHandleRelationMessageIT.shouldResolvePkWithReplicaIdentity{Default,Full,Change}
+    """Rule of this library (not a port): under DEFAULT, FULL and CHANGE, three INSERTs give
+    three records of public.pk_test, each with a key whose schema has fields, the valid
+    insert of pk 1, 2, 3. Derived from the side-branch test
+    YBHandleRelationMessageIT.shouldResolvePkWithReplicaIdentity{Default,Full,Change}
     (yugabyte/debezium, debezium-connector-postgres/src/test/java/io/debezium/connector/
-    postgresql/YBHandleRelationMessageIT.java): three INSERTs -- three records of
-    public.pk_test, each with a key whose schema has fields, the valid insert of pk 1, 2, 3."""
+    postgresql/YBHandleRelationMessageIT.java, not on ybdb-debezium-2.5.2), cited for
+    provenance only."""
     capturer, catalog = _pk_test(pg_conn, identity)
     _statements(pg_conn, "INSERT INTO pk_test (val) VALUES (10);"
                          "INSERT INTO pk_test (val) VALUES (20);"
@@ -901,10 +907,11 @@ def test_should_resolve_pk_with_replica_identity(pg_conn: Any, identity: str) ->
 
 @pytest.mark.parametrize("identity", ["DEFAULT", "FULL", "CHANGE"])
 def test_should_resolve_pk_after_table_drop(pg_conn: Any, identity: str) -> None:
-    """YBHandleRelationMessageIT.shouldResolvePkAfterTableDropWithReplicaIdentity{Default,
-    Full,Change} (a side-branch test, not on ybdb-debezium-2.5.2): a baseline INSERT (a
-    valid insert with a key); the connector stopped; five INSERTs; the table dropped from
-    the publication, then dropped; the connector restarted -- the five pending records.
+    """Rule of this library (not a port): a baseline INSERT (a valid insert with a key); the
+    connector stopped; five INSERTs; the table dropped from the publication, then dropped;
+    the connector restarted -- the five pending records. Derived from the side-branch test
+    YBHandleRelationMessageIT.shouldResolvePkAfterTableDropWithReplicaIdentity{Default,
+    Full,Change} (not on ybdb-debezium-2.5.2), cited for provenance only.
 
     The restart is a fresh decoder, whose catalog is read from the live database at the
     restart, after the drop, as the connector's out-of-band query is

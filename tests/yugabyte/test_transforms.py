@@ -4,12 +4,13 @@
 (ybdb-debezium-2.5.2 at commit 52515b4ac54322b14c0d39c56a74e8aef530c61e,
 debezium-connector-postgres/src/test/java/io/debezium/connector/postgresql/transforms/
 yugabytedb/PGCompatibleTest.java) and, the same three tests, in
-yugabyte/debezium-connector-yugabytedb
-(src/test/java/io/debezium/connector/yugabytedb/transforms/PGCompatibleTest.java); its
+yugabyte/debezium-connector-yugabytedb (default branch ``main`` at commit
+9607fea3cea1425f9df675dd77bea194b0ce98f1,
+src/test/java/io/debezium/connector/yugabytedb/transforms/PGCompatibleTest.java); its
 fixture is rebuilt here
 field for field. ``YBExtractNewRecordState`` is exercised by
 YugabyteDBDatatypesTest.testRecordDeleteFieldWithYBExtractNewRecordState
-(yugabyte/debezium-connector-yugabytedb,
+(yugabyte/debezium-connector-yugabytedb at the same commit,
 src/test/java/io/debezium/connector/yugabytedb/YugabyteDBDatatypesTest.java).
 """
 
@@ -89,7 +90,7 @@ def test_pg_compatible_payload() -> None:
 def test_pg_compatible_handle_create_rewrite() -> None:
     """PGCompatibleTest.testHandleCreateRewrite: the transform takes no options (its
     configure() ignores delete.handling.mode=rewrite and add.headers=op); the create keeps
-    its envelope, unwrapped (the yugabyte/debezium copy also asserts op == "c")."""
+    its envelope, unwrapped, with op "c" (both copies assert it)."""
     record = ChangeRecord("dummy", KEY_SCHEMA, Struct(KEY_SCHEMA, (Struct(ID_SCHEMA, (1, True)),)),
                           ENVELOPE, _payload())
     unwrapped = pg_compatible(record)
@@ -102,6 +103,7 @@ def test_pg_compatible_handle_create_rewrite() -> None:
 
 #: CREATE TABLE t1 (id INT PRIMARY KEY, first_name TEXT NOT NULL, last_name VARCHAR(40),
 #: hours DOUBLE PRECISION) -- yugabyte_create_tables.ddl of debezium-connector-yugabytedb
+#: at 9607fea3cea1425f9df675dd77bea194b0ce98f1
 T1 = [("id", INT4, -1, True), ("first_name", 25, -1, False), ("last_name", VARCHAR, 44, False),
       ("hours", 701, -1, False)]
 
