@@ -423,3 +423,27 @@ def test_snapshot_kill_campaign(url: str, pg_conn: Any, pg_cluster: TempCluster,
     print(f"\nsnapshot kill campaign: {kills} kills ({in_snapshot} during the snapshot), "
           f"{written[0]} workload transactions, {len(events)} events ({reads} reads)")
     assert in_snapshot >= kills // 3
+
+
+def test_snapshot_max_threads_gives_the_capture_one_thread_gives(
+        url: str, pg_conn: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``capture -c snapshot.max.threads=N`` (without --decode too) reads tables at once
+    and writes, through the bulk path, the snapshot one thread writes: the same messages,
+    LSNs and transaction ids aside (each capture has its own slot); a bad value is one
+    line naming the property."""
+    pg_conn.run("INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 3000) g")
+    pg_conn.run("INSERT INTO u SELECT 'k' || g, g FROM generate_series(1, 2000) g")
+    assert _capture(url, tmp_path / "one", "--create-slot", "--snapshot-mode", "initial_only",
+                    slot="one") == 0
+    assert _capture(url, tmp_path / "two", "--create-slot", "--snapshot-mode", "initial_only",
+                    "-c", "snapshot.max.threads=2", slot="two") == 0
+    one, two = _rows(tmp_path / "one"), _rows(tmp_path / "two")
+    assert all(r.snapshot for r in one + two)
+    # Begin and Commit carry each snapshot's LSN and xid
+    assert [r.data for r in one[1:-1]] == [r.data for r in two[1:-1]]
+    assert sum(r.data[:1] == b"I" for r in two) == 5000
+    capsys.readouterr()
+    assert _capture(url, tmp_path / "bad", "--create-slot", "-c", "snapshot.max.threads=0",
+                    slot="bad") == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "snapshot.max.threads: expected a number of threads" in err[0]

@@ -319,6 +319,7 @@ def run_capture(
     notify: Callable[[str], None] | None = None,
     snapshot_mode: str = "no_data",
     heartbeat: Heartbeat | None = None,
+    snapshot_threads: int = 1,
 ) -> CaptureStats:
     """Capture from ``reader`` into ``output`` (already opened) through ``sink``.
 
@@ -339,7 +340,8 @@ def run_capture(
 
     ``heartbeat`` (default: every :data:`IDLE_ACK_INTERVAL` seconds, no action) says
     when to acknowledge the server's position while nothing is pending and to write
-    heartbeat records (see :class:`Heartbeat`).
+    heartbeat records (see :class:`Heartbeat`). ``snapshot_threads`` is the connector's
+    ``snapshot.max.threads``: how many tables a snapshot reads at once.
     """
     if snapshot_mode not in SNAPSHOT_MODES:
         raise ConfigurationError(f"snapshot mode {snapshot_mode!r}: expected one of "
@@ -350,7 +352,8 @@ def run_capture(
                       retry_for=retry_for, should_stop=should_stop, progress=progress,
                       progress_every=progress_every, sleep=sleep, advance=advance,
                       notify=notify, snapshot_mode=snapshot_mode,
-                      heartbeat=heartbeat if heartbeat is not None else Heartbeat())
+                      heartbeat=heartbeat if heartbeat is not None else Heartbeat(),
+                      snapshot_threads=snapshot_threads)
     return run.run()
 
 
@@ -379,7 +382,7 @@ class _CaptureRun:
                  progress: Callable[[CaptureStats, SlotStatus | None], None] | None,
                  progress_every: float, sleep: Callable[[float], None], advance: bool,
                  notify: Callable[[str], None] | None, snapshot_mode: str,
-                 heartbeat: Heartbeat) -> None:
+                 heartbeat: Heartbeat, snapshot_threads: int) -> None:
         self.reader, self.output, self.sink = reader, output, sink
         self.follow, self.poll_interval, self.max_changes = follow, poll_interval, max_changes
         self.batch_rows, self.tables, self.retry_for = batch_rows, tables, retry_for
@@ -388,6 +391,7 @@ class _CaptureRun:
                                                                 progress_every)
         self.sleep, self.advance, self.notify = sleep, advance, notify
         self.snapshot_mode, self.beat = snapshot_mode, heartbeat
+        self.snapshot_threads = snapshot_threads
         self.stats = CaptureStats()
         self.delivered = DeliveredCheck(output, reader.slot)
         self.rotating = output if isinstance(output, RotatingOutput) else None
@@ -485,7 +489,11 @@ class _CaptureRun:
 
     def _snapshot(self) -> None:
         stats = self.stats
-        result = read_snapshot(self.reader, lambda row: self.sink.write_row(row, self.output))
+        # the capture format's lines go to the output in bulk; any other sink (records, a
+        # subclass) gets the rows one at a time
+        bulk = self.output.write if type(self.sink) is CaptureSink else None
+        result = read_snapshot(self.reader, lambda row: self.sink.write_row(row, self.output),
+                               write=bulk, threads=self.snapshot_threads)
         self.output.commit(int(result.lsn), 1, result.rows, snapshot=result.as_dict())
         self.after = int(result.lsn)
         stats.units += 1

@@ -47,6 +47,8 @@ __all__ = ["register", "register_tail"]
 _MIB = 1024 * 1024
 #: The connector properties a capture without --decode honours.
 _HEARTBEAT = ("heartbeat.interval.ms", "heartbeat.action.query")
+#: The connector properties the capture itself honours, with or without --decode.
+_CAPTURE_PROPERTIES = (*_HEARTBEAT, "snapshot.max.threads")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -272,6 +274,19 @@ def _heartbeat(properties: dict[str, str], reader: SlotReader) -> Heartbeat:
                      action=action)
 
 
+def _snapshot_threads(properties: dict[str, str]) -> int:
+    """``snapshot.max.threads``: how many tables the initial snapshot reads at once."""
+    raw = properties.get("snapshot.max.threads", "1").strip() or "1"
+    try:
+        threads = int(raw)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise ConfigurationError(f"snapshot.max.threads: expected a number of threads (1 or "
+                                 f"more), got {raw!r}")
+    return threads
+
+
 def _connected_catalog(reader: SlotReader, given: CatalogSnapshot | None, path: str | None,
                        other_database: bool, name: str | None) -> CatalogSnapshot:
     """The catalog to decode with, once ``reader`` is connected: read from its connection
@@ -323,11 +338,11 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
     if not decode and args.catalog:
         raise ConfigurationError("--catalog shapes Debezium records: add --decode")
     shaping = [item.partition("=")[0].strip() for item in args.overrides
-               if not item.partition("=")[0].strip().startswith(_HEARTBEAT)]
+               if not item.partition("=")[0].strip().startswith(_CAPTURE_PROPERTIES)]
     if not decode and shaping:
         raise ConfigurationError(f"-c {shaping[0]} shapes Debezium records: add --decode "
-                                 "(without it, only heartbeat.interval.ms and "
-                                 "heartbeat.action.query apply)")
+                                 "(without it, only heartbeat.interval.ms, "
+                                 "heartbeat.action.query and snapshot.max.threads apply)")
     snapshot_mode = args.snapshot_mode or (DEFAULT_SNAPSHOT_MODE if name == "capture"
                                            else "no_data")
     memory = int(args.memory_limit * _MIB)
@@ -418,7 +433,7 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
                 tables=tuple(args.table) if args.table else None, retry_for=args.retry_for,
                 should_stop=should_stop, progress=progress, advance=advance,
                 notify=None if args.quiet else notify, snapshot_mode=snapshot_mode,
-                heartbeat=heartbeat,
+                heartbeat=heartbeat, snapshot_threads=_snapshot_threads(properties),
             )
     finally:
         output.close()
