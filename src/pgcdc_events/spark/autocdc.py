@@ -267,7 +267,11 @@ def _hashable(value: Any) -> Any:
 def _mask(table: Any, expression: Any) -> list[bool]:
     if not table.num_rows:
         return []
-    result = ds.dataset(table).to_table(columns={"m": expression}).column("m")
+    try:
+        result = ds.dataset(table).to_table(columns={"m": expression}).column("m")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise AutoCdcError(f"apply_as_deletes/apply_as_truncates: {expression} cannot be "
+                           f"evaluated on the changes ({str(exc).splitlines()[0]})") from None
     return [bool(v) for v in result.to_pylist()]
 
 
