@@ -44,7 +44,9 @@ The rules (:class:`AutoCdc`):
 
 from __future__ import annotations
 
+import hashlib
 import json
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
@@ -256,6 +258,37 @@ def changes_from_events(events: Any) -> Any:
 # -- the rules ---------------------------------------------------------------------
 
 
+def _physical_type(t: Any) -> Any:
+    """``t`` with its temporal types as the integers they store (Python's ``datetime``
+    cannot hold every PostgreSQL value: ``infinity``, years past 9999)."""
+    if pa.types.is_date32(t) or pa.types.is_time32(t):
+        return pa.int32()
+    if (pa.types.is_date64(t) or pa.types.is_timestamp(t) or pa.types.is_duration(t)
+            or pa.types.is_time64(t)):
+        return pa.int64()
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(t.field(i).name, _physical_type(t.field(i).type))
+                          for i in range(t.num_fields)])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(pa.field(t.value_field.name, _physical_type(t.value_type)))
+    if pa.types.is_map(t):
+        return pa.map_(t.key_type, _physical_type(t.item_type))
+    return t
+
+
+def _physical_schema(schema: Any) -> Any:
+    return pa.schema([pa.field(f.name, _physical_type(f.type)) for f in schema])
+
+
+def _physical(table: Any) -> Any:
+    schema = _physical_schema(table.schema)
+    return table if schema == table.schema else table.cast(schema)
+
+
+def _from_rows(rows: list[dict[str, Any]], schema: Any) -> Any:
+    return pa.Table.from_pylist(rows, schema=_physical_schema(schema)).cast(schema)
+
+
 def _hashable(value: Any) -> Any:
     if isinstance(value, dict):
         return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
@@ -276,8 +309,11 @@ def _mask(table: Any, expression: Any) -> list[bool]:
 
 
 def _placeholders(text: str) -> list[Any]:
+    """The unchanged-TOAST placeholder in every form the type mapper gives it
+    (``types.array.toast_placeholder`` and the scalar families)."""
     raw = text.encode("utf-8")
-    return [text, raw, [text], [raw], {text: text}, [(text, text)],
+    name_uuid = str(uuid.UUID(bytes=hashlib.md5(raw).digest(), version=3))
+    return [text, raw, [text], [raw], {text: text}, [(text, text)], [name_uuid],
             json.dumps({text: text}, separators=(",", ":")), json.dumps({text: text}),
             [b - 256 if b > 127 else b for b in raw]]
 
@@ -395,12 +431,14 @@ def plan_changes(changes: Any, state: CdcState, spec: AutoCdc, *, now_ms: int) -
     expire by. The result depends only on the changes, not on their order in the batch.
     """
     rules = _Rules(spec, changes, now_ms)
+    logical = changes
+    changes = _physical(changes)
     meta = (ROW_SEQUENCE,) if spec.stored_as_scd_type == 1 else (START_AT, END_AT, ROW_SEQUENCE)
-    row_schema, seq_type = _row_schema(rules, changes, state, meta)
+    row_schema, seq_type = _row_schema(rules, logical, state, meta)
     tomb_schema = _tombstone_schema(rules, row_schema, seq_type)
     ordered = _ordered_changes(rules, changes)
-    stored = _key_rows(rules, state.rows)
-    tombs = state.tombstones
+    stored = _key_rows(rules, _physical(state.rows))
+    tombs = _physical(state.tombstones)
     truncated_at = None
     tomb_rows: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     expire = now_ms - int(spec.tombstone_retention_seconds * 1000)
@@ -431,11 +469,11 @@ def plan_changes(changes: Any, state: CdcState, spec: AutoCdc, *, now_ms: int) -
             row[START_AT] = _to_struct_sequence(rules, row[START_AT])
     try:
         return CdcPlan(
-            upserts=pa.Table.from_pylist(upserts, schema=row_schema),
-            removes=pa.Table.from_pylist(removes, schema=remove_schema),
+            upserts=_from_rows(upserts, row_schema),
+            removes=_from_rows(removes, remove_schema),
             truncate_before=(None if truncate_before is None
                              else _to_struct_sequence(rules, truncate_before)),
-            tombstones=pa.Table.from_pylist(tomb_list, schema=tomb_schema),
+            tombstones=_from_rows(tomb_list, tomb_schema),
             applied=applied, skipped=skipped)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise AutoCdcError(f"the changes do not fit the target's columns: {exc}") from None
@@ -624,9 +662,9 @@ def apply_plan(state: CdcState, plan: CdcPlan, spec: AutoCdc) -> CdcState:
     def ident(row: dict[str, Any]) -> tuple[Any, ...]:
         return tuple(_hashable(row.get(c)) for c in match)
 
-    rows = state.rows.to_pylist() if state.rows.num_rows else []
-    gone = {ident(r) for r in plan.removes.to_pylist()}
-    written = {ident(r): r for r in plan.upserts.to_pylist()}
+    rows = _physical(state.rows).to_pylist() if state.rows.num_rows else []
+    gone = {ident(r) for r in _physical(plan.removes).to_pylist()}
+    written = {ident(r): r for r in _physical(plan.upserts).to_pylist()}
     kept = []
     for row in rows:
         i = ident(row)
@@ -636,8 +674,7 @@ def apply_plan(state: CdcState, plan: CdcPlan, spec: AutoCdc) -> CdcState:
                 plan.truncate_before):
             continue
         kept.append(row)
-    schema = plan.upserts.schema
-    out = pa.Table.from_pylist(kept + list(written.values()), schema=schema)
+    out = _from_rows(kept + list(written.values()), plan.upserts.schema)
     return CdcState(out, plan.tombstones)
 
 

@@ -32,6 +32,8 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 from pgcdc_events.spark.autocdc import (
     DEFAULT_PLACEHOLDER,
     DEFAULT_RETENTION,
+    DELETED_AT,
+    END_AT,
     ROW_SEQUENCE,
     SEQUENCE,
     START_AT,
@@ -83,6 +85,13 @@ def _cast(column: Any, target: Any) -> Any:
         micros = column.cast(pa.int64())
         return pc.divide(micros, 1000) if factor == 0 else pc.multiply(micros, factor)
     return column.cast(target)
+
+
+def _stats_columns(keys: Sequence[str], meta: Sequence[str]) -> dict[str, str | None]:
+    """File statistics for the key and sequence columns only: what MERGE prunes files by,
+    and delta-rs cannot compute statistics of dates and timestamps past its range (the
+    ``infinity`` values PostgreSQL allows)."""
+    return {"delta.dataSkippingStatsColumns": ",".join(_quote(c) for c in [*keys, *meta])}
 
 
 def _quote(name: str) -> str:
@@ -183,7 +192,8 @@ class DeltaTarget:
         done = main.transaction_version(app) if main is not None else None
         if done is not None and batch_id <= done:
             return None
-        changes = changes_from_events(events) if "after" in events.column_names else events
+        changes = _to_delta(changes_from_events(events) if "after" in events.column_names
+                            else events)
         spec = self._spec(events)
         if not changes.num_rows:
             return None
@@ -201,6 +211,8 @@ class DeltaTarget:
         if not tombstones_written:
             write_deltalake(self.tombstone_path, _to_delta(plan.tombstones), mode="overwrite",
                             schema_mode="overwrite", commit_properties=commit,
+                            configuration=_stats_columns(spec.keys, [DELETED_AT])
+                            if tombs is None else None,
                             storage_options=self.storage_options)
         self._merge(main, plan, spec, commit)
         self.applied.append((batch_id, plan.applied, plan.skipped))
@@ -239,7 +251,9 @@ class DeltaTarget:
 
         upserts = _to_delta(plan.upserts)
         if main is None:
+            meta = [ROW_SEQUENCE] + ([START_AT, END_AT] if spec.stored_as_scd_type == 2 else [])
             write_deltalake(self.path, upserts, mode="append", commit_properties=commit,
+                            configuration=_stats_columns(spec.keys, meta),
                             storage_options=self.storage_options)
             return
         removes = _to_delta(plan.removes)
@@ -260,3 +274,9 @@ class DeltaTarget:
             merger = merger.when_not_matched_by_source_delete(
                 predicate=f"t.{_quote(ROW_SEQUENCE)} < {_literal(plan.truncate_before)}")
         merger.execute()
+        after = self._table(self.path)
+        app, version = commit.app_transactions[0].app_id, commit.app_transactions[0].version
+        if after.transaction_version(app) != version:
+            # delta-rs commits no MERGE that changes no row: record the batch all the same
+            after.create_write_transaction([], mode="append", schema=after.schema(),
+                                           commit_properties=commit)
