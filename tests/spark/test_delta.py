@@ -25,7 +25,14 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pgcdc_events.events import EventConfig
 from pgcdc_events.spark import decode_capture
 from pgcdc_events.spark._session import to_arrow_table
-from pgcdc_events.spark.autocdc import END_AT, ROW_SEQUENCE, START_AT
+from pgcdc_events.spark.autocdc import (
+    END_AT,
+    OP,
+    ROW_SEQUENCE,
+    SEQUENCE,
+    START_AT,
+    format_sequence,
+)
 from pgcdc_events.spark.capture import capture_dataframe
 from pgcdc_events.spark.delta import TOMBSTONES, DeltaTarget
 from pgcdc_events.spark.state import latest_state
@@ -300,3 +307,27 @@ def test_a_time_column_is_stored_as_microseconds(tables: dict[str, tuple[Any, An
         assert got.schema.field(name).type == pa.int64()
         assert sorted(got.column(name).to_pylist(), key=repr) == sorted(
             want.column(name).cast(pa.int64()).to_pylist(), key=repr)
+
+
+def test_a_new_column_is_added_without_stopping(tmp_path: Path) -> None:
+    """Changes with a column the table does not have (``ADD COLUMN`` mid-stream): the MERGE
+    adds it; older rows hold null in it. Also SCD type 2, and a late older change."""
+    def batch(rows: list[tuple[int, str, str, int]], extra: list[Any] | None = None) -> Any:
+        table = pa.table({"id": [r[0] for r in rows], "v": [r[1] for r in rows],
+                          OP: [r[2] for r in rows],
+                          SEQUENCE: [format_sequence(1, r[3]) for r in rows]})
+        return table if extra is None else table.append_column("added", pa.array(extra))
+
+    for scd in (1, 2):
+        target = DeltaTarget(str(tmp_path / str(scd)), keys="id", stored_as_scd_type=scd)
+        target.apply(batch([(1, "a", "c", 1), (2, "b", "c", 2)]), 0)
+        target.apply(batch([(3, "c", "c", 5), (1, "a2", "u", 6)], [30, 10]), 1)
+        target.apply(batch([(1, "late", "u", 3)]), 2)  # older than the stored row
+        got = deltalake.DeltaTable(target.path).to_pyarrow_table()
+        assert "added" in got.column_names
+        rows = {(r["id"], r["v"], r["added"]) for r in got.to_pylist()
+                if r.get(END_AT) is None}
+        assert rows == {(1, "a2", 10), (2, "b", None), (3, "c", 30)}, scd
+        if scd == 2:
+            history = sorted((r["id"], r["v"]) for r in got.to_pylist() if r["id"] == 1)
+            assert history == [(1, "a"), (1, "a2"), (1, "late")]
