@@ -207,8 +207,7 @@ def _parse_sequence(text: str | None, lsn: int | None) -> str | None:
             raise AutoCdcError(f"source.sequence {text!r} is not a JSON pair of LSNs") from None
         if tail is not None:
             return format_sequence(int(head) if head is not None else None, int(tail))
-        lsn = lsn if lsn is not None else None
-        if lsn is not None:
+        if lsn is not None:  # no LSN in the sequence: the record's own
             return format_sequence(int(head) if head is not None else None, lsn)
         return None
     return format_sequence(None, lsn) if lsn is not None else None
