@@ -1,0 +1,687 @@
+"""The change-application rules of AUTO CDC, as a pure function over Arrow tables.
+
+Spark's open-source AutoCDC (``pyspark.pipelines.create_auto_cdc_flow``) and Databricks'
+AUTO CDC give these rules their parameter names; this module gives them to any target.
+:func:`plan_changes` takes a batch of flattened changes (:func:`changes_from_events`
+turns a table's events into them) and the target's current state (:class:`CdcState`:
+its rows for the keys the batch touches, and its tombstones), and returns what to write
+(:class:`CdcPlan`); :func:`apply_plan` applies a plan to a whole in-memory state, and
+:func:`apply_changes` does both. No Spark is needed: the Delta target
+(:mod:`pgcdc_events.spark.delta`) runs the same function in ``foreachBatch``.
+
+The rules (:class:`AutoCdc`):
+
+- ``keys`` identify a row; ``sequence_by`` (one column, or several compared in order)
+  orders the changes. The default, ``__sequence``, is the change's position in the
+  stream: Debezium's ``source.sequence`` (the last commit's LSN, then the change's LSN),
+  written as two 16-digit hexadecimal numbers so that it sorts as text
+  (``0000000001512268/00000000015122A0``). It is never the timestamp. Incremental-snapshot
+  reads carry no ``source.lsn`` but do carry ``source.sequence``, so they are ordered by it
+  like any change. A null sequence is an error.
+- An older change never overwrites a newer one, across batches too: the target keeps, per
+  key, the sequence of the change that wrote it (``__SEQUENCE``) and, for deleted keys, a
+  tombstone (the delete's sequence, ``__DELETED_AT``) for ``tombstone_retention_seconds``
+  of wall-clock time after it was recorded, so that an older upsert arriving later does
+  not bring the row back. A change whose sequence is not greater than the key's is
+  skipped, so a replayed batch changes nothing.
+- ``apply_as_deletes`` / ``apply_as_truncates``: Arrow expressions over the changes
+  (default: ``__op`` is ``d`` / ``t``). A truncate removes every row older than it and
+  bars older changes from then on (SCD type 1 only, as in AUTO CDC).
+- ``column_list`` / ``except_column_list`` choose the target's columns (the keys always
+  stay; ``__op`` and the default sequence column are never written).
+- An update's column that holds the unchanged-TOAST placeholder
+  (``unavailable.value.placeholder``; in the forms the type mapper gives it: the string,
+  its bytes, ``[placeholder]`` for text arrays, ``{placeholder: placeholder}`` for hstore
+  maps, the JSON object for hstore as JSON) keeps the value the target holds.
+- A column the target does not have yet is added (older rows hold null in it).
+- ``stored_as_scd_type=2`` keeps the history: one row per version with ``__START_AT`` (the
+  sequence of the change that began it) and ``__END_AT`` (of the one that ended it, null
+  for the current version). A change that leaves the tracked columns
+  (``track_history_column_list`` / ``track_history_except_column_list``; default all)
+  unchanged updates the current version in place. Changes arriving out of order are put
+  in their place in the history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final
+
+import attrs
+import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
+import pyarrow.compute as pc  # type: ignore[import-untyped]
+import pyarrow.dataset as ds  # type: ignore[import-untyped]
+
+from pgcdc_events.spark.errors import SparkDecodeError
+
+__all__ = [
+    "DELETED_AT", "END_AT", "OP", "RECORDED_MS", "ROW_SEQUENCE", "SEQUENCE", "START_AT",
+    "TRUNCATE", "AutoCdc", "AutoCdcError", "CdcPlan", "CdcState", "apply_changes",
+    "apply_plan", "changes_from_events", "empty_state", "format_sequence", "plan_changes",
+]
+
+OP: Final = "__op"                 #: the change's Debezium op (c, u, d, r, t)
+SEQUENCE: Final = "__sequence"     #: the default ``sequence_by`` column
+ROW_SEQUENCE: Final = "__SEQUENCE"  #: the sequence of the change that last wrote a row
+START_AT: Final = "__START_AT"
+END_AT: Final = "__END_AT"
+DELETED_AT: Final = "__DELETED_AT"  #: a tombstone's delete sequence
+RECORDED_MS: Final = "__RECORDED_MS"  #: when a tombstone was recorded (ms since the epoch)
+TRUNCATE: Final = "__TRUNCATE"     #: marks the tombstone row holding the last truncate
+DEFAULT_PLACEHOLDER: Final = "__debezium_unavailable_value"
+DEFAULT_RETENTION: Final = 7 * 24 * 3600.0
+_TARGET_META: Final = (ROW_SEQUENCE, START_AT, END_AT)
+
+
+class AutoCdcError(SparkDecodeError):
+    """Changes or options the rules cannot apply (a null sequence, a missing key...)."""
+
+
+def _names(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class AutoCdc:
+    """The rules of one target table, named as in ``create_auto_cdc_flow``."""
+
+    keys: tuple[str, ...] = attrs.field(converter=_names)
+    sequence_by: tuple[str, ...] = attrs.field(default=SEQUENCE, converter=_names)
+    apply_as_deletes: Any = None     #: a ``pyarrow.compute.Expression``; default __op == "d"
+    apply_as_truncates: Any = None   #: default __op == "t"
+    column_list: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
+    except_column_list: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
+    stored_as_scd_type: int = 1
+    track_history_column_list: tuple[str, ...] | None = attrs.field(default=None,
+                                                                   converter=_names)
+    track_history_except_column_list: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_names)
+    tombstone_retention_seconds: float = DEFAULT_RETENTION
+    toast_placeholder: str = DEFAULT_PLACEHOLDER
+
+    def __attrs_post_init__(self) -> None:
+        if not self.keys:
+            raise AutoCdcError("keys: at least one key column is needed")
+        if not self.sequence_by:
+            raise AutoCdcError("sequence_by: at least one column is needed")
+        if self.stored_as_scd_type not in (1, 2):
+            raise AutoCdcError(f"stored_as_scd_type must be 1 or 2, not "
+                               f"{self.stored_as_scd_type!r}")
+        if self.column_list is not None and self.except_column_list is not None:
+            raise AutoCdcError("give column_list or except_column_list, not both")
+        if (self.track_history_column_list is not None
+                and self.track_history_except_column_list is not None):
+            raise AutoCdcError("give track_history_column_list or "
+                               "track_history_except_column_list, not both")
+        if self.stored_as_scd_type == 1 and (self.track_history_column_list is not None or
+                                             self.track_history_except_column_list is not None):
+            raise AutoCdcError("track_history_* needs stored_as_scd_type=2")
+        if self.tombstone_retention_seconds < 0:
+            raise AutoCdcError("tombstone_retention_seconds must not be negative")
+
+    def target_columns(self, change_columns: Iterable[str]) -> list[str]:
+        """The target's data columns for changes with these columns."""
+        names = [n for n in change_columns if n not in (OP, SEQUENCE) and n not in _TARGET_META]
+        if self.column_list is not None:
+            missing = [c for c in self.column_list if c not in names]
+            if missing:
+                raise AutoCdcError(f"column_list: the changes have no column {missing[0]!r}")
+            names = [n for n in names if n in self.column_list or n in self.keys]
+        elif self.except_column_list is not None:
+            names = [n for n in names if n not in self.except_column_list or n in self.keys]
+        for key in self.keys:
+            if key not in names:
+                raise AutoCdcError(f"keys: the changes have no column {key!r}")
+        return names
+
+    def tracked(self, columns: Iterable[str]) -> list[str]:
+        """The columns whose change starts a new SCD type 2 version."""
+        names = [c for c in columns if c not in self.keys]
+        if self.track_history_column_list is not None:
+            return [c for c in names if c in self.track_history_column_list]
+        if self.track_history_except_column_list is not None:
+            return [c for c in names if c not in self.track_history_except_column_list]
+        return names
+
+
+@attrs.frozen
+class CdcState:
+    """A target's state: ``rows`` (the table: data columns plus ``__SEQUENCE``, and for
+    SCD type 2 ``__START_AT``/``__END_AT``) and ``tombstones`` (key columns,
+    ``__DELETED_AT``, ``__RECORDED_MS``, ``__TRUNCATE``; the row marked ``__TRUNCATE``
+    holds the last truncate's sequence). For :func:`plan_changes`, ``rows`` need only
+    hold the keys the batch touches; ``tombstones`` must be whole."""
+
+    rows: Any
+    tombstones: Any
+
+
+def empty_state() -> CdcState:
+    """The state of a target that holds nothing yet."""
+    return CdcState(pa.table({}), pa.table({}))
+
+
+@attrs.frozen
+class CdcPlan:
+    """What a batch does to its target.
+
+    ``upserts``: rows to write, matched on the keys (SCD type 1) or on the keys and
+    ``__START_AT`` (type 2); ``removes``: the key (and ``__START_AT``) columns of rows to
+    delete; ``truncate_before``: every row not in ``upserts`` whose ``__SEQUENCE`` is
+    lower goes (``None``: no truncate); ``tombstones``: the whole tombstone table after the
+    batch; ``applied``/``skipped``: changes taken / skipped as older than the target."""
+
+    upserts: Any
+    removes: Any
+    truncate_before: Any
+    tombstones: Any
+    applied: int
+    skipped: int
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to write to the table (the tombstones may still change)."""
+        return (not self.upserts.num_rows and not self.removes.num_rows
+                and self.truncate_before is None)
+
+
+# -- flattened changes from a table's events ------------------------------------------
+
+
+def format_sequence(last_commit_lsn: int | None, lsn: int) -> str:
+    """The default sequence value: ``"%016X/%016X"`` of the last commit's LSN (0 when there
+    is none) and the change's LSN."""
+    return f"{last_commit_lsn or 0:016X}/{lsn:016X}"
+
+
+def _parse_sequence(text: str | None, lsn: int | None) -> str | None:
+    if text is not None:
+        try:
+            head, tail = json.loads(text)
+        except (ValueError, TypeError):
+            raise AutoCdcError(f"source.sequence {text!r} is not a JSON pair of LSNs") from None
+        if tail is not None:
+            return format_sequence(int(head) if head is not None else None, int(tail))
+        if lsn is not None:  # no LSN in the sequence: the record's own
+            return format_sequence(int(head) if head is not None else None, lsn)
+        return None
+    return format_sequence(None, lsn) if lsn is not None else None
+
+
+def changes_from_events(events: Any) -> Any:
+    """A table's events (the columns of :meth:`DecodedCapture.table
+    <pgcdc_events.spark.decode.DecodedCapture.table>`, as Arrow) as flattened changes:
+    the row's columns (``after``, or ``before`` for deletes, the key columns from
+    ``key``), ``__op`` and ``__sequence``. Tombstone records are dropped; a truncate is a
+    row of nulls with ``__op`` ``t``."""
+    for needed in ("op", "after", "source"):
+        if needed not in events.column_names:
+            raise AutoCdcError(f"the events have no column {needed!r}: give the events of one "
+                               "table (DecodedCapture.table or DecodedStream.table)")
+    if "_kind" in events.column_names:
+        events = events.filter(pc.fill_null(pc.not_equal(events.column("_kind"), "tombstone"),
+                                            True))
+    events = events.filter(pc.is_valid(events.column("op")))
+    op = events.column("op")
+    is_delete = pc.fill_null(pc.equal(op, "d"), False)
+    after = events.column("after")
+    before = events.column("before") if "before" in events.column_names else None
+    key = events.column("key") if "key" in events.column_names else None
+    key_names = {key.type.field(i).name for i in range(key.type.num_fields)} if key else set()
+    columns: dict[str, Any] = {}
+    for i in range(after.type.num_fields):
+        name = after.type.field(i).name
+        value = pc.struct_field(after, [i])
+        if before is not None:
+            value = pc.if_else(is_delete, pc.struct_field(before, [i]), value)
+        if name in key_names:
+            assert key is not None
+            value = pc.struct_field(key, [key.type.get_field_index(name)])
+        columns[name] = value
+    source = events.column("source")
+    sequence = pc.struct_field(source, ["sequence"]).to_pylist()
+    lsns = (events.column("_lsn").to_pylist() if "_lsn" in events.column_names
+            else pc.struct_field(source, ["lsn"]).to_pylist())
+    columns[OP] = op
+    columns[SEQUENCE] = pa.array([_parse_sequence(s, n) for s, n in zip(sequence, lsns,
+                                                                         strict=True)],
+                                 pa.string())
+    return pa.table(columns)
+
+
+# -- the rules ---------------------------------------------------------------------
+
+
+def _physical_type(t: Any) -> Any:
+    """``t`` with its temporal types as the integers they store (Python's ``datetime``
+    cannot hold every PostgreSQL value: ``infinity``, years past 9999)."""
+    if pa.types.is_date32(t) or pa.types.is_time32(t):
+        return pa.int32()
+    if (pa.types.is_date64(t) or pa.types.is_timestamp(t) or pa.types.is_duration(t)
+            or pa.types.is_time64(t)):
+        return pa.int64()
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(t.field(i).name, _physical_type(t.field(i).type))
+                          for i in range(t.num_fields)])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(pa.field(t.value_field.name, _physical_type(t.value_type)))
+    if pa.types.is_map(t):
+        return pa.map_(t.key_type, _physical_type(t.item_type))
+    return t
+
+
+def _physical_schema(schema: Any) -> Any:
+    return pa.schema([pa.field(f.name, _physical_type(f.type)) for f in schema])
+
+
+def _physical(table: Any) -> Any:
+    schema = _physical_schema(table.schema)
+    return table if schema == table.schema else table.cast(schema)
+
+
+def _from_rows(rows: list[dict[str, Any]], schema: Any) -> Any:
+    return pa.Table.from_pylist(rows, schema=_physical_schema(schema)).cast(schema)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def _mask(table: Any, expression: Any) -> list[bool]:
+    if not table.num_rows:
+        return []
+    try:
+        result = ds.dataset(table).to_table(columns={"m": expression}).column("m")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise AutoCdcError(f"apply_as_deletes/apply_as_truncates: {expression} cannot be "
+                           f"evaluated on the changes ({str(exc).splitlines()[0]})") from None
+    return [bool(v) for v in result.to_pylist()]
+
+
+def _placeholders(text: str) -> list[Any]:
+    """The unchanged-TOAST placeholder in every form the type mapper gives it
+    (``types.array.toast_placeholder`` and the scalar families)."""
+    raw = text.encode("utf-8")
+    name_uuid = str(uuid.UUID(bytes=hashlib.md5(raw).digest(), version=3))
+    return [text, raw, [text], [raw], {text: text}, [(text, text)], [name_uuid],
+            json.dumps({text: text}, separators=(",", ":")), json.dumps({text: text}),
+            [b - 256 if b > 127 else b for b in raw]]
+
+
+class _Rules:
+    """One batch's rules (see :func:`plan_changes`)."""
+
+    def __init__(self, spec: AutoCdc, changes: Any, now_ms: int) -> None:
+        self.spec = spec
+        self.now_ms = now_ms
+        names = changes.column_names
+        for column in spec.sequence_by:
+            if column not in names:
+                raise AutoCdcError(f"sequence_by: the changes have no column {column!r}")
+        self.columns = spec.target_columns(names)
+        self.placeholders = _placeholders(spec.toast_placeholder)
+        self.key_of: Callable[[dict[str, Any]], tuple[Any, ...]] = (
+            lambda row: tuple(_hashable(row.get(k)) for k in spec.keys))
+
+    def sequence_of(self, row: dict[str, Any], where: str) -> Any:
+        values = tuple(row.get(c) for c in self.spec.sequence_by)
+        if any(v is None for v in values):
+            raise AutoCdcError(f"{where}: the sequence ({', '.join(self.spec.sequence_by)}) is "
+                               "null; null sequence values are not supported")
+        return values[0] if len(values) == 1 else values
+
+    def is_placeholder(self, value: Any) -> bool:
+        if value is None or isinstance(value, (int, float, bool)):
+            return False
+        return any(value == p for p in self.placeholders)
+
+    def fill_toast(self, row: dict[str, Any], stored: dict[str, Any] | None) -> dict[str, Any]:
+        if stored is None:
+            return row
+        for column in self.columns:
+            if column not in self.spec.keys and self.is_placeholder(row.get(column)):
+                row[column] = stored.get(column)
+        return row
+
+
+def _ordered_changes(rules: _Rules, changes: Any) -> list[tuple[Any, int, str, dict[str, Any]]]:
+    spec = rules.spec
+    op_present = OP in changes.column_names
+    none = [False] * changes.num_rows
+    delete_rule = spec.apply_as_deletes if spec.apply_as_deletes is not None else (
+        pc.field(OP) == "d" if op_present else None)
+    truncate_rule = spec.apply_as_truncates if spec.apply_as_truncates is not None else (
+        pc.field(OP) == "t" if op_present else None)
+    deletes = none if delete_rule is None else _mask(changes, delete_rule)
+    truncates = none if truncate_rule is None else _mask(changes, truncate_rule)
+    rows = changes.to_pylist()
+    out = []
+    for i, row in enumerate(rows):
+        kind = "t" if truncates[i] else "d" if deletes[i] else "u"
+        out.append((rules.sequence_of(row, f"change {i}"), i, kind, row))
+    out.sort(key=lambda c: (c[0], c[1]))
+    return out
+
+
+def _key_rows(rules: _Rules, table: Any) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    if table.num_rows and all(k in table.column_names for k in rules.spec.keys):
+        for row in table.to_pylist():
+            found.setdefault(rules.key_of(row), []).append(row)
+    return found
+
+
+def _row_schema(rules: _Rules, changes: Any, state: CdcState, meta: Sequence[str]) -> Any:
+    fields = [changes.schema.field(n) for n in rules.columns]
+    have = set(rules.columns)
+    old = state.rows.schema if state.rows.num_columns else pa.schema([])
+    merged = [old.field(n) for n in old.names if n not in meta]
+    names = {f.name for f in merged}
+    merged += [f for f in fields if f.name not in names]
+    result = []
+    for f in merged:
+        if f.name in have and f.name in names and f.type != changes.schema.field(f.name).type:
+            new = changes.schema.field(f.name).type
+            try:
+                unified = pa.unify_schemas([pa.schema([f]), pa.schema([pa.field(f.name, new)])],
+                                           promote_options="permissive").field(0)
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                raise AutoCdcError(f"column {f.name!r} changes type from {f.type} to {new}, "
+                                   "which the target cannot widen to", column=f.name) from None
+            f = unified
+        result.append(f)
+    seq_type = (changes.schema.field(rules.spec.sequence_by[0]).type
+                if len(rules.spec.sequence_by) == 1 else
+                pa.struct([changes.schema.field(c) for c in rules.spec.sequence_by]))
+    return pa.schema(result + [pa.field(m, seq_type) for m in meta]), seq_type
+
+
+def _tombstone_schema(rules: _Rules, row_schema: Any, seq_type: Any) -> Any:
+    return pa.schema([row_schema.field(k) for k in rules.spec.keys]
+                     + [pa.field(DELETED_AT, seq_type), pa.field(RECORDED_MS, pa.int64()),
+                        pa.field(TRUNCATE, pa.bool_())])
+
+
+def _to_struct_sequence(rules: _Rules, value: Any) -> Any:
+    if len(rules.spec.sequence_by) == 1 or isinstance(value, dict):
+        return value
+    return dict(zip(rules.spec.sequence_by, value, strict=True))
+
+
+def _from_struct_sequence(rules: _Rules, value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(value[c] for c in rules.spec.sequence_by)
+    return value
+
+
+def plan_changes(changes: Any, state: CdcState, spec: AutoCdc, *, now_ms: int) -> CdcPlan:
+    """The plan for one batch of ``changes`` against ``state`` (see the module docstring).
+
+    ``now_ms`` is the wall clock (ms since the epoch) that tombstones are recorded with and
+    expire by. The result depends only on the changes, not on their order in the batch.
+    """
+    rules = _Rules(spec, changes, now_ms)
+    logical = changes
+    changes = _physical(changes)
+    meta = (ROW_SEQUENCE,) if spec.stored_as_scd_type == 1 else (START_AT, END_AT, ROW_SEQUENCE)
+    row_schema, seq_type = _row_schema(rules, logical, state, meta)
+    tomb_schema = _tombstone_schema(rules, row_schema, seq_type)
+    ordered = _ordered_changes(rules, changes)
+    stored = _key_rows(rules, _physical(state.rows))
+    tombs = _physical(state.tombstones)
+    truncated_at = None
+    tomb_rows: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    expire = now_ms - int(spec.tombstone_retention_seconds * 1000)
+    for row in (tombs.to_pylist() if tombs.num_rows else []):
+        if row.get(TRUNCATE):
+            truncated_at = _from_struct_sequence(rules, row[DELETED_AT])
+        elif row[RECORDED_MS] >= expire:
+            tomb_rows.setdefault(rules.key_of(row), []).append(row)
+    if spec.stored_as_scd_type == 1:
+        plan = _plan_scd1(rules, ordered, stored, tomb_rows, truncated_at)
+    else:
+        plan = _plan_scd2(rules, ordered, stored, tomb_rows)
+    upserts, removes, truncate_before, new_tombs, applied, skipped = plan
+    for row in upserts:
+        for m in meta:
+            if m in row:
+                row[m] = _to_struct_sequence(rules, row[m])
+    tomb_list = [dict(t, **{DELETED_AT: _to_struct_sequence(rules, t[DELETED_AT])})
+                 for rows in new_tombs.values() for t in rows]
+    final_truncate = truncate_before if truncate_before is not None else truncated_at
+    if final_truncate is not None:
+        tomb_list.append({DELETED_AT: _to_struct_sequence(rules, final_truncate),
+                          RECORDED_MS: now_ms, TRUNCATE: True})
+    remove_names = list(spec.keys) + ([START_AT] if spec.stored_as_scd_type == 2 else [])
+    remove_schema = pa.schema([row_schema.field(n) for n in remove_names])
+    for row in removes:
+        if START_AT in row:
+            row[START_AT] = _to_struct_sequence(rules, row[START_AT])
+    try:
+        return CdcPlan(
+            upserts=_from_rows(upserts, row_schema),
+            removes=_from_rows(removes, remove_schema),
+            truncate_before=(None if truncate_before is None
+                             else _to_struct_sequence(rules, truncate_before)),
+            tombstones=_from_rows(tomb_list, tomb_schema),
+            applied=applied, skipped=skipped)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise AutoCdcError(f"the changes do not fit the target's columns: {exc}") from None
+
+
+_Plan = tuple[list[dict[str, Any]], list[dict[str, Any]], Any,
+              dict[tuple[Any, ...], list[dict[str, Any]]], int, int]
+
+
+def _plan_scd1(rules: _Rules, ordered: list[tuple[Any, int, str, dict[str, Any]]],  # noqa: C901, PLR0915
+               stored: dict[tuple[Any, ...], list[dict[str, Any]]],
+               tombs: dict[tuple[Any, ...], list[dict[str, Any]]], truncated_at: Any) -> _Plan:
+    current: dict[tuple[Any, ...], dict[str, Any] | None] = {}  # key -> row, None: deleted
+    seqs: dict[tuple[Any, ...], Any] = {}
+    for key, rows in stored.items():
+        row = rows[-1]
+        seq = _from_struct_sequence(rules, row[ROW_SEQUENCE])
+        if truncated_at is not None and seq < truncated_at:
+            continue
+        current[key], seqs[key] = row, seq
+    for key, rows in tombs.items():
+        seq = _from_struct_sequence(rules, rows[-1][DELETED_AT])
+        if key not in seqs or seqs[key] < seq:
+            seqs[key] = seq
+            current.pop(key, None)
+    touched: dict[tuple[Any, ...], bool] = {}
+    new_tombs = {k: list(v) for k, v in tombs.items()}
+    truncate_before = None
+    applied = skipped = 0
+    for seq, _, kind, row in ordered:
+        if truncated_at is not None and seq <= truncated_at:
+            skipped += 1
+            continue
+        if kind == "t":
+            truncated_at = truncate_before = seq
+            for key in list(current):
+                if seqs[key] < seq:
+                    current[key] = None
+                    touched[key] = True
+            new_tombs = {k: v for k, v in new_tombs.items()
+                         if _from_struct_sequence(rules, v[-1][DELETED_AT]) >= seq}
+            applied += 1
+            continue
+        key = rules.key_of(row)
+        if key in seqs and seq <= seqs[key]:
+            skipped += 1
+            continue
+        applied += 1
+        seqs[key] = seq
+        touched[key] = True
+        if kind == "d":
+            current[key] = None
+            new_tombs[key] = [{**{k: row.get(k) for k in rules.spec.keys}, DELETED_AT: seq,
+                               RECORDED_MS: rules.now_ms, TRUNCATE: False}]
+        else:
+            new = {c: row.get(c) for c in rules.columns}
+            if row.get(OP) == "u":
+                new = rules.fill_toast(new, current.get(key))
+            new[ROW_SEQUENCE] = seq
+            current[key] = new
+            new_tombs.pop(key, None)
+    upserts: list[dict[str, Any]] = []
+    removes: list[dict[str, Any]] = []
+    for key in touched:
+        final = current.get(key)
+        if final is None:
+            if key in stored:
+                removes.append(dict(zip(rules.spec.keys, (stored[key][-1][k]
+                                                          for k in rules.spec.keys),
+                                        strict=True)))
+        else:
+            upserts.append(final)
+    return upserts, removes, truncate_before, new_tombs, applied, skipped
+
+
+def _plan_scd2(rules: _Rules, ordered: list[tuple[Any, int, str, dict[str, Any]]],  # noqa: C901, PLR0915
+               stored: dict[tuple[Any, ...], list[dict[str, Any]]],
+               tombs: dict[tuple[Any, ...], list[dict[str, Any]]]) -> _Plan:
+    batch: dict[tuple[Any, ...], list[tuple[Any, str, dict[str, Any]]]] = {}
+    for seq, _, kind, row in ordered:
+        if kind == "t":
+            raise AutoCdcError("stored_as_scd_type=2 does not apply truncates (nor does AUTO "
+                               "CDC): decode with Debezium's default skipped.operations=t, or "
+                               "filter them out")
+        batch.setdefault(rules.key_of(row), []).append((seq, kind, row))
+    tracked = rules.spec.tracked(rules.columns)
+    upserts: list[dict[str, Any]] = []
+    removes: list[dict[str, Any]] = []
+    new_tombs = {k: list(v) for k, v in tombs.items()}
+    applied = skipped = 0
+    for key, items in batch.items():
+        versions = stored.get(key, [])
+        # every change the key's history stands for: seq -> (kind, row, new)
+        points: dict[Any, tuple[str, dict[str, Any], bool]] = {}
+        starts = set()
+        for v in versions:
+            start = _from_struct_sequence(rules, v[START_AT])
+            starts.add(start)
+            points[start] = ("u", v, False)
+            last = _from_struct_sequence(rules, v[ROW_SEQUENCE])
+            if last != start:
+                points[last] = ("u", v, False)
+        for v in versions:
+            end = v[END_AT]
+            if end is not None:
+                end = _from_struct_sequence(rules, end)
+                if end not in starts and end not in points:
+                    points[end] = ("d", v, False)
+        for t in tombs.get(key, []):
+            points.setdefault(_from_struct_sequence(rules, t[DELETED_AT]), ("d", t, False))
+        changed = False
+        for seq, kind, row in items:
+            if seq in points:
+                skipped += 1
+                continue
+            applied += 1
+            changed = True
+            points[seq] = (kind, row, True)
+        if not changed:
+            continue
+        out: list[dict[str, Any]] = []
+        key_tombs: list[dict[str, Any]] = []
+        current: dict[str, Any] | None = None
+        previous: dict[str, Any] | None = None
+        key_values = {k: items[0][2].get(k) for k in rules.spec.keys}
+        for seq in sorted(points):
+            kind, row, new = points[seq]
+            if kind == "d":
+                if current is not None:
+                    current[END_AT] = seq
+                    out.append(current)
+                    current = None
+                else:
+                    key_tombs.append({**key_values, DELETED_AT: seq,
+                                      RECORDED_MS: rules.now_ms if new else row.get(
+                                          RECORDED_MS, rules.now_ms),
+                                      TRUNCATE: False})
+                previous = None
+                continue
+            values = {c: row.get(c) for c in rules.columns} if new else {
+                c: row.get(c) for c in row if c not in _TARGET_META}
+            if new and row.get(OP) == "u":
+                values = rules.fill_toast(values, previous)
+            if current is not None and all(
+                    _hashable(current.get(c)) == _hashable(values.get(c)) for c in tracked):
+                current.update(values)
+                current[ROW_SEQUENCE] = seq
+            else:
+                if current is not None:
+                    current[END_AT] = seq
+                    out.append(current)
+                current = {**values, START_AT: seq, END_AT: None, ROW_SEQUENCE: seq}
+            previous = values
+        if current is not None:
+            out.append(current)
+        if key_tombs:
+            new_tombs[key] = key_tombs
+        else:
+            new_tombs.pop(key, None)
+        old = {_from_struct_sequence(rules, v[START_AT]): v for v in versions}
+        new_starts = {v[START_AT] for v in out}
+        for start, v in old.items():
+            if start not in new_starts:
+                removes.append({**{k: v[k] for k in rules.spec.keys}, START_AT: start})
+        for v in out:
+            before = old.get(v[START_AT])
+            if before is None or _version_differs(rules, before, v):
+                upserts.append(v)
+    return upserts, removes, None, new_tombs, applied, skipped
+
+
+def _version_differs(rules: _Rules, stored: dict[str, Any], new: dict[str, Any]) -> bool:
+    for name, value in new.items():
+        old = stored.get(name)
+        if name in _TARGET_META and old is not None:
+            old = _from_struct_sequence(rules, old)
+        if _hashable(old) != _hashable(value):
+            return True
+    return False
+
+
+def apply_plan(state: CdcState, plan: CdcPlan, spec: AutoCdc) -> CdcState:
+    """``state`` (whole) after ``plan``: what a target does with it, in memory."""
+    match = list(spec.keys) + ([START_AT] if spec.stored_as_scd_type == 2 else [])
+
+    def ident(row: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(_hashable(row.get(c)) for c in match)
+
+    rows = _physical(state.rows).to_pylist() if state.rows.num_rows else []
+    gone = {ident(r) for r in _physical(plan.removes).to_pylist()}
+    written = {ident(r): r for r in _physical(plan.upserts).to_pylist()}
+    kept = []
+    for row in rows:
+        i = ident(row)
+        if i in gone or i in written:
+            continue
+        if plan.truncate_before is not None and _seq_key(row[ROW_SEQUENCE]) < _seq_key(
+                plan.truncate_before):
+            continue
+        kept.append(row)
+    out = _from_rows(kept + list(written.values()), plan.upserts.schema)
+    return CdcState(out, plan.tombstones)
+
+
+def _seq_key(value: Any) -> Any:
+    return tuple(value.values()) if isinstance(value, dict) else value
+
+
+def apply_changes(changes: Any, state: CdcState, spec: AutoCdc, *, now_ms: int) -> CdcState:
+    """``state`` (whole) after one batch of ``changes``: :func:`plan_changes` then
+    :func:`apply_plan`."""
+    return apply_plan(state, plan_changes(changes, state, spec, now_ms=now_ms), spec)
