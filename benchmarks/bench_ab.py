@@ -81,7 +81,6 @@ def workload(changes: int) -> list[tuple[str, int]]:
 def prepare(dsn: dict[str, object], changes: int, slots: list[str]) -> int:
     """The table, a publication, the slots, then the workload; the transactions' count."""
     import pg8000.native
-
     from _common import SIX_COLUMN_TABLE
 
     con = pg8000.native.Connection(**dsn)
