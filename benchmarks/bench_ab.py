@@ -33,9 +33,15 @@ written once (tree B, untimed). The figures:
 All runs use ``topic.prefix=pgcdc`` and ``provide.transaction.metadata=true``. A round runs
 every figure for both trees, the tree that goes first alternating from round to round
 (A B, B A, A B...), so a change in the machine's load falls on both. The table gives each
-figure's median seconds for A and for B, the ratio of the medians B/A (above 1: B is
-slower), the range of the per-round ratios (each B run over the A run of its round), and
-"within 5%" or "slower by X%". The load average is printed before and after.
+figure's median wall seconds for A and for B (and the rate: messages, records or event
+objects per second), the ratio of the medians B/A (above 1: B is slower), the range and the
+median of the per-round ratios (each B run over the A run of its round), the ratio of the
+CPU-second medians (user + system of the process and its workers; the in-process figures'
+``process_time``; none for Spark, whose work is in the JVM and its Python workers), and
+"within 5%" or "slower by X%" (of the wall B/A). On a loaded machine the CPU ratio is the
+steadier one; ``capture``'s wall time also holds the server's decoding of the WAL. The load
+average is printed before and after. ``--figures`` runs a subset (``--no-spark``: all but
+Spark).
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PROPS = ["-c", "topic.prefix=pgcdc", "-c", "provide.transaction.metadata=true"]
 TREES = ("A", "B")
+FIGURES = ("capture", "decode -w1", "decode -w2", "read", "feed_row", "spark decode")
 
 #: Transaction sizes in turn: 100 one-row transactions, then larger ones (4,200 changes).
 SIZES = (1,) * 100 + (10, 3000, 50, 1000, 40)
@@ -134,15 +141,16 @@ def child_in_process(tree: str, capture: str, catalog_path: str) -> dict[str, fl
     config = EventConfig.from_properties({"topic.prefix": "pgcdc",
                                           "provide.transaction.metadata": "true"})
     reader = PgOutputReader()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for row in rows:
         reader.read(row.data)
-    read_s = time.perf_counter() - started
+    read_s, read_cpu = time.perf_counter() - started, time.process_time() - cpu
     decoder = EventDecoder(config, catalog=catalog)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     objects = sum(len(decoder.feed_row(row)) for row in rows)
-    feed_s = time.perf_counter() - started
-    return {"read": read_s, "feed_row": feed_s, "messages": len(rows), "objects": objects}
+    feed_s, feed_cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"read": read_s, "read_cpu": read_cpu, "feed_row": feed_s, "feed_row_cpu": feed_cpu,
+            "messages": len(rows), "objects": objects}
 
 
 def child_spark(tree: str, capture: str, catalog_path: str) -> dict[str, float]:
@@ -196,6 +204,22 @@ def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+#: Runs one command and reports its wall seconds, CPU seconds (user + system, its waited-for
+#: children included: the workers of ``decode --workers 2``) and exit status as JSON; as
+#: bench_cli's launcher, a small fresh interpreter so that nothing of this one is counted.
+_LAUNCHER = r"""
+import json, os, subprocess, sys, time
+started = time.perf_counter()
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+err = proc.stderr.read()
+_, status, usage = os.wait4(proc.pid, 0)
+seconds = time.perf_counter() - started
+sys.stderr.buffer.write(err)
+print(json.dumps({"seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime,
+                  "code": os.waitstatus_to_exitcode(status)}))
+"""
+
+
 class Runner:
     """Runs commands under one tree's PYTHONPATH, from precompiled bytecode."""
 
@@ -209,12 +233,15 @@ class Runner:
             subprocess.run([sys.executable, "-m", "compileall", "-q", src], env=self.env[name],
                            check=True, stdout=subprocess.DEVNULL)
 
-    def cli(self, tree: str, args: list[str]) -> float:
-        """Wall seconds of ``python -m pgcdc_events ARGS`` (bench_cli's launcher)."""
-        from bench_cli import timed
-
-        seconds, _ = timed([sys.executable, "-m", "pgcdc_events", *args], self.env[tree])
-        return seconds
+    def cli(self, tree: str, args: list[str]) -> tuple[float, float]:
+        """Wall and CPU seconds of ``python -m pgcdc_events ARGS``; it must succeed."""
+        launched = subprocess.run([sys.executable, "-c", _LAUNCHER, sys.executable, "-m",
+                                   "pgcdc_events", *args], env=self.env[tree], check=False,
+                                  capture_output=True, text=True, errors="replace")
+        report = json.loads(launched.stdout) if launched.stdout.strip() else {"code": -1}
+        if launched.returncode != 0 or report["code"] != 0:
+            raise SystemExit(f"{args[0]} (tree {tree}) failed: {launched.stderr[-2000:]}")
+        return float(report["seconds"]), float(report["cpu"])
 
     def child(self, tree: str, kind: str, *args: str) -> dict[str, float]:
         out = subprocess.run([sys.executable, __file__, "--child", kind, self.trees[tree],
@@ -238,20 +265,32 @@ def verdict(ratio: float) -> str:
     return "within 5%"
 
 
-def print_table(results: dict[str, dict[str, list[float]]], counts: dict[str, float]) -> None:
-    print(f"\n{'figure':28} {'n':>3} {'A median s':>11} {'B median s':>11} {'A per s':>10} "
-          f"{'B per s':>10} {'B/A':>6} {'round B/A':>13}  verdict")
+Results = dict[str, dict[str, list[tuple[float, float | None]]]]
+
+
+def print_table(results: Results, counts: dict[str, float]) -> None:
+    """Per figure: wall-second medians, rates, B/A of the medians, the per-round ratios'
+    range and median, the B/A of the CPU-second medians, and the verdict (on wall B/A)."""
+    print(f"\n{'figure':13} {'n':>2} {'A med s':>8} {'B med s':>8} {'A per s':>9} "
+          f"{'B per s':>9} {'B/A':>6} {'round B/A min-max':>18} {'(med)':>6} {'CPU B/A':>7}"
+          "  verdict")
     for figure, by_tree in results.items():
         a, b = by_tree["A"], by_tree["B"]
         if not a or not b:
             continue
-        ma, mb = statistics.median(a), statistics.median(b)
-        ratios = [y / x for x, y in zip(a, b, strict=True)]
+        ma, mb = statistics.median(w for w, _ in a), statistics.median(w for w, _ in b)
+        ratios = [y[0] / x[0] for x, y in zip(a, b, strict=True)]
+        cpu_a = [c for _, c in a if c is not None]
+        cpu_b = [c for _, c in b if c is not None]
+        cpu = (f"{statistics.median(cpu_b) / statistics.median(cpu_a):>7.3f}"
+               if cpu_a and cpu_b else f"{'-':>7}")
         count = counts.get(figure, 0.0)
-        rate_a = f"{count / ma:>10,.0f}" if count else f"{'-':>10}"
-        rate_b = f"{count / mb:>10,.0f}" if count else f"{'-':>10}"
-        print(f"{figure:28} {len(a):>3} {ma:>11.3f} {mb:>11.3f} {rate_a} {rate_b} "
-              f"{mb / ma:>6.3f} {min(ratios):>6.3f}-{max(ratios):<6.3f}  {verdict(mb / ma)}")
+        rate_a = f"{count / ma:>9,.0f}" if count else f"{'-':>9}"
+        rate_b = f"{count / mb:>9,.0f}" if count else f"{'-':>9}"
+        spread = f"{min(ratios):.3f}-{max(ratios):.3f}"
+        print(f"{figure:13} {len(a):>2} {ma:>8.3f} {mb:>8.3f} {rate_a} {rate_b} "
+              f"{mb / ma:>6.3f} {spread:>18} {statistics.median(ratios):>6.3f} {cpu}"
+              f"  {verdict(mb / ma)}", flush=True)
 
 
 def main() -> None:
@@ -263,6 +302,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--spark-rounds", type=int, default=3)
     parser.add_argument("--no-spark", action="store_true")
+    parser.add_argument("--figures", default=",".join(FIGURES),
+                        help="comma-separated subset of: %(default)s")
     parser.add_argument("--keep", metavar="DIR", help="keep the capture and catalog here")
     parser.add_argument("--child", nargs=4, metavar=("KIND", "TREE", "CAPTURE", "CATALOG"),
                         help=argparse.SUPPRESS)
@@ -281,12 +322,15 @@ def main() -> None:
           f"{os.cpu_count()} cores; load average before: {loadavg()}", flush=True)
     pycache = tempfile.mkdtemp(prefix="bench-ab-pycache-")
     runner = Runner(trees, pycache)
-    figures = ["capture", "decode -w1", "decode -w2", "read", "feed_row"]
-    if not args.no_spark:
-        figures.append("spark decode")
-    results: dict[str, dict[str, list[float]]] = {f: {"A": [], "B": []} for f in figures}
+    figures = [f.strip() for f in args.figures.split(",")]
+    if args.no_spark and "spark decode" in figures:
+        figures.remove("spark decode")
+    if unknown := set(figures) - set(FIGURES):
+        raise SystemExit(f"unknown figures: {', '.join(sorted(unknown))}")
+    results: Results = {f: {"A": [], "B": []} for f in FIGURES}
     counts: dict[str, float] = {}
-    slots = ["ref"] + [f"cap_{t.lower()}{r}" for r in range(args.rounds) for t in TREES]
+    slots = ["ref"] + [f"cap_{t.lower()}{r}" for r in range(args.rounds) for t in TREES
+                       if "capture" in figures]
     with TempCluster(settings={"max_wal_size": "8GB"}) as cluster, \
             tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp:
         work = Path(tmp)
@@ -312,7 +356,7 @@ def main() -> None:
 
         for r in range(args.rounds):
             order = TREES if r % 2 == 0 else TREES[::-1]
-            for tree in order:
+            for tree in order if "capture" in figures else ():
                 out = work / f"cap-{tree}{r}"
                 out.mkdir()
                 results["capture"][tree].append(runner.cli(
@@ -322,7 +366,7 @@ def main() -> None:
                     raise SystemExit(f"tree {tree}'s capture (round {r}) differs from the "
                                      "reference capture")
                 shutil.rmtree(out)
-            for workers in ("1", "2"):
+            for workers in [w for w in ("1", "2") if f"decode -w{w}" in figures]:
                 lines = {}
                 for tree in order:
                     out = work / f"decoded-{tree}.jsonl"
@@ -336,28 +380,28 @@ def main() -> None:
                                      f"B {lines['B']}")
                 counts[f"decode -w{workers}"] = lines["B"]
             objects = {}
-            for tree in order:
+            for tree in order if {"read", "feed_row"} & set(figures) else ():
                 got = runner.child(tree, "in-process", str(capture), str(catalog))
-                results["read"][tree].append(got["read"])
-                results["feed_row"][tree].append(got["feed_row"])
+                results["read"][tree].append((got["read"], got["read_cpu"]))
+                results["feed_row"][tree].append((got["feed_row"], got["feed_row_cpu"]))
                 objects[tree] = got["objects"]
-            if objects["A"] != objects["B"]:
+            if objects and objects["A"] != objects["B"]:
                 raise SystemExit(f"feed_row: A made {objects['A']} objects, B {objects['B']}")
-            counts["feed_row"] = objects["B"]
+            counts["feed_row"] = objects.get("B", 0)
             print(f"round {r + 1}/{args.rounds} done, load average {loadavg()}", flush=True)
             print_table(results, counts)
 
-        if not args.no_spark:
+        if "spark decode" in figures:
             for r in range(args.spark_rounds):
                 for tree in (TREES if r % 2 == 0 else TREES[::-1]):
                     got = runner.child(tree, "spark", str(capture), str(catalog))
-                    results["spark decode"][tree].append(got["spark"])
+                    results["spark decode"][tree].append((got["spark"], None))
                 print(f"spark round {r + 1}/{args.spark_rounds} done, "
                       f"load average {loadavg()}", flush=True)
             counts["spark decode"] = messages
     shutil.rmtree(pycache, ignore_errors=True)
     print(f"\n{args.changes:,} changes, {messages:,} messages; rounds: {args.rounds} "
-          f"(spark: {0 if args.no_spark else args.spark_rounds}); per s = count / median "
+          f"(spark: {args.spark_rounds if 'spark decode' in figures else 0}); per s = count / median "
           f"(messages for capture, read and spark decode; records for decode; event objects "
           f"for feed_row)")
     print_table(results, counts)
