@@ -354,7 +354,7 @@ def main() -> None:
             shutil.copy(capture, Path(args.keep) / "capture.jsonl")
             shutil.copy(catalog, Path(args.keep) / "catalog.json")
 
-        for r in range(args.rounds):
+        for r in range(args.rounds if set(figures) - {"spark decode"} else 0):
             order = TREES if r % 2 == 0 else TREES[::-1]
             for tree in order if "capture" in figures else ():
                 out = work / f"cap-{tree}{r}"
