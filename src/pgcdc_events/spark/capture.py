@@ -382,8 +382,9 @@ def _line_rules() -> list[tuple[Column, str]]:
     (:meth:`~pgcdc_events.protocol.CaptureRow.from_json`'s wording)."""
     lsn, xid, data = F.col("r.lsn"), F.col("r.xid"), F.col("r.data")
     return [
-        # from_json reads what is not JSON as a row of nulls
-        (F.col("r").isNull() | F.get_json_object(F.col("value"), "$").isNull(),
+        # from_json reads what is not JSON as a row of nulls (a JSON object with none of
+        # the keys reads the same, and is named the same here; from_json names its lsn)
+        (F.col("r").isNull() | (lsn.isNull() & xid.isNull() & data.isNull()),
          "not valid JSON"),
         (lsn.isNull() | ~lsn.rlike(_LSN_TEXT), "'lsn' in X/Y form"),
         (xid.isNotNull() & ~xid.rlike(r"^[0-9]{1,19}$"),
