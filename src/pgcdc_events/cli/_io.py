@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 import sys
@@ -10,6 +11,19 @@ from contextlib import contextmanager
 from typing import IO, Any, cast
 
 from pgcdc_events.errors import ConfigurationError
+
+
+def add_dsn_arguments(group: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--dsn`` or ``--dsn-file`` (one required), read by ``capture_cmd.read_dsn``: the
+    connection options every connected subcommand takes."""
+    where = group.add_mutually_exclusive_group(required=True)
+    where.add_argument("--dsn",
+                       help="postgresql://user@host[:port]/database, or libpq key=value pairs "
+                       "(PG* environment variables fill the gaps; the password comes from "
+                       "~/.pgpass, PGPASSFILE, passfile= or PGPASSWORD, as with libpq)")
+    where.add_argument("--dsn-file", metavar="PATH",
+                       help="read the DSN from this file (so that no secret is on the command "
+                       "line)")
 
 
 def _refuse_directory(path: str) -> None:

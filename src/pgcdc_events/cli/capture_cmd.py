@@ -35,7 +35,7 @@ from pgcdc_events.adapters.names import split_identifiers
 from pgcdc_events.adapters.rotating import RotatingOutput
 from pgcdc_events.adapters.snapshot import DEFAULT_SNAPSHOT_MODE, SNAPSHOT_MODES
 from pgcdc_events.adapters.stream import StreamReader
-from pgcdc_events.cli._io import count
+from pgcdc_events.cli._io import add_dsn_arguments, count
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.protocol.lsn import Lsn
 
@@ -53,14 +53,7 @@ _CAPTURE_PROPERTIES = (*_HEARTBEAT, "snapshot.max.threads")
 
 def _common(parser: argparse.ArgumentParser) -> None:
     slot = parser.add_argument_group("slot")
-    where = slot.add_mutually_exclusive_group(required=True)
-    where.add_argument("--dsn",
-                       help="postgresql://user@host[:port]/database, or libpq key=value pairs "
-                       "(PG* environment variables fill the gaps; the password comes from "
-                       "~/.pgpass, PGPASSFILE, passfile= or PGPASSWORD, as with libpq)")
-    where.add_argument("--dsn-file", metavar="PATH",
-                       help="read the DSN from this file (so that no secret is on the command "
-                       "line)")
+    add_dsn_arguments(slot)
     slot.add_argument("--slot", required=True, help="the logical replication slot to read")
     slot.add_argument("--publication", required=True, action="append", metavar="NAME",
                       help="publication to decode (repeatable, or comma-separated; read as "

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from pgcdc_events.adapters.connection import ServerUnreachableError, parse_conninfo
-from pgcdc_events.cli._io import open_output
+from pgcdc_events.cli._io import add_dsn_arguments, open_output
 from pgcdc_events.errors import ConfigurationError, PgCdcError
 from pgcdc_events.types.catalog import fetch_catalog
 
@@ -19,14 +19,7 @@ def register(commands: Any) -> None:
         description="Run the catalog query against a database and write the snapshot that "
         "decode needs for NOT NULL, primary keys, defaults, enums and domains.",
     )
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--dsn",
-                       help="postgresql://user@host[:port]/database, or libpq key=value pairs "
-                       "(PG* environment variables fill the gaps; the password comes from "
-                       "~/.pgpass, PGPASSFILE, passfile= or PGPASSWORD, as with libpq)")
-    where.add_argument("--dsn-file", metavar="PATH",
-                       help="read the DSN from this file (so that no secret is on the command "
-                       "line)")
+    add_dsn_arguments(parser)
     parser.add_argument("--schema", action="append", default=[],
                         help="keep only this schema's tables (repeatable)")
     parser.add_argument("--output", "-o", help="write here instead of stdout")
