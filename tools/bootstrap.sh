@@ -63,5 +63,5 @@ fi
 bash tools/smoke_wheel.sh   # the built wheel, installed in a fresh venv, not the source tree
 # One hypothesis seed per run (0 unless PGCDC_HYPOTHESIS_SEED says otherwise): a commit's
 # result is reproducible; generated examples still change with the code.
-exec .venv/bin/python -m pytest -q -p no:cacheprovider \
+exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 \
     --hypothesis-seed="${PGCDC_HYPOTHESIS_SEED:-0}" "${@:2}"
