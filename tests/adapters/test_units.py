@@ -26,6 +26,7 @@ from pgcdc_events.protocol import (
     iter_capture,
     parse_message,
 )
+from pgcdc_events.protocol.transactions import Prelude, TransactionResolver
 from pgcdc_events.spill import MemoryBudget
 
 CAPTURES = Path(__file__).resolve().parent.parent / "protocol" / "captures"
@@ -169,6 +170,37 @@ def test_output_written_in_two_runs_decodes_like_the_capture(name: str) -> None:
         second = SchemaTracker()
         out += [row for u in again if not u.seen for row in second.rows(u)]
         assert _records(out) == expected, f"cut after unit {cut_index}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_what_the_tracker_handed_on_is_the_prelude_of_its_output(name: str) -> None:
+    """The tracker's state is the protocol layer's: its prelude is the one a resolver fed
+    the rows it handed on gives, and a tracker started from it (a new process, the output
+    kept) hands on what the first tracker would have, repeating no schema row."""
+    rows = _rows(name)
+    units, _ = _assemble(rows)
+    expected = _records(rows)
+    for cut_index in range(len(units)):
+        first = SchemaTracker()
+        out = [row for u in units[:cut_index + 1] for row in first.rows(u)]
+        resolver: TransactionResolver[tuple[int, bytes]] = TransactionResolver()
+        for row in out:
+            message = parse_message(row.data, in_stream=resolver.in_stream)
+            resolver.feed_message(message, int(row.lsn), item=(int(row.lsn), row.data))
+        prelude = first.prelude()
+        assert prelude.schema == resolver.prelude(lambda item: item).schema
+        assert Prelude.from_json(prelude.to_json()) == prelude
+        second = SchemaTracker(prelude)
+        rest = units[cut_index + 1:]
+        again = [row for u in rest for row in second.rows(u)]
+        assert again == [row for u in rest for row in first.rows(u)]
+        assert _records(out + again) == expected, f"cut after unit {cut_index}"
+
+
+def test_a_tracker_refuses_a_prelude_that_is_not_schema() -> None:
+    begin = encode_message(BeginPrepare(1, 2, 3, 4, "g"))
+    with pytest.raises(ProtocolError, match="Relation or Type"):
+        SchemaTracker(Prelude(schema=((1, bytes(begin)),)))
 
 
 def test_a_change_relying_on_a_held_prepared_transactions_relation_gets_it() -> None:

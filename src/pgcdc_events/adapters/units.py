@@ -70,7 +70,13 @@ from pgcdc_events.protocol.messages import (
     Update,
 )
 from pgcdc_events.protocol.reader import PgOutputReader, Streaming
-from pgcdc_events.protocol.transactions import Step, TransactionResolver, outside_bytes
+from pgcdc_events.protocol.transactions import (
+    Prelude,
+    Row,
+    Step,
+    TransactionResolver,
+    outside_bytes,
+)
 from pgcdc_events.spill import MemoryBudget, SpillList
 
 __all__ = ["CaptureRowCodec", "SchemaTracker", "Unit", "UnitAssembler", "UnitKind"]
@@ -534,10 +540,40 @@ class SchemaTracker:
     consumer sees. :meth:`rows` yields a unit's rows preceded by the schema rows it
     relies on whose version the consumer has not seen (a repeated Relation message
     is harmless: readers just take the latest one).
+
+    What the consumer has been given is a decoder's schema state at a cut: it is kept as
+    the protocol layer keeps it (a :class:`~pgcdc_events.protocol.transactions.
+    TransactionResolver` fed the messages, in their form outside stream blocks), read as
+    a :class:`~pgcdc_events.protocol.transactions.Prelude` (:meth:`prelude`), and a
+    tracker may start from one (``prelude``: what the output holds already).
     """
 
-    def __init__(self) -> None:
-        self._known: dict[tuple[int, int], bytes] = {}
+    def __init__(self, prelude: Prelude | None = None) -> None:
+        self._given: TransactionResolver[Row] = TransactionResolver()
+        for lsn, data in prelude.schema if prelude is not None else ():
+            message = parse_message(data)
+            if not isinstance(message, (Relation, Type)):
+                raise ProtocolError("a Relation or Type message in a prelude's schema",
+                                    message_type=chr(data[0]) if data else "", offset=0)
+            self._give(message, (lsn, outside_bytes(message)))
+
+    def prelude(self) -> Prelude:
+        """The Type and Relation messages handed on so far, the latest of each OID (Types
+        first), in their form outside stream blocks: a decoder fed them holds the schema
+        state of a decoder fed all that was handed on."""
+        return self._given.prelude(_as_row)
+
+    def _give(self, message: Relation | Type, row: Row) -> None:
+        """Remember ``row`` (its bytes in the form outside stream blocks) as the version of
+        ``message``'s OID the consumer holds."""
+        self._given.feed_message(message, row[0], item=row)
+
+    def _holds(self, message: Relation | Type, data: bytes) -> bool:
+        """Whether the consumer holds this version (``data``, outside-stream form)."""
+        given = self._given
+        entry = (given.relations.get(message.relation_id) if isinstance(message, Relation)
+                 else given.types.get(message.type_oid))
+        return entry is not None and entry[0][1] == data
 
     def rows(self, unit: Unit) -> Iterator[CaptureRow]:
         """The rows to hand on for ``unit``, schema rows first where needed."""
@@ -560,16 +596,14 @@ class SchemaTracker:
 
     def _missing(self, unit: Unit) -> Iterator[CaptureRow]:
         """The schema rows ``unit`` relies on whose version was not handed on yet."""
-        known = self._known
         for row in unit.schema:
-            key = _schema_key(parse_message(row.data))
-            if known.get(key) != row.data:
-                known[key] = row.data
+            message = parse_message(row.data)
+            if isinstance(message, (Relation, Type)) and not self._holds(message, row.data):
+                self._give(message, (int(row.lsn), row.data))
                 yield row
 
     def _remember(self, rows: Iterable[CaptureRow]) -> Iterator[CaptureRow]:
         """``rows``, remembering the Relation and Type versions among them."""
-        known = self._known
         blocks: TransactionResolver[None] = TransactionResolver()
         for row in rows:
             t = row.data[0]
@@ -578,10 +612,14 @@ class SchemaTracker:
             elif t in (_RELATION, _TYPE):  # remember the version, in its out-of-stream form
                 message = parse_message(row.data, in_stream=blocks.in_stream)
                 if isinstance(message, (Relation, Type)):
-                    known[_schema_key(message)] = (
-                        outside_bytes(message) if blocks.in_stream else row.data)
+                    self._give(message, (int(row.lsn), outside_bytes(message)
+                                         if blocks.in_stream else row.data))
             yield row
 
     def forget(self) -> None:
         """Forget everything (the consumer starts over)."""
-        self._known = {}
+        self._given = TransactionResolver()
+
+
+def _as_row(row: Row) -> Row:
+    return row

@@ -22,10 +22,10 @@ import attrs
 from pgcdc_events.errors import ConfigurationError, ConversionError, ProtocolError
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.envelope import (
-    TRANSACTION_BLOCK_SCHEMA,
     change_record,
     envelope_value,
     tombstone,
+    transaction_block,
 )
 from pgcdc_events.events.metrics import StreamingMetrics
 from pgcdc_events.events.records import ChangeRecord, Header
@@ -69,7 +69,7 @@ from pgcdc_events.protocol.transactions import Step, TransactionResolver
 from pgcdc_events.types.catalog import CatalogSnapshot, CatalogTable, catalog_table_for
 from pgcdc_events.types.mapper import TypeMapper
 from pgcdc_events.types.registry import TypeRegistry
-from pgcdc_events.types.schema import STRUCT_SETTERS, Schema, Struct
+from pgcdc_events.types.schema import Schema, Struct
 
 __all__ = ["EventDecoder"]
 
@@ -77,9 +77,7 @@ _STRING: Final = Schema("string")
 # the type bytes the resolver is fed
 _BEGIN, _COMMIT, _PREPARE, _STREAM_STOP = (wire.BEGIN[0], wire.COMMIT[0], wire.PREPARE[0],
                                            wire.STREAM_STOP[0])
-_new: Final = object.__new__
 _NOTHING: Final = object()
-_set_schema, _set_values = STRUCT_SETTERS
 _LOG: Final = logging.getLogger("pgcdc_events")
 
 
@@ -556,7 +554,7 @@ class EventDecoder:
 
     def _tombstone(self, table: TableSchema, key: Struct | None, lsn: int,
                    extra: tuple[Header, ...] = ()) -> ChangeRecord:
-        return tombstone(table, key, extra + self._headers, lsn)
+        return tombstone(table, key, self._headers, lsn, extra=extra)
 
     def record(self, table: TableSchema, op: str, before: Struct | None, after: Struct | None,
                key: Struct | None, lsn: int, extra: tuple[Header, ...] = ()) -> ChangeRecord:
@@ -581,9 +579,7 @@ class EventDecoder:
             lsn_text = str(lsn)
             if config.provide_transaction_metadata:
                 total, per = txn.next_order(table.qualified)
-                block = _new(Struct)
-                _set_schema(block, TRANSACTION_BLOCK_SCHEMA)
-                _set_values(block, (self._shared_id + lsn_text, total, per))
+                block = transaction_block(self._shared_id + lsn_text, total, per)
         else:
             shared = _shared_source(config, table, None, self.clock() // 1000)
             lsn_text = str(lsn)
@@ -597,8 +593,7 @@ class EventDecoder:
         metrics = self.metrics
         metrics.events_seen += 1
         metrics.last_event_commit_us = shared[5]  # the commit time, µs (shared_fields)
-        return change_record(table, key, value,
-                             extra + self._headers if extra else self._headers, lsn)
+        return change_record(table, key, value, self._headers, lsn, extra=extra)
 
     def _truncate(self, pending: _Pending, lsn: int) -> list[ChangeRecord]:
         out = []

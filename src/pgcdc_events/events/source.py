@@ -6,8 +6,8 @@ from typing import Any, Final
 
 from pgcdc_events.types.schema import Schema, Struct, make_struct, struct_schema
 
-__all__ = ["SNAPSHOT_VALUES", "SOURCE_SCHEMA", "from_shared", "sequence", "sequence_head",
-           "shared_fields", "source_struct"]
+__all__ = ["SNAPSHOT_VALUES", "SOURCE_SCHEMA", "from_shared", "narrowed", "sequence",
+           "sequence_head", "shared_fields", "source_struct"]
 
 SNAPSHOT_VALUES: Final = ("true", "first", "first_in_data_collection", "last_in_data_collection",
                           "last", "false", "incremental")
@@ -95,3 +95,9 @@ def source_struct(
     return from_shared(shared_fields(version=version, name=name, ts_us=ts_us, db=db,
                                      schema=schema, table=table, tx_id=tx_id, origin=origin,
                                      origin_lsn=origin_lsn), snapshot, sequence, lsn)
+
+
+def narrowed(source: Struct, schema: Schema) -> Struct:
+    """``source`` with only the fields of ``schema``, a source schema made of some of
+    :data:`SOURCE_SCHEMA`'s fields (the YugabyteDB connector's, which is Debezium 2.5's)."""
+    return make_struct(schema, tuple(source[f.name] for f in schema.fields or ()))

@@ -60,9 +60,17 @@ import attrs
 from pgcdc_events.errors import ConfigurationError, ConversionError
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.decoder import EventDecoder
+from pgcdc_events.events.envelope import (
+    ENVELOPE_FIELDS_2_5,
+    change_record,
+    envelope_schema,
+    envelope_value,
+    tombstone,
+    transaction_block,
+)
 from pgcdc_events.events.records import ChangeRecord, Header
-from pgcdc_events.events.source import SOURCE_SCHEMA, sequence
-from pgcdc_events.events.tables import TRANSACTION_BLOCK_SCHEMA, TableSchema
+from pgcdc_events.events.source import SOURCE_SCHEMA, narrowed, sequence, source_struct
+from pgcdc_events.events.tables import TableSchema
 from pgcdc_events.protocol.lsn import Lsn
 from pgcdc_events.protocol.messages import (
     KIND_BINARY,
@@ -91,7 +99,6 @@ __all__ = [
     "yugabyte_table",
 ]
 
-_OPT_INT64: Final = Schema("int64", optional=True)
 _BOOLEAN: Final = Schema("boolean")
 
 #: The source block of the YugabyteDB connector: Debezium 2.5's common fields (version,
@@ -134,6 +141,11 @@ class YugabyteTable:
     value_schema: Schema
     envelope_schema: Schema
 
+    @property
+    def topic(self) -> str:
+        """The table's topic (its :class:`TableSchema`'s)."""
+        return self.base.topic
+
 
 def yugabyte_table(base: TableSchema, replica_identity: str) -> YugabyteTable:
     """Wrap ``base``'s key and value schemas column by column (see the module docstring)."""
@@ -154,14 +166,9 @@ def yugabyte_table(base: TableSchema, replica_identity: str) -> YugabyteTable:
 def yb_envelope_schema(name: str | None, value_schema: Schema, source_schema: Schema, *,
                        version: int | None = None) -> Schema:
     """The envelope of the Debezium 2.5 the YugabyteDB connector is built on
-    (``Envelope.defineSchema()``): before, after, source, op, ts_ms, transaction."""
-    return struct_schema(
-        name,
-        [("before", value_schema), ("after", value_schema), ("source", source_schema),
-         ("op", Schema("string")), ("ts_ms", _OPT_INT64),
-         ("transaction", TRANSACTION_BLOCK_SCHEMA)],
-        version=version,
-    )
+    (``Envelope.defineSchema()``): :data:`~pgcdc_events.events.envelope.ENVELOPE_FIELDS_2_5`."""
+    return envelope_schema(name, value_schema, source_schema, version=version,
+                           fields=ENVELOPE_FIELDS_2_5)
 
 
 def _quoted(namespace: str, name: str) -> str:
@@ -285,8 +292,7 @@ class YugabyteEventDecoder(EventDecoder):
         key = _key(yb, cells)
         out = [self._yb_record(yb, "d", _value(yb, cells), None, key, lsn)]
         if self.config.tombstones_on_delete:
-            out.append(ChangeRecord(yb.base.topic, yb.key_schema, key, yb.envelope_schema, None,
-                                    self._headers, lsn, "tombstone"))
+            out.append(tombstone(yb, key, self._headers, lsn))
         return out
 
     def _yb_record(self, yb: YugabyteTable, op: str, before: Struct | None,
@@ -299,19 +305,19 @@ class YugabyteEventDecoder(EventDecoder):
             commit_us, xid = txn.commit_us, txn.xid
             if config.provide_transaction_metadata:
                 total, per = txn.next_order(yb.base.qualified)
-                block = Struct(TRANSACTION_BLOCK_SCHEMA, (f"{xid}:{lsn}", total, per))
+                block = transaction_block(f"{xid}:{lsn}", total, per)
         else:
             commit_us, xid = self.clock() // 1000, None
-        source = Struct(YB_SOURCE_SCHEMA, (
-            config.version, "postgresql", config.topic_prefix, commit_us // 1000, None,
-            config.database, yb_sequence(self._last_commit_lsn, lsn), yb.base.schema_name,
-            yb.base.table_name, xid, lsn, None))
-        value = Struct(yb.envelope_schema,
-                       (before, after, source, op, self.clock() // 1_000_000, block))
+        source = narrowed(source_struct(
+            version=config.version, name=config.topic_prefix, ts_us=commit_us, snapshot=None,
+            db=config.database, sequence=yb_sequence(self._last_commit_lsn, lsn),
+            schema=yb.base.schema_name, table=yb.base.table_name, tx_id=xid, lsn=lsn),
+            YB_SOURCE_SCHEMA)
+        value = envelope_value(yb.envelope_schema, before, after, source, block, op,
+                               self.clock(), fields=ENVELOPE_FIELDS_2_5)
         self.metrics.events_seen += 1
         self.metrics.last_event_commit_us = commit_us
-        return ChangeRecord(yb.base.topic, yb.key_schema, key, yb.envelope_schema, value,
-                            extra + self._headers if extra else self._headers, lsn)
+        return change_record(yb, key, value, self._headers, lsn, extra=extra)
 
 
 def _no_primary_key(relation: Relation) -> ConfigurationError:

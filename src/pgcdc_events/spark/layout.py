@@ -36,13 +36,13 @@ from pyspark.sql.types import (
 )
 
 from pgcdc_events.events.config import EventConfig
+from pgcdc_events.events.envelope import ENVELOPE_FIELDS, envelope_schema
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.snapshot import relation_from_catalog
-from pgcdc_events.events.source import SOURCE_SCHEMA
-from pgcdc_events.events.tables import TRANSACTION_BLOCK_SCHEMA, TableSchema, build_table_schema
+from pgcdc_events.events.tables import TableSchema, build_table_schema
 from pgcdc_events.spark._session import arrow_schema, arrow_type
 from pgcdc_events.spark.errors import SparkDecodeError
-from pgcdc_events.spark.schema import SparkSchemaOptions, spark_type, struct_type
+from pgcdc_events.spark.schema import SparkSchemaOptions, spark_type
 from pgcdc_events.spark.values import ValueConverter
 from pgcdc_events.types.catalog import CatalogSnapshot
 from pgcdc_events.types.mapper import TypeMapper
@@ -52,14 +52,19 @@ from pgcdc_events.types.schema import Schema
 __all__ = [
     "BLOCK_TYPE", "POSITION_TYPE", "RUN_KIND", "SOURCE_TYPE", "TableLayout",
     "catalog_table_schemas", "last_source", "load_payload", "record_parts", "record_payload",
-    "run_payload",
+    "run_payload", "table_key",
 ]
 
+#: The envelope's fields, in :data:`~pgcdc_events.events.envelope.ENVELOPE_FIELDS`' order,
+#: as Spark types (literal flavour): the row images' are the table's (:class:`TableLayout`).
+_ENVELOPE_TYPES: Final = {
+    f.name: spark_type(f.schema, SparkSchemaOptions("literal", respect_optional=False))
+    for f in envelope_schema(None, Schema("struct", fields=())).fields or ()}
+#: The envelope's row images (``before``, ``after``): the table's value struct.
+_ROW_IMAGES: Final = ENVELOPE_FIELDS[:2]
 #: The ``source`` block, the ``transaction`` block and the ordering key of the events.
-SOURCE_TYPE: Final = struct_type(SOURCE_SCHEMA, SparkSchemaOptions("literal",
-                                                                  respect_optional=False))
-BLOCK_TYPE: Final = struct_type(TRANSACTION_BLOCK_SCHEMA,
-                                SparkSchemaOptions("literal", respect_optional=False))
+SOURCE_TYPE: Final = _ENVELOPE_TYPES["source"]
+BLOCK_TYPE: Final = _ENVELOPE_TYPES["transaction"]
 #: ``_position``: the position of the message whose decoding produced the record (for a
 #: streamed or prepared transaction, its Stream Commit or Commit Prepared) and the record's
 #: rank among that message's records. Sorting by it is the decoder's order.
@@ -88,7 +93,16 @@ def record_table(record: ChangeRecord, previous: str | None) -> str | None:
     if record.value is None:
         return previous
     source = record.value["source"]
-    return f"{source['schema']}.{source['table']}"
+    return table_key(source["schema"], source["table"])
+
+
+def table_key(schema: str, table: str) -> str:
+    """The name a table's events go by (``schema.table``, as
+    :attr:`~pgcdc_events.events.TableSchema.qualified`), from its schema and table apart:
+    a dot in either is part of the name, never a separator (``public."x.y"`` is
+    ``public.x.y``). Two tables whose names join alike (``"public.x".y``) are refused by
+    :func:`catalog_table_schemas`."""
+    return f"{schema}.{table}"
 
 
 def record_parts(record: ChangeRecord) -> tuple[Any, Any, Any]:
@@ -224,15 +238,9 @@ class TableLayout:
         fields: list[StructField] = []
         if self.key_type is not None:
             fields.append(StructField("key", self.key_type, True))
+        fields += [StructField(name, self.value_type if name in _ROW_IMAGES
+                               else _ENVELOPE_TYPES[name], True) for name in ENVELOPE_FIELDS]
         fields += [
-            StructField("before", self.value_type, True),
-            StructField("after", self.value_type, True),
-            StructField("source", SOURCE_TYPE, True),
-            StructField("transaction", BLOCK_TYPE, True),
-            StructField("op", StringType(), True),
-            StructField("ts_ms", LongType(), True),
-            StructField("ts_us", LongType(), True),
-            StructField("ts_ns", LongType(), True),
             StructField("_kind", StringType(), False),
             StructField("_position", POSITION_TYPE, False),
             StructField("_lsn", LongType(), True),
@@ -320,22 +328,23 @@ class TableLayout:
         value_arrow = arrow_type(self.value_type)
         source_type = schema.field("source").type
         source = run.column("source")
-        columns: dict[str, Any] = {
-            "before": self._run_struct(self.value_fields, run.column("before"), value_arrow),
-            "after": self._run_struct(self.value_fields, run.column("after"), value_arrow),
+        columns: dict[str, Any] = {}
+        for name in ENVELOPE_FIELDS:  # a run has no transaction block: null
+            columns[name] = (
+                self._run_struct(self.value_fields, run.column(name), value_arrow)
+                if name in _ROW_IMAGES else
+                run.column(name) if name in run.schema.names else
+                pa.nulls(count, schema.field(name).type))
+        columns.update({
             "source": pa.StructArray.from_arrays(
                 [source.field(f.name).cast(f.type) for f in source_type],
                 fields=list(source_type), mask=source.is_null()),
-            "transaction": pa.nulls(count, schema.field("transaction").type),
-            "op": run.column("op"),
-            "ts_ms": run.column("ts_ms"), "ts_us": run.column("ts_us"),
-            "ts_ns": run.column("ts_ns"),
             "_kind": run.column("kind"),
             "_position": pa.StructArray.from_arrays(
                 [run.column("position"), run.column("index")],
                 fields=list(schema.field("_position").type)),
             "_lsn": run.column("lsn"),
-        }
+        })
         if self.key_fields is not None and self.key_type is not None:
             key_arrow = arrow_type(self.key_type)
             columns["key"] = self._run_struct(self.key_fields, run.column("key"), key_arrow)
@@ -390,20 +399,16 @@ class TableLayout:
             return [None if v is None else v[name] for v in values]
 
         columns: dict[str, Any] = {
-            "before": self._struct(self.value_fields, part("before"), value_arrow),
-            "after": self._struct(self.value_fields, part("after"), value_arrow),
-            "source": pa.array(part("source"), schema.field("source").type),
-            "transaction": pa.array(part("transaction"), schema.field("transaction").type),
-            "op": pa.array(part("op"), pa.string()),
-            "ts_ms": pa.array(part("ts_ms"), pa.int64()),
-            "ts_us": pa.array(part("ts_us"), pa.int64()),
-            "ts_ns": pa.array(part("ts_ns"), pa.int64()),
+            name: self._struct(self.value_fields, part(name), value_arrow)
+            if name in _ROW_IMAGES else pa.array(part(name), schema.field(name).type)
+            for name in ENVELOPE_FIELDS}
+        columns.update({
             "_kind": pa.array(kinds, pa.string()),
             "_position": pa.StructArray.from_arrays(
                 [pa.array(positions, pa.int64()), pa.array(indexes, pa.int32())],
                 fields=list(schema.field("_position").type)),
             "_lsn": pa.array(lsns, pa.int64()),
-        }
+        })
         if self.key_fields is not None and self.key_type is not None:
             key_arrow = arrow_type(self.key_type)
             columns["key"] = self._struct(self.key_fields, keys, key_arrow)
@@ -428,20 +433,37 @@ def _widen(a: DataType, b: DataType, table: str, column: str) -> DataType:
 
 
 def catalog_table_schemas(catalog: CatalogSnapshot, config: EventConfig,
-                          tables: Sequence[str] | None = None) -> dict[str, TableSchema]:
-    """Table schemas of a catalog snapshot's tables (``schema.table`` keys), without a capture.
+                          tables: Sequence[str | tuple[str, str]] | None = None
+                          ) -> dict[str, TableSchema]:
+    """Table schemas of a catalog snapshot's tables (:func:`table_key` keys), without a
+    capture.
 
     What the decoder builds from each table's Relation message (the event layer's
     :func:`~pgcdc_events.events.snapshot.relation_from_catalog`): used for the schemas of
-    Debezium JSON records read from Kafka. ``tables`` limits the result.
+    Debezium JSON records read from Kafka. ``tables`` limits the result: each a
+    ``(schema, table)`` pair, or its :func:`table_key`. Two captured tables whose names join
+    alike (``public."x.y"`` and ``"public.x".y``) would share a key and one would hide the
+    other: they raise :class:`~pgcdc_events.spark.errors.SparkDecodeError` naming both.
     """
     mapper = TypeMapper(config.types, TypeRegistry(catalog))
+    wanted = None if tables is None else {
+        name if isinstance(name, str) else table_key(*name) for name in tables}
     out: dict[str, TableSchema] = {}
     for table in catalog.tables:
-        qualified = f"{table.namespace}.{table.name}"
-        if tables is not None and qualified not in tables:
+        qualified = table_key(table.namespace, table.name)
+        if wanted is not None and qualified not in wanted:
             continue
         if not config.includes_table(table.namespace, table.name):
             continue
+        known = out.get(qualified)
+        if known is not None:
+            raise SparkDecodeError(
+                f"tables {_quoted(known.schema_name, known.table_name)} and "
+                f"{_quoted(table.namespace, table.name)} share this name: exclude one "
+                "schema (schema.exclude.list) or rename one table", table=qualified)
         out[qualified] = build_table_schema(relation_from_catalog(table), mapper, config, table)
     return out
+
+
+def _quoted(schema: str, table: str) -> str:
+    return ".".join('"' + part.replace('"', '""') + '"' for part in (schema, table))
