@@ -31,13 +31,17 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import StructType
 
+from pgcdc_events.events.envelope import ENVELOPE_FIELDS, TRANSACTION_BLOCK_SCHEMA
 from pgcdc_events.spark.errors import SparkDecodeError
 
 __all__ = ["DeleteHandlingMode", "flatten"]
 
 DeleteHandlingMode = Literal["none", "drop", "rewrite"]
-_ENVELOPE_FIELDS: Final = ("op", "ts_ms", "ts_us", "ts_ns")
-_TRANSACTION_FIELDS: Final = ("id", "total_order", "data_collection_order")
+# the envelope's own scalar fields (not the row images, source or transaction structs),
+# and the transaction block's: both as events/envelope.py defines them
+_ENVELOPE_FIELDS: Final = tuple(f for f in ENVELOPE_FIELDS
+                                if f not in ("before", "after", "source", "transaction"))
+_TRANSACTION_FIELDS: Final = tuple(f.name for f in TRANSACTION_BLOCK_SCHEMA.fields or ())
 
 
 def _field_reference(spec: str, prefix: str, events: DataFrame) -> tuple[str, Column]:
