@@ -239,6 +239,17 @@ def test_the_readmes_demo_summary_is_what_decode_prints(tmp_path: Path) -> None:
     assert proc.stderr.strip("\n") == shown
 
 
+def test_the_validator_example_prints_what_testing_md_shows(tmp_path: Path) -> None:
+    """docs/testing.md's validator example, run as written, prints the block shown after it."""
+    section = (ROOT / "docs" / "testing.md").read_text().split("## Validating records")[1]
+    code, shown = section.split("```python\n")[1].split("```\n")[0], section.split("```\n")[2]
+    work = _workdir(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=work, env=_env(),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == shown
+
+
 # ---------------------------------------------------------------- the runner
 
 

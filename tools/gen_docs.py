@@ -13,7 +13,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from pgcdc_events.events.config import APPLIED_PROPERTIES, DEFAULT_ONLY_PROPERTIES, PROPERTIES
+from pgcdc_events.events.config import (
+    APPLIED_PROPERTIES,
+    CAPTURE_NOTES,
+    DEFAULT_ONLY_PROPERTIES,
+    PROPERTIES,
+)
 from pgcdc_events.events.connector_properties import CONNECTOR_PROPERTIES, DEBEZIUM_VERSION
 from pgcdc_events.types.config import TypeConfig
 from pgcdc_events.types.mapper import TypeMapper
@@ -292,6 +297,9 @@ def configuration_page() -> str:
         description = prop.description.replace("|", "\\|")
         if len(description) > 160:
             description = description[:157].rstrip() + "..."
+        if name in CAPTURE_NOTES:
+            description = (f"**applied by `pgcdc-events capture`**: {CAPTURE_NOTES[name]}."
+                           f" Debezium: {description}")
         lines.append(f"| `{name}` | {description} |")
     return "\n".join(lines) + "\n"
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import attrs
 import pytest
 
+from pgcdc_events.cli import capture_cmd
 from pgcdc_events.errors import ConfigurationError
-from pgcdc_events.events.config import APPLIED_PROPERTIES, PROPERTIES, EventConfig
+from pgcdc_events.events.config import APPLIED_PROPERTIES, CAPTURE_NOTES, PROPERTIES, EventConfig
 from pgcdc_events.types.config import TYPE_PROPERTIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,3 +62,22 @@ def test_the_reference_page_shows_each_propertys_default_and_note() -> None:
     for prop in PROPERTIES:
         row = next(line for line in page.splitlines() if line.startswith(f"| `{prop.name}` |"))
         assert f"| `{prop.default}` |" in row and prop.doc in row
+
+
+def test_the_notes_on_what_capture_applies_name_what_it_reads() -> None:
+    """docs/configuration.md marks the connector properties ``capture`` applies (beyond
+    ``heartbeat.interval.ms``, an applied property): exactly those the command reads."""
+    assert set(CAPTURE_NOTES) | {"heartbeat.interval.ms"} == set(capture_cmd._CAPTURE_PROPERTIES)
+    heartbeat = next(p for p in PROPERTIES if p.name == "heartbeat.interval.ms")
+    assert "capture" in heartbeat.doc and "--decode" in heartbeat.doc
+    assert "not applicable" not in heartbeat.doc
+
+
+def test_the_yboutput_decimal_note_is_what_the_parser_does() -> None:
+    note = {p.name: p.doc for p in PROPERTIES}["decimal.handling.mode"]
+    assert "yboutput" in note and "`double` by default" in note and "`precise` is refused" in note
+    config = EventConfig.from_properties({"topic.prefix": "t", "plugin.name": "yboutput"})
+    assert config.types.decimal_handling_mode == "double"
+    with pytest.raises(ConfigurationError, match="precise is unsupported"):
+        EventConfig.from_properties({"topic.prefix": "t", "plugin.name": "yboutput",
+                                     "decimal.handling.mode": "precise"})

@@ -50,8 +50,20 @@ _MICROS = {
     "io.debezium.time.MicroTime": 1, "io.debezium.time.NanoTime": -1000,
     "io.debezium.time.MicroDuration": 1,
 }
-#: Debezium's MicroTimestamp values for 'infinity' and '-infinity' (its documentation).
-_INFINITY = {"infinity": 9_223_372_036_825_200_000, "-infinity": -9_223_372_036_832_400_000}
+#: Where the semantic flavour puts 'infinity' and '-infinity' (docs/spark.md, "Infinite dates
+#: and timestamps"): the ends of Spark's range, 9999-12-31T23:59:59.999999 and 0001-01-01 in
+#: microseconds since 1970; for timestamptz (an instant) one day in.
+_TS_ENDS = (253_402_300_799_999_999, -62_135_596_800_000_000)
+_INFINITY = {"infinity": _TS_ENDS[0] - 86_400_000_000, "-infinity": _TS_ENDS[1] + 86_400_000_000}
+#: Debezium's sentinels for infinities in each integer type's unit (its documentation:
+#: pgjdbc's infinity instants; NanoTimestamp's Long.MAX/MIN_VALUE; Date's -5877611-06-22).
+_SENTINELS = {
+    1000: {9_223_372_036_825_200: _TS_ENDS[0], -9_223_372_036_832_400: _TS_ENDS[1]},
+    1: {9_223_372_036_825_200_000: _TS_ENDS[0], -9_223_372_036_832_400_000: _TS_ENDS[1]},
+    -1000: {2**63 - 1: _TS_ENDS[0], -(2**63): _TS_ENDS[1]},
+}
+_DATES = {"io.debezium.time.Date", "org.apache.kafka.connect.data.Date"}
+_DATE_ENDS = {2_146_033_979: 2_932_896, -2_147_472_691: -719_162}  # days since 1970
 _ZONED = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?Z")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EXACT = Context(prec=100_000)
@@ -91,7 +103,11 @@ def expected(value: Any, schema: dict[str, Any], flavour: str) -> Any:
                 "unscaled": str(Decimal(int.from_bytes(value["value"], "big", signed=True)))}
     if flavour == "semantic" and name in _MICROS:
         unit = _MICROS[name]
+        if "Timestamp" in name and value in _SENTINELS[unit]:
+            return _SENTINELS[unit][value]
         return value * unit if unit > 0 else value // -unit
+    if flavour == "semantic" and name in _DATES:
+        return _DATE_ENDS.get(value, value)
     if flavour == "semantic" and name == "io.debezium.time.ZonedTimestamp":
         return _zoned(value)
     if kind == "struct":

@@ -10,6 +10,13 @@ import pytest
 
 from pgcdc_events.spark import SparkSchemaOptions, ValueConverter
 from pgcdc_events.spark.values import (
+    SPARK_DATE_MAX,
+    SPARK_DATE_MIN,
+    SPARK_TIMESTAMP_MAX,
+    SPARK_TIMESTAMP_MIN,
+    SPARK_ZONED_MAX,
+    SPARK_ZONED_MIN,
+    TS_NEG_INF_US,
     TS_POS_INF_US,
     parse_zoned_timestamp,
 )
@@ -29,15 +36,17 @@ def _ints(array: Any) -> list[Any]:
 
 
 @pytest.mark.parametrize(("name", "kind", "values", "expected"), [
-    ("io.debezium.time.Date", "int32", [0, -719162, 2146033979, None],
-     [0, -719162, 2146033979, None]),
+    ("io.debezium.time.Date", "int32", [0, -719162, 2146033979, -2147472691, 2932897, None],
+     [0, -719162, SPARK_DATE_MAX, SPARK_DATE_MIN, 2932897, None]),
     ("org.apache.kafka.connect.data.Date", "int32", [19782], [19782]),
-    ("io.debezium.time.Timestamp", "int64", [1, -1, 9_223_372_036_825_200],
-     [1000, -1000, 9_223_372_036_825_200_000]),
+    ("io.debezium.time.Timestamp", "int64", [1, -1, 9_223_372_036_825_200,
+                                             -9_223_372_036_832_400, 9_223_372_036_825_199],
+     [1000, -1000, SPARK_TIMESTAMP_MAX, SPARK_TIMESTAMP_MIN, 9_223_372_036_825_199_000]),
     ("org.apache.kafka.connect.data.Timestamp", "int64", [1], [1000]),
-    ("io.debezium.time.MicroTimestamp", "int64", [-5, TS_POS_INF_US], [-5, TS_POS_INF_US]),
-    ("io.debezium.time.NanoTimestamp", "int64", [-1500, 2**63 - 1, None],
-     [-2, (2**63 - 1) // 1000, None]),
+    ("io.debezium.time.MicroTimestamp", "int64", [-5, TS_POS_INF_US, TS_NEG_INF_US, 2**62],
+     [-5, SPARK_TIMESTAMP_MAX, SPARK_TIMESTAMP_MIN, 2**62]),
+    ("io.debezium.time.NanoTimestamp", "int64", [-1500, 2**63 - 1, -(2**63), 2**63 - 2, None],
+     [-2, SPARK_TIMESTAMP_MAX, SPARK_TIMESTAMP_MIN, (2**63 - 2) // 1000, None]),
     ("io.debezium.time.Time", "int32", [86_400_000, 1], [86_400_000_000, 1000]),
     ("org.apache.kafka.connect.data.Time", "int32", [5], [5000]),
     ("io.debezium.time.MicroTime", "int64", [86_400_000_000], [86_400_000_000]),
@@ -48,8 +57,9 @@ def _ints(array: Any) -> list[Any]:
      [1_709_212_455_123_456, 0, None]),
     ("io.debezium.time.ZonedTimestamp", "string",
      ["infinity", "-0043-03-15T12:00:00Z", "+12345-06-07T08:09:10.5Z",
-      "+294276-12-31T23:59:59.999999Z"],
-     [TS_POS_INF_US, -63_517_780_800_000_000, 327_416_976_550_500_000, None]),
+      "+294276-12-31T23:59:59.999999Z", "-infinity"],
+     [SPARK_ZONED_MAX, -63_517_780_800_000_000, 327_416_976_550_500_000, None,
+      SPARK_ZONED_MIN]),
 ])
 def test_semantic_temporal_values(name: str, kind: str, values: list[Any],
                                   expected: list[Any]) -> None:

@@ -238,6 +238,38 @@ def server_fields(exc: BaseException) -> tuple[str | None, str]:
     return None, str(exc)
 
 
+#: pg8000's InterfaceError texts for a socket that failed or closed (the rest are not).
+_LOST_TEXTS: Final = frozenset({"network error", "communication error", "connection is closed"})
+
+
+def _lost(exc: BaseException, message: str) -> bool:
+    """Whether a driver error without a SQLSTATE is the connection itself failing: a
+    socket error, or pg8000's InterfaceError wrapping one."""
+    if isinstance(exc, OSError) or isinstance(exc.__cause__, OSError):
+        return True
+    if not type(exc).__module__.startswith("pg8000"):
+        return True  # (not the driver's: as before)
+    return message.strip().lower() in _LOST_TEXTS or message.startswith("Can't create a connection")
+
+
+def _without_sqlstate(exc: BaseException, message: str, where: str, slot: str | None,
+                      password_source: str) -> SlotError:
+    """A driver or socket error that carries no SQLSTATE."""
+    if _lost(exc, message):
+        return ConnectionLostError(f"{where}connection to the server lost or refused: {message}",
+                                   slot=slot, hint="the reader reconnects when following")
+    # pg8000's InterfaceError for what is not the connection: the server's authentication
+    # request, a refused TLS, the driver's own checks (and ours on COPY)
+    lowered = message.lower()
+    if "password" in lowered or "authentication" in lowered:
+        source = password_source or "see --dsn"
+        return AuthenticationError(f"{where}{message}", slot=slot,
+                                   hint=f"check the password ({source}); passwords come from "
+                                   "the DSN, PGPASSWORD, --dsn-file or ~/.pgpass")
+    return SlotError(f"{where}the driver stopped: {message}", slot=slot,
+                     hint="not a lost connection: reconnecting would not help")
+
+
 _REPLICATION_HINT = "the role needs the REPLICATION attribute (ALTER ROLE ... REPLICATION) or " \
     "superuser"
 
@@ -257,8 +289,7 @@ def translate_error(exc: BaseException, *, slot: str | None, publications: Seque
     where = f"{action}: " if action else ""
     pubs = ", ".join(repr(p) for p in publications)
     if code is None:
-        return ConnectionLostError(f"{where}connection to the server lost or refused: {message}",
-                                   slot=slot, hint="the reader reconnects when following")
+        return _without_sqlstate(exc, message, where, slot, password_source)
     text = f"{where}{message}"
     lowered = message.lower()
     if code == "42704" and "publication" in lowered:

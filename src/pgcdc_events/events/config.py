@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APPLIED_PROPERTIES",
+    "CAPTURE_NOTES",
     "DEFAULT_ONLY_PROPERTIES",
     "HASH_ALGORITHMS",
     "PROPERTIES",
@@ -101,6 +102,18 @@ YUGABYTEDB_PROPERTIES: Final = frozenset({"yb.consistent.snapshot"})
 _TYPE_NOTES: Final[dict[str, str]] = {
     "pgcdc.map.unsupported.types": "**ours**, not Debezium's: map the array columns "
                                    "Debezium drops (`money[]`, `interval[]`...)",
+    "decimal.handling.mode": "under `plugin.name=yboutput`: `double` by default, and "
+                             "`precise` is refused, as the YugabyteDB connector does (see "
+                             "[yugabytedb.md](yugabytedb.md))",
+}
+
+#: Connector properties the decoder does not apply but ``pgcdc-events capture`` does
+#: (docs/configuration.md prints the note before Debezium's description).
+CAPTURE_NOTES: Final[dict[str, str]] = {
+    "heartbeat.action.query": "run at each heartbeat (`heartbeat.interval.ms`, which it "
+                              "needs), on a connection of its own; a failing statement stops "
+                              "the capture",
+    "snapshot.max.threads": "the initial snapshot reads that many tables at once",
 }
 
 #: What ``table.ignore.builtin`` leaves out (Debezium's PostgresConnectorConfig,
@@ -124,7 +137,10 @@ PROPERTIES: Final[tuple[Property, ...]] = (
     Property("topic.heartbeat.prefix", "topic_heartbeat_prefix", "__debezium-heartbeat", _text),
     Property("topic.heartbeat.name", "topic_heartbeat_name", "", _text),
     Property("heartbeat.interval.ms", "heartbeat_interval_ms", "0", _non_negative,
-             "heartbeats are produced by `EventDecoder.keepalive()`"),
+             "`EventDecoder.keepalive(lsn)` returns a heartbeat record once the interval "
+             "has passed; `pgcdc-events capture` confirms the server's idle position at this "
+             "interval (every 2 s when 0) and, with `--decode`, writes the heartbeat records "
+             "(docs/operations.md, \"Running for weeks\")"),
     Property("schema.include.list", "schema_include", "", _patterns),
     Property("schema.exclude.list", "schema_exclude", "", _patterns),
     Property("table.include.list", "table_include", "", _patterns),

@@ -9,9 +9,11 @@ arrives and reuses it for every change until the next one.
 
 from __future__ import annotations
 
+import functools
 import operator
 import struct
 from collections.abc import Callable
+from types import CodeType
 from typing import Any, Final
 
 import attrs
@@ -181,13 +183,22 @@ class TableSchema:
         return self.key(row), self.value(row)
 
 
+@functools.lru_cache(maxsize=128)
+def _compiled(source: str, kind: str) -> CodeType:
+    """``source`` compiled, once per distinct text: the generated sources hold only column
+    numbers, never a name or value, so tables of the same column types (and key) share
+    one (compiling a 1600-column table's cost 0.2 s; a hostile capture of many such
+    Relations spent most of its time there). ``kind`` names the code in tracebacks."""
+    return compile(source, f"<pgcdc {kind}>", "exec")
+
+
 def _compile_fast_row(relation: Relation, columns: tuple[ColumnPlan, ...]
                       ) -> tuple[str, Callable[[tuple[bytes | None, ...]], tuple[Any, ...]]]:
     """Generate ``fast_row(values)`` for all-text tuples: one converter call per column."""
     namespace: dict[str, Any] = {f"c{i}": col.from_text for i, col in enumerate(columns)}
     items = "".join(f"c{i}(v[{col.position}]), " for i, col in enumerate(columns))
     source = f"def fast_row(v):\n    return ({items})\n"
-    exec(compile(source, f"<pgcdc row {relation.namespace}.{relation.name}>", "exec"), namespace)
+    exec(_compiled(source, "row"), namespace)  # the converters are bound in the namespace
     return source, namespace["fast_row"]
 
 
@@ -250,7 +261,7 @@ def _compile_structs(table: TableSchema) -> tuple[
         f"        try:\n{''.join(mixed)}        except Exception:\n            T.fallbacks += 1\n"
         f"{built}"
         "    return general(tup, old)\n")
-    exec(compile(source, f"<pgcdc structs {table.qualified}>", "exec"), namespace)
+    exec(_compiled(source, "structs"), namespace)
     return source, namespace["structs"]
 
 

@@ -17,6 +17,7 @@ from pgcdc_events.protocol.capture import (
     write_capture,
 )
 from pgcdc_events.protocol.copydata import (
+    MAX_MESSAGE_SIZE,
     PrimaryKeepalive,
     StandbyStatusUpdate,
     XLogData,
@@ -70,6 +71,7 @@ __all__ = [
     "KIND_NULL",
     "KIND_TEXT",
     "KIND_UNCHANGED_TOAST",
+    "MAX_MESSAGE_SIZE",
     "PG_EPOCH_OFFSET_US",
     "REPLICA_IDENTITY_CHANGE",
     "STREAMABLE_TYPES",

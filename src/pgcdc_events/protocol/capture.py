@@ -25,6 +25,7 @@ from typing import IO, Any, Final
 import attrs
 
 from pgcdc_events.errors import ProtocolError
+from pgcdc_events.protocol.copydata import MAX_MESSAGE_SIZE
 from pgcdc_events.protocol.lsn import Lsn
 
 __all__ = [
@@ -79,9 +80,11 @@ _BARE_SNAPSHOT_END = b'", "snapshot": true}'
 SNAPSHOT_MARK: Final = b'"snapshot": true'
 
 
-def _canonical(line: bytes) -> tuple[re.Match[bytes], bytes, bool] | None:
+def _canonical(line: bytes, limit: int = MAX_MESSAGE_SIZE
+               ) -> tuple[re.Match[bytes], bytes, bool] | None:
     """The head match, data and snapshot flag of a canonical line (with or without its
-    newline, ``\\r\\n`` too); None for any other line."""
+    newline, ``\\r\\n`` too); None for any other line, and for a message over ``limit``
+    bytes (the JSON path refuses it, naming it)."""
     match = _CANONICAL_HEAD(line)
     if match is None:
         return None
@@ -97,6 +100,8 @@ def _canonical(line: bytes) -> tuple[re.Match[bytes], bytes, bool] | None:
             hexdata, snapshot = body[match.end():-len(_BARE_STREAM_END)], False
         else:
             return None
+    if len(hexdata) > 2 * limit:
+        return None
     try:  # hex digits only, in pairs: nothing else can sit in the data's JSON string
         data = unhexlify(hexdata)
     except _HexError:
@@ -104,11 +109,13 @@ def _canonical(line: bytes) -> tuple[re.Match[bytes], bytes, bool] | None:
     return match, data, snapshot
 
 
-def read_canonical(line: bytes) -> tuple[Lsn, bytes, bool] | None:
+def read_canonical(line: bytes, *, max_message_size: int = MAX_MESSAGE_SIZE
+                   ) -> tuple[Lsn, bytes, bool] | None:
     """``(lsn, data, snapshot)`` of a capture line as :func:`dump_capture_row` writes it;
     None for any other line, which :meth:`CaptureRow.from_line` reads (the same row, when
-    valid) or refuses with the error naming what is wrong."""
-    canonical = _canonical(line)
+    valid) or refuses with the error naming what is wrong (a message over
+    ``max_message_size`` bytes too)."""
+    canonical = _canonical(line, max_message_size)
     if canonical is None:
         return None
     match, data, snapshot = canonical
@@ -144,8 +151,12 @@ class CaptureRow:
     snapshot: bool = False
 
     @classmethod
-    def from_json(cls, obj: Any, *, line: int = 0) -> CaptureRow:
-        """Build a row from a decoded JSON object, validating every field."""
+    def from_json(cls, obj: Any, *, line: int = 0,
+                  max_message_size: int = MAX_MESSAGE_SIZE) -> CaptureRow:
+        """Build a row from a decoded JSON object, validating every field; a message of
+        more than ``max_message_size`` bytes (:data:`~pgcdc_events.protocol.copydata.
+        MAX_MESSAGE_SIZE` by default, more than PostgreSQL can send) is refused before it
+        is decoded."""
         if not isinstance(obj, dict):
             raise CaptureError("a JSON object", line=line, detail=type(obj).__name__)
         lsn, xid, data = obj.get("lsn"), obj.get("xid"), obj.get("data")
@@ -169,6 +180,11 @@ class CaptureRow:
             )
         if not isinstance(data, str):
             raise CaptureError("'data' as a hex string", line=line, detail=repr(data)[:80])
+        if len(data) > 2 * max_message_size:
+            raise CaptureError(f"a message of at most {max_message_size:,} bytes "
+                               "(max_message_size)", line=line,
+                               detail=f"the message at LSN {lsn_value} has {len(data) // 2:,}"
+                               " bytes")
         try:
             raw = bytes.fromhex(data)
         except ValueError:
@@ -176,10 +192,12 @@ class CaptureRow:
         return cls(lsn_value, xid, raw, snapshot)
 
     @classmethod
-    def from_line(cls, line: str | bytes, *, line_number: int = 0) -> CaptureRow:
-        """Parse one interchange line; errors name ``line_number``."""
+    def from_line(cls, line: str | bytes, *, line_number: int = 0,
+                  max_message_size: int = MAX_MESSAGE_SIZE) -> CaptureRow:
+        """Parse one interchange line; errors name ``line_number`` (see :meth:`from_json`
+        for ``max_message_size``)."""
         raw = line.encode("utf-8", "surrogateescape") if isinstance(line, str) else line
-        canonical = _canonical(raw)
+        canonical = _canonical(raw, max_message_size)
         if canonical is not None:
             match, data, snapshot = canonical
             hi, lo, xid = match.groups()
@@ -192,7 +210,7 @@ class CaptureRow:
         except RecursionError:  # a line of thousands of nested brackets
             raise CaptureError("not valid JSON", line=line_number,
                                detail="nested too deeply") from None
-        return cls.from_json(obj, line=line_number)
+        return cls.from_json(obj, line=line_number, max_message_size=max_message_size)
 
     def to_json(self) -> dict[str, Any]:
         """The interchange object for this row (``"snapshot"`` only on snapshot rows)."""
@@ -202,11 +220,14 @@ class CaptureRow:
         return obj
 
 
-def iter_capture(lines: Iterable[str | bytes]) -> Iterator[CaptureRow]:
-    """Parse capture JSON Lines lazily; blank lines are skipped, errors name the line."""
+def iter_capture(lines: Iterable[str | bytes], *, max_message_size: int = MAX_MESSAGE_SIZE
+                 ) -> Iterator[CaptureRow]:
+    """Parse capture JSON Lines lazily; blank lines are skipped, errors name the line (a
+    message over ``max_message_size`` bytes is refused, see :meth:`CaptureRow.from_json`)."""
     for number, line in enumerate(lines, 1):
         if line.strip():
-            yield CaptureRow.from_line(line, line_number=number)
+            yield CaptureRow.from_line(line, line_number=number,
+                                       max_message_size=max_message_size)
 
 
 def dump_capture_row(row: CaptureRow) -> str:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import struct
 import time
+from typing import Final
 
 import attrs
 
 from pgcdc_events.errors import ProtocolError
-from pgcdc_events.protocol.lsn import unix_us_to_pg_timestamp
+from pgcdc_events.protocol.lsn import Lsn, unix_us_to_pg_timestamp
 
 __all__ = [
+    "MAX_MESSAGE_SIZE",
     "XLOG_DATA_HEAD",
     "PrimaryKeepalive",
     "StandbyStatusUpdate",
@@ -28,6 +30,13 @@ __all__ = [
 #: XLogData after its ``w``: start LSN, WAL end, send time (the message bytes follow).
 XLOG_DATA_HEAD = struct.Struct(">QQq")
 _XLOG = XLOG_DATA_HEAD
+_XLOG_END: Final = 1 + XLOG_DATA_HEAD.size
+
+#: The largest pgoutput message accepted by default, in bytes: PostgreSQL's MaxAllocSize
+#: (1 GB - 1). The walsender builds each XLogData frame, its head and the plug-in's
+#: message, in one buffer that cannot grow past it, so no message it sends is larger; a
+#: larger one (a capture line, a frame) is refused before its bytes are decoded.
+MAX_MESSAGE_SIZE: Final = 0x3FFF_FFFF
 _KEEPALIVE = struct.Struct(">QqB")
 _STATUS = struct.Struct(">QQQqB")
 
@@ -79,15 +88,18 @@ class StandbyStatusUpdate:
 CopyData = XLogData | PrimaryKeepalive | StandbyStatusUpdate
 
 
-def parse_copy_data(data: bytes | bytearray | memoryview) -> XLogData | PrimaryKeepalive:
-    """Parse one CopyData payload sent by the server during logical replication."""
-    if not isinstance(data, bytes):
-        data = bytes(data)
+def parse_copy_data(data: bytes | bytearray | memoryview, *,
+                    max_message_size: int = MAX_MESSAGE_SIZE) -> XLogData | PrimaryKeepalive:
+    """Parse one CopyData payload sent by the server during logical replication.
+
+    An XLogData whose message is larger than ``max_message_size`` bytes is refused
+    (:data:`MAX_MESSAGE_SIZE`: no walsender sends one), naming its LSN and size.
+    """
     if not data:
         raise ProtocolError("a CopyData frame type byte", offset=0, detail="empty frame")
     tag = data[0]
     if tag == 0x77:  # 'w'
-        if len(data) < 25:
+        if len(data) < _XLOG_END:
             raise ProtocolError(
                 "XLogData's start LSN, WAL end and send time (24 bytes)",
                 message_type="w",
@@ -95,7 +107,18 @@ def parse_copy_data(data: bytes | bytearray | memoryview) -> XLogData | PrimaryK
                 detail=f"{len(data) - 1} bytes",
             )
         start, end, sent = _XLOG.unpack_from(data, 1)
-        return XLogData(start, end, sent, data[25:])
+        if len(data) - _XLOG_END > max_message_size:
+            raise ProtocolError(
+                f"a message of at most {max_message_size:,} bytes (max_message_size)",
+                message_type="w",
+                offset=_XLOG_END,
+                detail=f"the message at LSN {Lsn(start)} has {len(data) - _XLOG_END:,} bytes",
+            )
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        return XLogData(start, end, sent, data[_XLOG_END:])
+    if not isinstance(data, bytes):
+        data = bytes(data)
     if tag == 0x6B:  # 'k'
         if len(data) != 18:
             raise ProtocolError(

@@ -25,14 +25,25 @@ import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type in
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
 from pgcdc_events.spark.errors import SparkDecodeError
-from pgcdc_events.spark.values import TS_NEG_INF_US, TS_POS_INF_US
+from pgcdc_events.spark.values import (
+    DATE_NEG_INF_DAYS,
+    DATE_POS_INF_DAYS,
+    SPARK_DATE_MAX,
+    SPARK_DATE_MIN,
+    SPARK_TIMESTAMP_MAX,
+    SPARK_TIMESTAMP_MIN,
+    SPARK_ZONED_MAX,
+    SPARK_ZONED_MIN,
+    TS_NEG_INF_US,
+    TS_POS_INF_US,
+)
 from pgcdc_events.types.temporal import civil_from_days
 
 __all__ = ["PgColumn", "column_text"]
 
-#: Debezium's sentinels for date infinities (days since 1970; see types.temporal).
-_DATE_NEG_INF: Final = -2_147_472_691
-_DATE_POS_INF: Final = 2_146_033_979
+#: The semantic flavour's infinities (the ends of Spark's range), by time zone suffix.
+_TIMESTAMP_ENDS: Final = {"": (SPARK_TIMESTAMP_MAX, SPARK_TIMESTAMP_MIN),
+                          "+00": (SPARK_ZONED_MAX, SPARK_ZONED_MIN)}
 _US_PER_DAY: Final = 86_400_000_000
 _TEMPORAL: Final = frozenset({"date", "time", "timetz", "timestamp", "timestamptz", "interval"})
 _EWKB_SRID: Final = 0x20000000
@@ -172,9 +183,10 @@ def _struct_text(array: Any, column: PgColumn, table: str) -> list[str | None]:
 
 
 def _timestamp(us: int, zone: str) -> str:
-    if us >= TS_POS_INF_US:
+    end, start = _TIMESTAMP_ENDS[zone]
+    if us >= TS_POS_INF_US or us == end:
         return "infinity"
-    if us <= TS_NEG_INF_US:
+    if us <= TS_NEG_INF_US or us == start:
         return "-infinity"
     days, rest = divmod(us, _US_PER_DAY)
     year, month, day = civil_from_days(days)
@@ -183,9 +195,9 @@ def _timestamp(us: int, zone: str) -> str:
 
 
 def _date(days: int) -> str:
-    if days >= _DATE_POS_INF:
+    if days >= DATE_POS_INF_DAYS or days == SPARK_DATE_MAX:
         return "infinity"
-    if days <= _DATE_NEG_INF:
+    if days <= DATE_NEG_INF_DAYS or days == SPARK_DATE_MIN:
         return "-infinity"
     year, month, day = civil_from_days(days)
     if year <= 0:

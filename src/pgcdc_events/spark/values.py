@@ -37,6 +37,14 @@ from pgcdc_events.types.schema import Schema, Struct
 from pgcdc_events.types.temporal import days_from_civil
 
 __all__ = [
+    "DATE_NEG_INF_DAYS",
+    "DATE_POS_INF_DAYS",
+    "SPARK_DATE_MAX",
+    "SPARK_DATE_MIN",
+    "SPARK_TIMESTAMP_MAX",
+    "SPARK_TIMESTAMP_MIN",
+    "SPARK_ZONED_MAX",
+    "SPARK_ZONED_MIN",
     "TS_NEG_INF_US",
     "TS_POS_INF_US",
     "ValueConverter",
@@ -48,9 +56,31 @@ ArrayFn = Callable[[Any], Any]
 #: Debezium's MicroTimestamp sentinels for timestamp infinities (also used for ZonedTimestamp).
 TS_POS_INF_US: Final = 9_223_372_036_825_200_000
 TS_NEG_INF_US: Final = -9_223_372_036_832_400_000
+#: Debezium's io.debezium.time.Date sentinels for date infinities (days since 1970).
+DATE_POS_INF_DAYS: Final = 2_146_033_979
+DATE_NEG_INF_DAYS: Final = -2_147_472_691
 _INT64_MAX: Final = 2**63 - 1
 _INT64_MIN: Final = -(2**63)
 _US_PER_DAY: Final = 86_400_000_000
+#: Where the semantic flavour puts ``infinity`` and ``-infinity``: the ends of Spark's
+#: documented range for DateType and TimestampNTZType, which is Python's (``date.max``,
+#: ``datetime.max``...): days and microseconds since 1970. Debezium's sentinels (year
+#: 294247, 5877611) are outside it, and ``collect()`` raised "year 294247 is out of range".
+SPARK_DATE_MAX: Final = 2_932_896            # 9999-12-31
+SPARK_DATE_MIN: Final = -719_162             # 0001-01-01
+SPARK_TIMESTAMP_MAX: Final = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999
+SPARK_TIMESTAMP_MIN: Final = -62_135_596_800_000_000  # 0001-01-01T00:00:00
+#: TimestampType (``timestamptz``): the same ends one day in, because ``collect()`` shows an
+#: instant in the Python process's local time zone, which must stay within years 1..9999.
+SPARK_ZONED_MAX: Final = SPARK_TIMESTAMP_MAX - _US_PER_DAY  # 9999-12-30T23:59:59.999999Z
+SPARK_ZONED_MIN: Final = SPARK_TIMESTAMP_MIN + _US_PER_DAY  # 0001-01-02T00:00:00Z
+#: The infinity sentinels of each integer temporal type, in its own unit (types.temporal):
+#: MicroTimestamp's; Timestamp's in milliseconds; NanoTimestamp's Long.MAX/MIN_VALUE.
+_TIMESTAMP_INFINITIES: Final = {
+    1: (TS_POS_INF_US, TS_NEG_INF_US),
+    1000: (TS_POS_INF_US // 1000, TS_NEG_INF_US // 1000),
+    -1000: (_INT64_MAX, _INT64_MIN),
+}
 _ZONED: Final = re.compile(
     r"([+-]?)(\d{4,})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?Z")
 _HALF_UP: Final = decimal.Context(prec=200_000, rounding=decimal.ROUND_HALF_UP,
@@ -181,9 +211,13 @@ def _semantic(schema: Schema, options: SparkSchemaOptions, literal: pa.DataType 
     if name == DECIMAL_LOGICAL:
         return None
     if name in DATE_NAMES:
-        return lambda a: a.cast(pa.date32())
+        return lambda a: _infinities(a, (DATE_POS_INF_DAYS, DATE_NEG_INF_DAYS), a,
+                                     (SPARK_DATE_MAX, SPARK_DATE_MIN)).cast(pa.date32())
     if name in TIMESTAMP_NAMES:
-        return _scaled(TIMESTAMP_NAMES[name], pa.timestamp("us"))
+        scaled = _scaled(TIMESTAMP_NAMES[name], pa.int64())
+        sentinels = _TIMESTAMP_INFINITIES[TIMESTAMP_NAMES[name]]
+        return lambda a: _infinities(a, sentinels, scaled(a), (
+            SPARK_TIMESTAMP_MAX, SPARK_TIMESTAMP_MIN)).cast(pa.timestamp("us"))
     if name in TIME_NAMES:
         return _scaled(TIME_NAMES[name], pa.duration("us"))
     if name in DURATION_NAMES:
@@ -253,6 +287,20 @@ def _scaled(units_per_us: int, target: pa.DataType) -> ArrayFn:
     return convert
 
 
+def _infinities(literal: Any, sentinels: tuple[int, int], values: Any,
+                bounds: tuple[int, int]) -> Any:
+    """``values`` (integers) with the places where ``literal`` holds the type's infinity
+    sentinels (``+``, ``-``) replaced by ``bounds`` (the ends of Spark's range)."""
+    if not len(literal):
+        return values
+    plus = pc.equal(literal, pa.scalar(sentinels[0], literal.type))
+    minus = pc.equal(literal, pa.scalar(sentinels[1], literal.type))
+    if not (pc.any(plus).as_py() or pc.any(minus).as_py()):
+        return values
+    values = pc.if_else(plus, pa.scalar(bounds[0], values.type), values)
+    return pc.if_else(minus, pa.scalar(bounds[1], values.type), values)
+
+
 def parse_zoned_timestamp(text: str) -> int:
     """An ``io.debezium.time.ZonedTimestamp`` string as microseconds since 1970 (UTC).
 
@@ -276,12 +324,16 @@ def parse_zoned_timestamp(text: str) -> int:
 _UTC_US: Final = pa.timestamp("us", tz="UTC")
 
 
+_ZONED_INFINITIES: Final = {"infinity": SPARK_ZONED_MAX, "-infinity": SPARK_ZONED_MIN}
+
+
 def _zoned_timestamps(a: Any) -> Any:
     try:
         return pc.cast(a, _UTC_US)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
-    micros = [None if s is None else parse_zoned_timestamp(s) for s in a.to_pylist()]
+    micros = [None if s is None else _ZONED_INFINITIES.get(s) or parse_zoned_timestamp(s)
+              for s in a.to_pylist()]
     # Past int64 microseconds (after 294247-01-10): null, as MicroTimestamp has it.
     return pa.array([m if m is None or _INT64_MIN <= m <= _INT64_MAX else None for m in micros],
                     pa.int64()).cast(_UTC_US)

@@ -6,7 +6,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from pgcdc_events.testing._explain import hide_from_explanations
 from pgcdc_events.testing.yugabyte import YbColumn, YbOp, YugabyteWorkload
+
+hide_from_explanations()  # the user's lines, not ours, explain a failure
 
 _VALUES: dict[str, st.SearchStrategy[Any]] = {
     "integer": st.integers(-(2**31), 2**31 - 1),

@@ -35,6 +35,9 @@ from pgcdc_events.protocol import (
     Type,
     Update,
 )
+from pgcdc_events.testing._explain import hide_from_explanations
+
+hide_from_explanations()  # the user's lines, not ours, explain a failure
 
 __all__ = ["messages", "names", "tuple_data"]
 

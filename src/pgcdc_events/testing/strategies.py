@@ -21,6 +21,7 @@ from typing import Any, Final
 from hypothesis import strategies as st
 
 from pgcdc_events.protocol.reader import Streaming
+from pgcdc_events.testing._explain import hide_from_explanations
 from pgcdc_events.testing.pgtext import PgValue
 from pgcdc_events.testing.tables import ColumnDef, ColumnType, TableDef, column_type
 from pgcdc_events.testing.values import (
@@ -44,6 +45,8 @@ from pgcdc_events.testing.workload import (
     render,
 )
 from pgcdc_events.types.mapper import TypeMapper
+
+hide_from_explanations()  # the user's lines, not ours, explain a failure
 
 __all__ = [
     "KEY_TYPES",

@@ -425,7 +425,8 @@ def validate_record(record: Any) -> Report:  # noqa: C901
     if value is None:
         pass  # a tombstone (tables without a key get key-less ones)
     elif not isinstance(value, Mapping):
-        checker.add(value_path, f"expected an object, got {_show(value)}")
+        checker.add(value_path, "expected an object (a change event, transaction record or"
+                    f" heartbeat), got {_show(value)}")
     elif "op" in value:
         checker.envelope(value, key, value_path, key_path, topic)
     elif "status" in value and "id" in value:

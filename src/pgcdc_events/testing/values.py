@@ -21,8 +21,11 @@ from typing import Any, Final
 from hypothesis import strategies as st
 
 from pgcdc_events.testing import pgtext as pt
+from pgcdc_events.testing._explain import hide_from_explanations
 from pgcdc_events.testing.pgtext import PgValue
 from pgcdc_events.testing.tables import ColumnType, column_type
+
+hide_from_explanations()  # the user's lines, not ours, explain a failure
 
 __all__ = [
     "BINARY_TYPES",

@@ -89,7 +89,7 @@ SELECT json_build_object(
         SELECT json_agg(json_build_object(
             'oid', c.oid::bigint, 'namespace', n.nspname, 'name', c.relname,
             'replica_identity', c.relreplident::text,
-            'columns', (
+            'columns', COALESCE((
                 SELECT json_agg(json_build_object(
                     'name', col.attname, 'position', col.attnum, 'type_oid', col.atttypid::bigint,
                     'type_modifier', col.atttypmod, 'not_null', col.attnotnull,
@@ -102,10 +102,13 @@ SELECT json_build_object(
                         unnest(u.indkey) WITH ORDINALITY AS k(attnum, ord)
                         WHERE u.relid = col.relid AND k.attnum = col.attnum)
                 ) ORDER BY col.attnum)
-                FROM cols col WHERE col.relid = c.oid)
+                FROM cols col WHERE col.relid = c.oid), '[]'::json)
         ) ORDER BY n.nspname, c.relname)
         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-        WHERE c.oid IN (SELECT relid FROM cols)), '[]'::json),
+        WHERE c.relkind IN ('r', 'p')  -- as in cols, and tables of no column too
+          AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+          AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%'),
+        '[]'::json),
     'types', COALESCE((
         SELECT json_agg(json_build_object(
             'oid', t.oid::bigint, 'namespace', tn.nspname, 'name', t.typname,
