@@ -139,3 +139,75 @@ def test_the_capture_refuses_what_it_cannot_do(url: str, tmp_path: Path,
     assert "read.only=true" in err and "not supported" in err and "Traceback" not in err
     assert capture(url, tmp_path / "o.jsonl", "-c", "signal.enabled.channels=kafka") == 1
     assert "not 'kafka'" in capsys.readouterr().err
+
+
+def reads_of(records: list[dict[str, Any]], table: str) -> list[tuple[Any, ...]]:
+    """(key values..., v) of the ``r`` events of ``table``, in the order they came."""
+    return [(*r["key"]["payload"].values(), r["value"]["payload"]["after"]["v"])
+            for r in records if r["topic"] == f"pgcdc.public.{table}" and r["value"]
+            and r["value"]["payload"]["op"] == "r"]
+
+
+def test_keys_of_every_kind_surrogate_keys_and_filters(url: str, pg_conn: Any,
+                                                       tmp_path: Path) -> None:
+    """Composite, numeric (NaN, ±Infinity) and enum keys, a surrogate key and an
+    ``additional-conditions`` filter, chunk by chunk (ports of ``inserts4Pks``,
+    ``insertsNumericPkWithSpecialValues``, ``insertsEnumPk``, ``snapshotWithSurrogateKey``,
+    ``snapshotWithAdditionalCondition``: the rows each reads)."""
+    pg_conn.run("CREATE TABLE comp (a int, b text, v int, PRIMARY KEY (a, b))")
+    pg_conn.run("INSERT INTO comp SELECT g % 3, 'b' || g, g FROM generate_series(1, 7) g")
+    pg_conn.run("CREATE TABLE num (id numeric PRIMARY KEY, v int)")
+    pg_conn.run("INSERT INTO num VALUES ('NaN', 1), ('Infinity', 2), ('-Infinity', 3), "
+                "(1.5, 4), (-2, 5), (0, 6)")
+    pg_conn.run("CREATE TYPE mood AS ENUM ('UP', 'DOWN', 'LEFT', 'RIGHT', 'STORY')")
+    pg_conn.run("CREATE TABLE en (id mood PRIMARY KEY, v int)")
+    pg_conn.run("INSERT INTO en VALUES ('STORY', 5), ('UP', 1), ('LEFT', 3), ('DOWN', 2)")
+    pg_conn.run("CREATE TABLE sur (id int PRIMARY KEY, sk int NOT NULL, v int)")
+    pg_conn.run("INSERT INTO sur SELECT g, 10 - g, g FROM generate_series(1, 5) g")
+    cap = tmp_path / "cap.jsonl"
+    props = ["-c", "incremental.snapshot.chunk.size=2", "-c", "decimal.handling.mode=string"]
+    assert capture(url, cap, "--create-slot", "--create-publication", *props) == 0
+    signal_snapshot(pg_conn, "s1", {"data-collections": ["public.comp", "public.num",
+                                                         "public.en"]})
+    signal_snapshot(pg_conn, "s2", {"data-collections": ["public.sur"], "surrogate-key": "sk"})
+    signal_snapshot(pg_conn, "s3", {"data-collections": ["public.comp"],
+                                    "additional-conditions": [{"data-collection": "public.comp",
+                                                               "filter": "a = 1"}]})
+    assert capture(url, cap, *props) == 0
+    catalog = tmp_path / "catalog.json"  # the enum's type, as for its streamed events
+    assert main(["catalog", "--dsn", url, "--output", str(catalog)]) == 0
+    records = decode(cap, tmp_path, *props, "--catalog", str(catalog))
+    comp = sorted(pg_conn.run("SELECT a, b, v FROM comp"))
+    filtered = [tuple(r) for r in comp if r[0] == 1]
+    assert reads_of(records, "comp") == [tuple(r) for r in comp] + filtered
+    # numeric keys in the server's order (NaN last), bound back as text between chunks;
+    # decimal.handling.mode=string spells the special values as the connector does
+    assert reads_of(records, "num") == [("NEGATIVE_INFINITY", 3), ("-2", 5), ("0", 6),
+                                        ("1.5", 4), ("POSITIVE_INFINITY", 2), ("NAN", 1)]
+    assert reads_of(records, "en") == [("UP", 1), ("DOWN", 2), ("LEFT", 3), ("STORY", 5)]
+    # chunked by the surrogate key, keyed by the primary key
+    assert reads_of(records, "sur") == [(5, 5), (4, 4), (3, 3), (2, 2), (1, 1)]
+    sur_keys = [json.loads(x)["chunk"]["key"] for x in cap.read_text().splitlines()
+                if '"chunk": {' in x and '"name":"sur"' in x]
+    assert sur_keys and all(k == ["sk"] for k in sur_keys if k)
+
+
+def test_a_bad_signal_and_a_table_without_key_are_named_and_skipped(
+        url: str, pg_conn: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pg_conn.run("CREATE TABLE nokey (v int)")
+    pg_conn.run("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    pg_conn.run("INSERT INTO t VALUES (1, 1), (2, 2)")
+    pg_conn.run("INSERT INTO nokey VALUES (1)")
+    cap = tmp_path / "cap.jsonl"
+    assert capture(url, cap, "--create-slot", "--create-publication") == 0
+    pg_conn.run("INSERT INTO debezium_signal VALUES ('bad-1', 'execute-snapshot', '{not json')")
+    signal_snapshot(pg_conn, "s1", {"data-collections": ["public.nokey", "public.t"]})
+    pg_conn.run("INSERT INTO t VALUES (3, 3)")
+    assert capture(url, cap) == 0
+    err = capsys.readouterr().err
+    assert "warning:" in err and "'bad-1'" in err and "Traceback" not in err
+    assert "public.nokey" in err and "no primary key" in err
+    records = decode(cap, tmp_path)
+    assert reads_of(records, "t") == [(1, 1), (2, 2), (3, 3)]
+    assert [r["value"]["payload"]["op"] for r in records if r["topic"] == "pgcdc.public.t"] \
+        == ["c", "r", "r", "r"]
