@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from pgcdc_events.adapters.connection import parse_conninfo
 from pgcdc_events.cli import main
 from pgcdc_events.testing.cluster import TempCluster
 
@@ -217,8 +218,6 @@ def test_a_signal_while_a_workload_runs(url: str, pg_conn: Any, tmp_path: Path) 
     """The signal inserted while updates, inserts and deletes run: the last event per key
     is the table's row, every row the workload never touched is read once (ports of
     ``inserts``, ``updates``: the connector's ``consumeMixedWithIncrementalSnapshot``)."""
-    from pgcdc_events.adapters.connection import parse_conninfo
-
     pg_conn.run("CREATE TABLE w (id int PRIMARY KEY, v int, s text)")
     pg_conn.run("INSERT INTO w SELECT g, g, 's' || g FROM generate_series(1, 300) g")
     cap = tmp_path / "cap.jsonl"
