@@ -22,8 +22,11 @@ from typing import Any
 
 import pytest
 
+from pgcdc_events.adapters import CaptureSink, DurableOutput, SlotReader, run_capture
 from pgcdc_events.adapters.connection import parse_conninfo
+from pgcdc_events.adapters.incremental import IncrementalCapture
 from pgcdc_events.cli import main
+from pgcdc_events.events import EventConfig
 from pgcdc_events.testing.cluster import TempCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -319,3 +322,77 @@ def test_sigkill_between_chunks_resumes_after_the_last_durable_chunk(
 @pytest.mark.slow
 def test_sigkill_again_and_again(url: str, pg_conn: Any, tmp_path: Path) -> None:
     _kill_and_resume(url, pg_conn, tmp_path, 8)
+
+
+def test_changes_right_after_the_open_and_right_before_the_close_watermark(
+        url: str, pg_conn: Any, tmp_path: Path) -> None:
+    """Deterministic windows (``IncrementalCapture(on_step=...)``): changes committed right
+    after a chunk's open watermark and right before its close come back inside the window,
+    and ``decode`` drops the rows they changed from the chunk's ``r`` events (the
+    connector's ``processMessage``; Flink CDC's ``PostgresScanFetchTaskTest`` hooks)."""
+    pg_conn.run("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    pg_conn.run("INSERT INTO t SELECT g, g FROM generate_series(1, 6) g")
+    cap = tmp_path / "cap.jsonl"
+    assert capture(url, cap, "--create-slot", "--create-publication") == 0
+    signal_snapshot(pg_conn, "ad-hoc-h", {"data-collections": ["public.t"]})
+    steps: list[tuple[int, str]] = []
+    sql = {(0, "after_open"): ["UPDATE t SET v = 100 WHERE id = 2", "DELETE FROM t WHERE id = 3"],
+           (0, "before_close"): ["UPDATE t SET v = 200 WHERE id = 1"],
+           (1, "after_open"): ["DELETE FROM t WHERE id = 5"],
+           (1, "before_close"): ["INSERT INTO t VALUES (7, 7)"]}
+
+    def on_step(step: str, chunk_id: str) -> None:
+        if step == "after_open":
+            steps.append((len(steps), step))
+        for statement in sql.get((len(steps) - 1, step), ()):
+            pg_conn.run(statement)
+
+    properties = {"topic.prefix": "pgcdc", "signal.data.collection": "public.debezium_signal",
+                  "incremental.snapshot.chunk.size": "3"}
+    settings = parse_conninfo(url)
+    incremental = IncrementalCapture(lambda: settings.connect()[0], properties,
+                                     EventConfig.from_properties(properties), decode=False,
+                                     publications=["p"], on_step=on_step)
+    reader = SlotReader(url, slot="s", publications=["p"])
+    output = DurableOutput(cap, kind="capture", slot="s", publications=("p",))
+    output.open()
+    try:
+        stats = run_capture(reader, output, CaptureSink(), incremental=incremental)
+    finally:
+        output.close()
+        reader.close()
+        incremental.close()
+    assert stats.stopped_by == "caught-up" and len(steps) == 3  # two chunks and the empty one
+    records = decode(cap, tmp_path)
+    assert reads_of(records, "t") == [(4, 4), (6, 6)]
+    check_invariants(records, "t", pg_conn, ["id"], {(1,), (2,), (3,), (5,), (7,)})
+    # the signal, then each window: its open watermark, the changes it saw, the rows no
+    # change touched (3 was deleted before chunk 0 was read: 1, 2, 4 read, 4 sent), the
+    # close watermark; the last window (the empty chunk) has not come back yet
+    sig, t = "debezium_signal", "t"
+    window = [(r["topic"].rsplit(".", 1)[1], r["value"]["payload"]["op"]) for r in records
+              if r["value"] is not None]
+    assert window == [(sig, "c"), (sig, "c"), (t, "u"), (t, "d"), (t, "u"), (t, "r"), (sig, "c"),
+                      (sig, "c"), (t, "d"), (t, "c"), (t, "r"), (sig, "c")]
+
+
+def test_signals_from_a_file_and_progress_on_stderr(url: str, pg_conn: Any, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """``signal.enabled.channels=source,file``: a signal appended to ``signal.file`` is
+    acted on (the file is emptied), a line that is not a signal is named and skipped."""
+    pg_conn.run("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    pg_conn.run("INSERT INTO t SELECT g, g FROM generate_series(1, 5) g")
+    cap, signals = tmp_path / "cap.jsonl", tmp_path / "signals.jsonl"
+    props = ("-c", "signal.enabled.channels=source,file", "-c", f"signal.file={signals}",
+             "-c", "incremental.snapshot.chunk.size=2")
+    assert capture(url, cap, "--create-slot", "--create-publication", *props) == 0
+    signals.write_text('{"id": "f-1", "type": "execute-snapshot", "data": '
+                       '{"data-collections": ["public.t"]}}\nnot a signal\n')
+    assert main(["capture", "--dsn", url, "--slot", "s", "--publication", "p", "--output",
+                 str(cap), "--snapshot-mode", "no_data", *PROPS, *props]) == 0
+    err = capsys.readouterr().err
+    assert "warning: skipped line 2 of signal.file" in err
+    assert "incremental snapshot of public.t: chunk 1, 2 rows up to key ['2']" in err
+    assert "incremental snapshot of public.t: finished (5 rows read by this run)" in err
+    assert signals.read_text() == ""
+    assert reads_of(decode(cap, tmp_path), "t") == [(i, i) for i in range(1, 6)]
