@@ -564,6 +564,8 @@ class _CaptureRun:
         if not self.follow and not busy:
             stats.stopped_by = "caught-up"
             return True
+        if busy and read.written_end is not None:
+            return False  # the next chunk's watermarks are on their way: read on at once
         _pause(self.poll_interval, self.should_stop, self.sleep)
         return False
 
