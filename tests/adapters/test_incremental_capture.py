@@ -52,10 +52,11 @@ def signal_snapshot(conn: Any, signal_id: str, data: dict[str, Any]) -> None:
              d=json.dumps(data))
 
 
-def decode(capture_file: Path, tmp_path: Path, *extra: str) -> list[dict[str, Any]]:
+def decode(capture_file: Path, tmp_path: Path, *extra: str, workers: int = 1
+           ) -> list[dict[str, Any]]:
     out = tmp_path / f"records-{len(list(tmp_path.iterdir()))}.jsonl"
     assert main(["decode", "--capture", str(capture_file), "--output", str(out), "-q",
-                 "--workers", "1", *PROPS, *extra]) == 0
+                 "--workers", str(workers), *PROPS, *extra]) == 0
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
@@ -128,6 +129,9 @@ def test_capture_then_decode_reads_every_row_once(url: str, pg_conn: Any,
     source = next(p["source"] for p in payloads(records, "t") if p["op"] == "r")
     assert source["snapshot"] == "incremental" and source["lsn"] is None
     check_invariants(records, "t", pg_conn, ["id"], set())
+    # decoded on two cores: the window's part in one process, the same records
+    assert keyed(decode(cap, tmp_path, "-c", "incremental.snapshot.chunk.size=3", workers=2),
+                 "t") == keyed(records, "t")
     # the same signal, read by a capture that decodes as it goes
     assert capture(url, events, "--decode", "-c", "incremental.snapshot.chunk.size=3",
                    slot="s2") == 0
@@ -143,6 +147,10 @@ def test_the_capture_refuses_what_it_cannot_do(url: str, tmp_path: Path,
     assert "read.only=true" in err and "not supported" in err and "Traceback" not in err
     assert capture(url, tmp_path / "o.jsonl", "-c", "signal.enabled.channels=kafka") == 1
     assert "not 'kafka'" in capsys.readouterr().err
+    assert main(["tail", "--dsn", url, "--slot", "s", "--publication", "p", *PROPS]) == 1
+    assert "not on standard output" in capsys.readouterr().err
+    assert capture(url, tmp_path / "dir", "--rotate-every", "5") == 1
+    assert "not into rotating files" in capsys.readouterr().err
 
 
 def reads_of(records: list[dict[str, Any]], table: str) -> list[tuple[Any, ...]]:
@@ -267,15 +275,17 @@ def test_a_signal_while_a_workload_runs(url: str, pg_conn: Any, tmp_path: Path) 
     assert len([p for p in payloads(records, "w") if p["op"] == "r"]) >= 300 - len(touched)
 
 
-def _kill_and_resume(url: str, pg_conn: Any, tmp_path: Path, kills: int) -> None:
+def _kill_and_resume(url: str, pg_conn: Any, tmp_path: Path, kills: int,
+                     mode: tuple[str, ...] = ()) -> None:
     """SIGKILL a following capture ``kills`` times between chunks, then let a capture
-    finish: each row is read once, and a finished table never again."""
+    finish: each row is read once, and a finished table never again. ``mode`` is
+    ``("--decode",)`` for a capture of records."""
     pg_conn.run("CREATE TABLE a (id int PRIMARY KEY, v int)")
     pg_conn.run("INSERT INTO a SELECT g, g FROM generate_series(1, 30) g")
     pg_conn.run("CREATE TABLE b (id int PRIMARY KEY, v int)")
     pg_conn.run("INSERT INTO b SELECT g, g FROM generate_series(1, 3000) g")
     cap = tmp_path / "cap.jsonl"
-    props = ("-c", "incremental.snapshot.chunk.size=10")
+    props = ("-c", "incremental.snapshot.chunk.size=10", *mode)
     assert capture(url, cap, "--create-slot", "--create-publication", *props) == 0
     signal_snapshot(pg_conn, "ad-hoc-k", {"data-collections": ["public.a", "public.b"]})
     checkpoint = tmp_path / "cap.jsonl.checkpoint.json"
@@ -306,7 +316,8 @@ def _kill_and_resume(url: str, pg_conn: Any, tmp_path: Path, kills: int) -> None
     assert len(seen_keys) == kills
     assert capture(url, cap, *props) == 0
     assert "incremental" not in json.loads(checkpoint.read_text())
-    records = decode(cap, tmp_path, *props)
+    records = [json.loads(x) for x in cap.read_text().splitlines()] if mode else \
+        decode(cap, tmp_path, *props)
     check_invariants(records, "a", pg_conn, ["id"], set())
     check_invariants(records, "b", pg_conn, ["id"], set())
 
@@ -317,6 +328,13 @@ def test_sigkill_between_chunks_resumes_after_the_last_durable_chunk(
     ``whenSnapshotMultipleTablesAndConnectorRestartsThenOnlyNotAlreadyProcessedTableMust
     BeProcessed``: a capture killed mid-table resumes after its checkpoint's key."""
     _kill_and_resume(url, pg_conn, tmp_path, 1)
+
+
+def test_sigkill_between_chunks_of_a_capture_of_records(url: str, pg_conn: Any,
+                                                         tmp_path: Path) -> None:
+    """The same with ``--decode``: the ``r`` events of a chunk whose close watermark was
+    not committed are not in the output, and its rows are read again."""
+    _kill_and_resume(url, pg_conn, tmp_path, 1, ("--decode",))
 
 
 @pytest.mark.slow

@@ -409,6 +409,10 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
     output: Output
     to_stdout = args.output in (None, "-")
     every, size = getattr(args, "rotate_every", None), getattr(args, "rotate_size", None)
+    if incremental is not None and to_stdout:
+        raise ConfigurationError("signal.data.collection: an incremental snapshot keeps its "
+                                 "progress in the checkpoint of an --output file (and writes "
+                                 "watermark rows), not on standard output")
     if every is not None or size is not None:
         if incremental is not None:
             raise ConfigurationError("signal.data.collection: incremental snapshots write "
