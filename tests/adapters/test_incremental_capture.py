@@ -106,35 +106,45 @@ def check_invariants(records: list[dict[str, Any]], table: str, conn: Any, key: 
         [(k, reads.get(k)) for k in untouched if reads.get(k) != 1][:5]
 
 
-def test_capture_then_decode_reads_every_row_once(url: str, pg_conn: Any,
-                                                   tmp_path: Path) -> None:
-    """``capture`` with the signal table, then ``decode``: the chunk lines replay the
-    windows; a second capture with ``--decode`` on its own slot gives the same records."""
+@pytest.mark.parametrize("strategy", ["insert_insert", "insert_delete"])
+def test_capture_then_decode_reads_every_row_once(url: str, pg_conn: Any, tmp_path: Path,
+                                                   strategy: str) -> None:
+    """``capture`` with the signal table (its connector properties from ``--config``),
+    then ``decode``: the chunk lines replay the windows; a second capture with
+    ``--decode`` on its own slot gives the same records (ports of
+    ``insertInsertWatermarkingStrategy``, ``insertDeleteWatermarkingStrategy``)."""
     pg_conn.run("CREATE TABLE t (id int PRIMARY KEY, v text)")
     pg_conn.run("INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 10) g")
     cap, events = tmp_path / "cap.jsonl", tmp_path / "events.jsonl"
-    assert capture(url, cap, "--create-slot", "--create-publication") == 0
-    assert capture(url, events, "--decode", "--create-slot", slot="s2") == 0
+    properties = tmp_path / "connector.properties"
+    properties.write_text("signal.data.collection=public.debezium_signal\n"
+                          f"incremental.snapshot.watermarking.strategy={strategy}\n")
+    config = ("--config", str(properties))
+    assert capture(url, cap, "--create-slot", "--create-publication", *config) == 0
+    assert capture(url, events, "--decode", "--create-slot", *config, slot="s2") == 0
     signal_snapshot(pg_conn, "ad-hoc-1", {"data-collections": ["public.t"]})
-    assert capture(url, cap, "-c", "incremental.snapshot.chunk.size=3") == 0
+    assert capture(url, cap, "-c", "incremental.snapshot.chunk.size=3", *config) == 0
+    closes = pg_conn.run("SELECT count(*) FROM debezium_signal WHERE type = "
+                         "'snapshot-window-close'")[0][0]
+    assert (closes > 0) == (strategy == "insert_insert")
     lines = cap.read_text().splitlines()
     chunks = [json.loads(x)["chunk"] for x in lines if '"chunk": {' in x]
     assert [len(c["rows"]) for c in chunks] == [3, 3, 3, 1, 0]
     assert [c["key"] for c in chunks] == [["id"]] * 5
     checkpoint = json.loads((tmp_path / "cap.jsonl.checkpoint.json").read_text())
     assert "incremental" not in checkpoint  # finished: no progress left to keep
-    records = decode(cap, tmp_path, "-c", "incremental.snapshot.chunk.size=3")
+    records = decode(cap, tmp_path, "-c", "incremental.snapshot.chunk.size=3", *config)
     reads = [p["after"]["id"] for p in payloads(records, "t") if p["op"] == "r"]
     assert reads == list(range(1, 11))
     source = next(p["source"] for p in payloads(records, "t") if p["op"] == "r")
     assert source["snapshot"] == "incremental" and source["lsn"] is None
     check_invariants(records, "t", pg_conn, ["id"], set())
     # decoded on two cores: the window's part in one process, the same records
-    assert keyed(decode(cap, tmp_path, "-c", "incremental.snapshot.chunk.size=3", workers=2),
-                 "t") == keyed(records, "t")
+    assert keyed(decode(cap, tmp_path, "-c", "incremental.snapshot.chunk.size=3", *config,
+                        workers=2), "t") == keyed(records, "t")
     # the same signal, read by a capture that decodes as it goes
     assert capture(url, events, "--decode", "-c", "incremental.snapshot.chunk.size=3",
-                   slot="s2") == 0
+                   *config, slot="s2") == 0
     live = [json.loads(x) for x in events.read_text().splitlines()]
     assert keyed(live, "t") == keyed(records, "t")
 
