@@ -429,3 +429,28 @@ def test_signals_from_a_file_and_progress_on_stderr(url: str, pg_conn: Any, tmp_
     assert "incremental snapshot of public.t: finished (5 rows read by this run)" in err
     assert signals.read_text() == ""
     assert reads_of(decode(cap, tmp_path), "t") == [(i, i) for i in range(1, 6)]
+
+
+def test_a_signal_inside_a_streamed_transaction(url: str, pg_conn: Any, tmp_path: Path) -> None:
+    """``--streaming on``: the signal row comes in a stream block (its relation OID after
+    the xid), among the changes of another table, which the capture's signal reader
+    leaves out."""
+    database = pg_conn.run("SELECT current_database()")[0][0]
+    pg_conn.run(f'ALTER DATABASE "{database}" SET logical_decoding_work_mem = \'64kB\'')
+    pg_conn.run("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    pg_conn.run("INSERT INTO t SELECT g, g FROM generate_series(1, 5) g")
+    pg_conn.run("CREATE TABLE bulk (id int PRIMARY KEY, pad text)")
+    cap = tmp_path / "cap.jsonl"
+    stream = ("--streaming", "on", "-c", "incremental.snapshot.chunk.size=2")
+    assert capture(url, cap, "--create-slot", "--create-publication", *stream) == 0
+    pg_conn.run("START TRANSACTION")
+    pg_conn.run("INSERT INTO bulk SELECT g, repeat('x', 100) FROM generate_series(1, 3000) g")
+    signal_snapshot(pg_conn, "in-stream", {"data-collections": ["public.t"]})
+    pg_conn.run("INSERT INTO bulk SELECT g, 'y' FROM generate_series(3001, 4000) g")
+    pg_conn.run("COMMIT")
+    assert capture(url, cap, *stream) == 0
+    text = cap.read_text()
+    assert '"data": "53' in text  # a Stream Start: the transaction was streamed
+    records = decode(cap, tmp_path, *stream[2:])
+    assert reads_of(records, "t") == [(i, i) for i in range(1, 6)]
+    assert sum(r["topic"] == "pgcdc.public.bulk" for r in records) == 4000

@@ -566,6 +566,7 @@ class _SignalFeed:
             return
         if unit.rendered:
             marks = [f"{oid:08x}" for oid in self.oids]
+            marks += [m.upper() for m in marks if not m.isdigit()]  # hex of either case
             if not any(mark in block for block in unit.text() for mark in marks):
                 return
         feed = self.decoder.iter_feed
