@@ -454,3 +454,33 @@ def test_a_signal_inside_a_streamed_transaction(url: str, pg_conn: Any, tmp_path
     records = decode(cap, tmp_path, *stream[2:])
     assert reads_of(records, "t") == [(i, i) for i in range(1, 6)]
     assert sum(r["topic"] == "pgcdc.public.bulk" for r in records) == 4000
+
+
+def test_pause_stop_and_resume_across_runs(url: str, pg_conn: Any, tmp_path: Path) -> None:
+    """``pause-snapshot`` stops the reading of chunks (a capture without ``--follow`` then
+    stops too, its progress in the checkpoint); the next run goes on (a pause lives in
+    memory, as the connector's ``AtomicBoolean`` does); ``stop-snapshot`` removes a queued
+    table (ports of ``testPauseDuringSnapshot`` and
+    ``removeNotYetCapturedCollectionFromInProgressIncrementalSnapshot``)."""
+    pg_conn.run("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    pg_conn.run("INSERT INTO t SELECT g, g FROM generate_series(1, 10) g")
+    pg_conn.run("CREATE TABLE u (id int PRIMARY KEY, v int)")
+    pg_conn.run("INSERT INTO u VALUES (1, 1)")
+    cap = tmp_path / "cap.jsonl"
+    props = ("-c", "incremental.snapshot.chunk.size=2")
+    assert capture(url, cap, "--create-slot", "--create-publication", *props) == 0
+    pg_conn.run("START TRANSACTION")
+    signal_snapshot(pg_conn, "go", {"data-collections": ["public.t", "public.u"]})
+    pg_conn.run("INSERT INTO debezium_signal VALUES ('hold', 'pause-snapshot', NULL)")
+    pg_conn.run("COMMIT")
+    assert capture(url, cap, *props) == 0
+    state = json.loads((tmp_path / "cap.jsonl.checkpoint.json").read_text())["incremental"]
+    assert state["incremental_snapshot_primary_key"] == ["2"]  # one chunk, then paused
+    assert len(reads_of(decode(cap, tmp_path, *props), "t")) == 2
+    pg_conn.run("INSERT INTO debezium_signal VALUES ('drop-u', 'stop-snapshot', "
+                "'{\"data-collections\": [\"public.u\"], \"type\": \"incremental\"}')")
+    pg_conn.run("INSERT INTO debezium_signal VALUES ('again', 'resume-snapshot', NULL)")
+    assert capture(url, cap, *props) == 0
+    records = decode(cap, tmp_path, *props)
+    assert reads_of(records, "t") == [(i, i) for i in range(1, 11)]
+    assert reads_of(records, "u") == []
