@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from pgcdc_events.adapters.checkpoint import Checkpoint, Output
+from pgcdc_events.adapters.checkpoint import Checkpoint, DurableOutput, Output, StreamOutput
 from pgcdc_events.adapters.connection import ConnectionSettings
 from pgcdc_events.adapters.errors import (
     CheckpointAheadError,
@@ -52,6 +52,7 @@ from pgcdc_events.protocol.capture import CaptureRow, dump_capture_row
 from pgcdc_events.protocol.lsn import Lsn
 
 if TYPE_CHECKING:  # the event layer is imported by EventSink alone (a capture starts faster)
+    from pgcdc_events.adapters.incremental import IncrementalCapture
     from pgcdc_events.events.config import EventConfig
     from pgcdc_events.events.decoder import EventDecoder
     from pgcdc_events.events.records import ChangeRecord
@@ -146,6 +147,8 @@ class EventSink:
         self.decoder: EventDecoder | None = None
         self.schema = SchemaTracker()
         self.records = 0
+        #: The incremental snapshots the records go through (``run_capture`` sets it).
+        self.incremental: IncrementalCapture | None = None
 
     def start(self, options: ResolvedOptions) -> None:
         """Create the decoder for the options the slot is read with (once)."""
@@ -185,8 +188,14 @@ class EventSink:
             self.records += count
 
     def write(self, unit: Unit, output: Output) -> None:
-        """The unit's records as JSON lines."""
-        self._write(self._records(unit), output)
+        """The unit's records as JSON lines (through the incremental snapshot's window,
+        which adds its ``r`` events at each close watermark)."""
+        records = self._records(unit)
+        incremental = self.incremental
+        if incremental is not None:
+            receive = incremental.receive
+            records = (out for record in records for out in receive(record))
+        self._write(records, output)
 
     def write_row(self, row: CaptureRow, output: Output) -> None:
         """A snapshot row's records (read events) as JSON lines."""
@@ -320,6 +329,7 @@ def run_capture(
     snapshot_mode: str = "no_data",
     heartbeat: Heartbeat | None = None,
     snapshot_threads: int = 1,
+    incremental: IncrementalCapture | None = None,
 ) -> CaptureStats:
     """Capture from ``reader`` into ``output`` (already opened) through ``sink``.
 
@@ -342,6 +352,11 @@ def run_capture(
     when to acknowledge the server's position while nothing is pending and to write
     heartbeat records (see :class:`Heartbeat`). ``snapshot_threads`` is the connector's
     ``snapshot.max.threads``: how many tables a snapshot reads at once.
+
+    ``incremental`` runs the incremental snapshots the signals ask for while streaming
+    (see :class:`~pgcdc_events.adapters.incremental.IncrementalCapture`): its progress is
+    committed with the output, and a run that is not following reads on until the
+    snapshot in progress finished (or was paused). Not with a rotating output.
     """
     if snapshot_mode not in SNAPSHOT_MODES:
         raise ConfigurationError(f"snapshot mode {snapshot_mode!r}: expected one of "
@@ -353,7 +368,7 @@ def run_capture(
                       progress_every=progress_every, sleep=sleep, advance=advance,
                       notify=notify, snapshot_mode=snapshot_mode,
                       heartbeat=heartbeat if heartbeat is not None else Heartbeat(),
-                      snapshot_threads=snapshot_threads)
+                      snapshot_threads=snapshot_threads, incremental=incremental)
     return run.run()
 
 
@@ -382,7 +397,8 @@ class _CaptureRun:
                  progress: Callable[[CaptureStats, SlotStatus | None], None] | None,
                  progress_every: float, sleep: Callable[[float], None], advance: bool,
                  notify: Callable[[str], None] | None, snapshot_mode: str,
-                 heartbeat: Heartbeat, snapshot_threads: int) -> None:
+                 heartbeat: Heartbeat, snapshot_threads: int,
+                 incremental: IncrementalCapture | None = None) -> None:
         self.reader, self.output, self.sink = reader, output, sink
         self.follow, self.poll_interval, self.max_changes = follow, poll_interval, max_changes
         self.batch_rows, self.tables, self.retry_for = batch_rows, tables, retry_for
@@ -392,6 +408,12 @@ class _CaptureRun:
         self.sleep, self.advance, self.notify = sleep, advance, notify
         self.snapshot_mode, self.beat = snapshot_mode, heartbeat
         self.snapshot_threads = snapshot_threads
+        if incremental is not None and not isinstance(output, (DurableOutput, StreamOutput)):
+            raise ConfigurationError("incremental snapshots (signal.data.collection) write "
+                                     "into one output file: not with rotating files")
+        self.incremental = incremental
+        if incremental is not None and isinstance(sink, EventSink):
+            sink.incremental = incremental
         self.stats = CaptureStats()
         self.delivered = DeliveredCheck(output, reader.slot)
         self.rotating = output if isinstance(output, RotatingOutput) else None
@@ -462,6 +484,12 @@ class _CaptureRun:
                 stats.stopped_by = "snapshot-only"
                 return True
         self.connected = True
+        incremental = self.incremental
+        if incremental is not None:  # from the committed progress (what was rolled back: again)
+            decoder = getattr(self.sink, "decoder", None)
+            incremental.start(output, self.after, output.checkpoint.incremental,
+                              options=info.options, decoder=decoder,
+                              catalog=getattr(self.sink, "catalog", None) if decoder else None)
         return False
 
     def _prepare(self, take: bool, state: str) -> tuple[bool, SlotInfo]:
@@ -507,6 +535,8 @@ class _CaptureRun:
         """One read written, committed and acknowledged; True when the run ends here
         (``max_changes`` reached, or caught up without ``follow``)."""
         stats = self.stats
+        if self.incremental is not None:
+            self.incremental.poll()  # signal.file
         read = self.read()
         batch = self.reader.last_batch
         self.delivered.read_ended(batch.hit_limit)
@@ -530,9 +560,12 @@ class _CaptureRun:
                           else self.limit * 2)
             return False
         self.limit = next_limit
-        if not self.follow:
+        busy = self.incremental is not None and self.incremental.busy
+        if not self.follow and not busy:
             stats.stopped_by = "caught-up"
             return True
+        if busy and read.written_end is not None:
+            return False  # the next chunk's watermarks are on their way: read on at once
         _pause(self.poll_interval, self.should_stop, self.sleep)
         return False
 
@@ -552,6 +585,8 @@ class _CaptureRun:
                         stats.skipped_units += 1
                         continue
                     self.sink.write(unit, self.output)
+                    if self.incremental is not None and not isinstance(self.sink, EventSink):
+                        self.incremental.written(unit)  # may write a chunk line after it
                     read.units += len(unit) > 0
                     read.changes += unit.changes
                     read.written_end = unit.end_lsn
@@ -574,7 +609,11 @@ class _CaptureRun:
             return
         if self.advance:  # nothing taken behind our back since the last acknowledgement
             self.reader.check_position()
-        self.output.commit(read.written_end, read.units, read.changes)
+        output = self.output
+        if self.incremental is not None:  # the progress goes with the output it belongs to
+            assert isinstance(output, (DurableOutput, StreamOutput))
+            output.stage_incremental(self.incremental.state())
+        output.commit(read.written_end, read.units, read.changes)
         self.holds.append((read.written_end, self.reader.last_batch.hold_lsn))
         self.after = read.written_end
         stats = self.stats
@@ -609,6 +648,8 @@ class _CaptureRun:
         to connect again (or raise once ``retry_for`` is spent, unless following)."""
         self.output.rollback()
         self.reader.close()
+        if self.incremental is not None:  # made again from the committed progress
+            self.incremental.close()
         self.connected = False
         now = time.monotonic()
         follow, notify = self.follow, self.notify

@@ -41,6 +41,8 @@ __all__ = ["Checkpoint", "DurableOutput", "Output", "StreamOutput", "output_path
 FORMAT = "pgcdc-events checkpoint 1"
 _SNAPSHOT_STATES = ("pending", "running", "done", "skipped")
 _FLUSH_BYTES = 1 << 20
+#: What marks an incremental snapshot chunk line (protocol.capture.CHUNK_MARK).
+_CHUNK_MARK = b'"chunk": {'
 
 
 @attrs.frozen
@@ -72,6 +74,9 @@ class Checkpoint:
     #: A later position of the server, recorded while nothing was pending (no change
     #: between ``lsn`` and it): the slot may be acknowledged up to it (``None``: none).
     idle: int | None = None
+    #: The incremental snapshot's progress when the output was committed, in the
+    #: connector's offset form (``IncrementalSnapshotContext.to_offset``; empty: none runs).
+    incremental: Mapping[str, Any] = attrs.field(factory=dict)
 
     @property
     def position(self) -> int | None:
@@ -100,7 +105,8 @@ class Checkpoint:
             "updated": self.updated,
             "server": dict(self.server),
             "snapshot": dict(self.snapshot),
-        } | ({} if self.idle is None else {"idle": str(Lsn(self.idle))})
+        } | ({} if self.idle is None else {"idle": str(Lsn(self.idle))}) \
+          | ({"incremental": dict(self.incremental)} if self.incremental else {})
 
     @classmethod
     def from_json(cls, obj: Any, *, path: str) -> Checkpoint:
@@ -149,9 +155,13 @@ class Checkpoint:
             if lsn is not None and idle < lsn:
                 raise CheckpointError(f"field 'idle' ({idle_text}) is before 'lsn' "
                                       f"({lsn_text})", path=path)
+        incremental = obj.get("incremental", {})
+        if not isinstance(incremental, dict):
+            raise CheckpointError(f"field 'incremental' is malformed: {incremental!r}",
+                                  path=path)
         return cls(lsn, offset, field("units", int), field("changes", int), field("kind", str),
                    field("slot", str), tuple(publications), field("options", dict),
-                   str(obj.get("updated", "")), server, snapshot, idle)
+                   str(obj.get("updated", "")), server, snapshot, idle, incremental)
 
 
 def output_paths(path: str | os.PathLike[str], kind: str) -> tuple[Path, Path]:
@@ -273,6 +283,7 @@ class DurableOutput:
         self._created = False
         self._stored = False
         self._buffer = bytearray()
+        self._incremental: dict[str, Any] | None = None
         self._checkpoint: Checkpoint | None = None
         #: Bytes cut from the output's end when it was opened (an uncommitted tail).
         self.truncated = 0
@@ -472,8 +483,14 @@ class DurableOutput:
 
     def last_line(self) -> bytes | None:
         """The last committed line of the output (without its newline), ``None`` when the
-        output holds none: what the checkpoint's last unit ended with."""
-        return _last_line(self.path, self.checkpoint.offset)
+        output holds none: what the checkpoint's last unit ended with. Incremental
+        snapshot chunk lines written after that unit are passed over."""
+        end = self.checkpoint.offset
+        while True:
+            line = _last_line(self.path, end)
+            if line is None or not (line.startswith(b"{") and _CHUNK_MARK in line):
+                return line
+            end -= len(line) + 1
 
     # -- writing ---------------------------------------------------------------------------
     def write(self, data: bytes) -> None:
@@ -505,12 +522,18 @@ class DurableOutput:
         else:
             self._checkpoint = checkpoint
 
+    def stage_incremental(self, state: Mapping[str, Any]) -> None:
+        """The incremental snapshot's progress, to record with the next :meth:`commit`
+        (dropped by :meth:`rollback`)."""
+        self._incremental = dict(state)
+
     def commit(self, lsn: int, units: int, changes: int, *,
                snapshot: Mapping[str, Any] | None = None) -> Checkpoint:
         """``fsync`` the output, then record ``lsn`` and the output's size in the checkpoint.
 
         ``units`` and ``changes`` are added to the checkpoint's running totals;
-        ``snapshot`` replaces the snapshot's state in the same atomic write.
+        ``snapshot`` replaces the snapshot's state in the same atomic write, and the
+        progress given to :meth:`stage_incremental` the incremental snapshot's.
         """
         self._flush()
         assert self._fd is not None
@@ -529,9 +552,12 @@ class DurableOutput:
                                   snapshot=previous.snapshot if snapshot is None
                                   else dict(snapshot),
                                   idle=previous.idle if previous.idle is not None
-                                  and previous.idle > lsn else None)
+                                  and previous.idle > lsn else None,
+                                  incremental=previous.incremental
+                                  if self._incremental is None else self._incremental)
         self._store(checkpoint)
         self._checkpoint = checkpoint
+        self._incremental = None
         return checkpoint
 
     def record_idle(self, lsn: int) -> None:
@@ -544,6 +570,7 @@ class DurableOutput:
     def rollback(self) -> None:
         """Drop what was written since the last commit (buffer and file tail)."""
         self._buffer = bytearray()
+        self._incremental = None
         if self._fd is not None and self._checkpoint is not None:
             try:
                 os.ftruncate(self._fd, self._checkpoint.offset)
@@ -575,6 +602,7 @@ class StreamOutput:
                  slot: str = "", publications: tuple[str, ...] = ()) -> None:
         self._stream = stream if stream is not None else sys.stdout.buffer
         self._buffer = bytearray()
+        self._incremental: dict[str, Any] | None = None
         self._checkpoint = Checkpoint(None, 0, 0, 0, kind, slot, publications, {}, _now(),
                                       snapshot={"state": "pending"})
 
@@ -594,6 +622,10 @@ class StreamOutput:
         """Keep the snapshot's state in memory."""
         self._checkpoint = attrs.evolve(self._checkpoint, snapshot=dict(snapshot))
 
+    def stage_incremental(self, state: Mapping[str, Any]) -> None:
+        """The incremental snapshot's progress, kept with the next :meth:`commit`."""
+        self._incremental = dict(state)
+
     def commit(self, lsn: int, units: int, changes: int, *,
                snapshot: Mapping[str, Any] | None = None) -> Checkpoint:
         """Flush the buffered bytes to the stream."""
@@ -605,8 +637,11 @@ class StreamOutput:
                                         units=previous.units + units,
                                         changes=previous.changes + changes,
                                         snapshot=previous.snapshot if snapshot is None
-                                        else dict(snapshot))
+                                        else dict(snapshot),
+                                        incremental=previous.incremental
+                                        if self._incremental is None else self._incremental)
         self._buffer = bytearray()
+        self._incremental = None
         return self._checkpoint
 
     def record_idle(self, lsn: int) -> None:
@@ -616,6 +651,7 @@ class StreamOutput:
     def rollback(self) -> None:
         """Drop the bytes not flushed yet."""
         self._buffer = bytearray()
+        self._incremental = None
 
     def close(self) -> None:
         """Drop the bytes not flushed yet (the stream stays open)."""

@@ -37,7 +37,14 @@ its :class:`~pgcdc_events.events.decoder.EventDecoder` makes of the stream to
 writes nothing; the window must then be recognised in the stream by transaction ids,
 which :class:`~pgcdc_events.events.incremental.ChunkWindow` does not do yet: the
 snapshotter refuses ``read.only`` with a :class:`~pgcdc_events.errors.ConfigurationError`
-(see docs/snapshots.md). ``capture`` does not call this module yet.
+(see docs/snapshots.md).
+
+:class:`IncrementalCapture` is what ``pgcdc-events capture`` runs around it: with
+``--decode`` the records go through the snapshotter; without, a second decoder reads
+only the signalling table's rows out of the units written, and every chunk read is
+written into the capture as a chunk line
+(:func:`~pgcdc_events.protocol.capture.dump_chunk_line`), from which ``decode`` replays
+the window (:class:`~pgcdc_events.events.incremental.RecordedChunks`).
 """
 
 from __future__ import annotations
@@ -46,20 +53,26 @@ import json
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
 from pgcdc_events.adapters.names import quote_ident
-from pgcdc_events.adapters.pg8000 import is_driver_error, server_fields, translate_error
+from pgcdc_events.adapters.pg8000 import (
+    ResolvedOptions,
+    is_driver_error,
+    server_fields,
+    translate_error,
+)
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.events.incremental import (
     INSERT_DELETE,
     INSERT_INSERT,
     ChunkWindow,
     IncrementalSnapshotContext,
+    catalog_table_to_json,
     expand_data_collections,
 )
 from pgcdc_events.events.signals import (
@@ -69,6 +82,7 @@ from pgcdc_events.events.signals import (
     ResumeSnapshot,
     SignalWarning,
     StopSnapshot,
+    parse_signal,
 )
 from pgcdc_events.events.snapshot_sql import (
     DEFAULT_CHUNK_SIZE,
@@ -77,13 +91,19 @@ from pgcdc_events.events.snapshot_sql import (
     ChunkTable,
     SnapshotSqlError,
 )
+from pgcdc_events.protocol.capture import CaptureRow, dump_chunk_line
+from pgcdc_events.protocol.decoder import parse_message
+from pgcdc_events.protocol.messages import Relation
 from pgcdc_events.types.catalog import CatalogSnapshot, CatalogTable, fetch_catalog
 
 if TYPE_CHECKING:
+    from pgcdc_events.adapters.units import Unit
+    from pgcdc_events.events.config import EventConfig
     from pgcdc_events.events.decoder import EventDecoder
     from pgcdc_events.events.records import ChangeRecord
 
-__all__ = ["IncrementalSettings", "IncrementalSnapshotter", "StepHook"]
+__all__ = ["ChunkHook", "IncrementalCapture", "IncrementalSettings", "IncrementalSnapshotter",
+           "StepHook"]
 
 _LOG: Final = logging.getLogger("pgcdc_events")
 
@@ -91,6 +111,10 @@ _LOG: Final = logging.getLogger("pgcdc_events")
 #: the chunk not read yet), ``after_read`` and ``before_close`` (the chunk is read and
 #: handed to the window, the close watermark not written yet). For tests and progress.
 StepHook = Callable[[str, str], None]
+#: ``on_chunk(chunk_id, table, chunk_key, rows)``: the rows of a chunk as they were handed to
+#: the window (every table begun in the window, an empty chunk too), before its close
+#: watermark is written: what a capture records (a chunk line) for ``decode`` to replay.
+ChunkHook = Callable[[str, CatalogTable, list[str], list[list[str | None]]], None]
 
 _TRUE: Final = ("true", "1", "yes", "on")
 
@@ -182,7 +206,8 @@ class IncrementalSnapshotter:
 
     def __init__(self, conn: Any, catalog: CatalogSnapshot, decoder: EventDecoder,
                  settings: IncrementalSettings, *, state: Mapping[str, Any] | None = None,
-                 on_step: StepHook | None = None) -> None:
+                 on_step: StepHook | None = None, on_chunk: ChunkHook | None = None,
+                 source_signals: bool = True) -> None:
         if settings.read_only:
             raise ConfigurationError(
                 "read.only incremental snapshots (pg_current_snapshot() watermarks) are not "
@@ -194,6 +219,10 @@ class IncrementalSnapshotter:
         self.decoder = decoder
         self.settings = settings
         self.on_step = on_step
+        self.on_chunk = on_chunk
+        #: Whether signal rows of the signalling table are acted on (``signal.enabled.channels``
+        #: has ``source``); its watermark rows always are.
+        self.source_signals = source_signals
         context = IncrementalSnapshotContext.from_offset(state or {})
         self.window = ChunkWindow(decoder, signal_data_collection=settings.signal_data_collection,
                                   watermarking_strategy=settings.watermarking_strategy,
@@ -244,9 +273,16 @@ class IncrementalSnapshotter:
         if self._pending is not None and self.window.pending_chunk != self._pending:
             self._pending = None  # its close watermark came back: the rows went out
         for signal in self.window.signals():
-            self._on_signal(signal)
+            if self.source_signals:
+                self._on_signal(signal)
         self._advance()
         return out
+
+    def signal(self, signal: object) -> None:
+        """A signal from another channel (``signal.file``): acted on as one of the stream's,
+        and the next chunk read when none is in flight."""
+        self._on_signal(signal)
+        self._advance()
 
     # -- signals ---------------------------------------------------------------------------
 
@@ -351,6 +387,7 @@ class IncrementalSnapshotter:
                 context.next_collection()
                 continue
             self.window.chunk(chunk_id, table, rows, chunk_key=keys)
+            self._chunk_read(chunk_id, table, keys, rows)
             given = None
             if rows:
                 _LOG.info("incremental snapshot of %s: read %d rows up to key %s",
@@ -362,6 +399,7 @@ class IncrementalSnapshotter:
             return  # every table left was skipped: no window
         if given is not None:  # the last table begun failed: an empty chunk closes the window
             self.window.chunk(chunk_id, given, [], chunk_key=())
+            self._chunk_read(chunk_id, given, [], [])
         self._step("after_read", chunk_id)
         self._step("before_close", chunk_id)
         self._watermark(chunk_id, opens=False)
@@ -461,6 +499,288 @@ class IncrementalSnapshotter:
         table = self.catalog.table(*self.window.signal_table)
         return table.columns[0].name if table is not None and table.columns else "id"
 
+    def _chunk_read(self, chunk_id: str, table: CatalogTable, keys: list[str],
+                    rows: list[list[str | None]]) -> None:
+        if self.on_chunk is not None:
+            self.on_chunk(chunk_id, table, keys, rows)
+
     def _step(self, step: str, chunk_id: str) -> None:
         if self.on_step is not None:
             self.on_step(step, chunk_id)
+
+
+def _channels(properties: Mapping[str, str]) -> tuple[bool, str | None]:
+    """``signal.enabled.channels``: whether the ``source`` channel is on, and the file of
+    the ``file`` channel (``signal.file``); any other channel is refused by name."""
+    raw = properties.get("signal.enabled.channels") or "source"
+    channels = [c.strip().lower() for c in raw.split(",") if c.strip()]
+    other = [c for c in channels if c not in ("source", "file")]
+    if other:
+        raise ConfigurationError(
+            f"signal.enabled.channels: pgcdc-events reads the source and file channels, not "
+            f"{', '.join(repr(c) for c in other)}")
+    path = None
+    if "file" in channels:
+        path = (properties.get("signal.file") or "").strip()
+        if not path:
+            raise ConfigurationError("signal.enabled.channels has file: set signal.file (the "
+                                     "file the signals are appended to, one JSON a line)")
+    return "source" in channels, path
+
+
+class _SignalFeed:
+    """The signalling table's rows out of the units a capture writes, decoded: what a
+    capture without ``--decode`` needs to act on signals and watermarks.
+
+    A unit that does not mention the table's OID (in its hex) is not parsed at all; the
+    others are fed to the decoder without their other tables' changes (their Begin,
+    Commit, stream blocks, Relation and Type messages kept)."""
+
+    def __init__(self, decoder: EventDecoder, signal: tuple[str, str],
+                 catalog: CatalogSnapshot) -> None:
+        self.decoder = decoder
+        self.signal = signal
+        table = catalog.table(*signal)
+        self.oids: set[int] = {table.oid} if table is not None else set()
+
+    def _learn(self, rows: Iterable[CaptureRow]) -> None:
+        """The signalling table's OID from the Relation messages among ``rows``."""
+        in_stream = False
+        for row in rows:
+            kind = row.data[:1]
+            if kind == b"S":
+                in_stream = True
+            elif kind == b"E":
+                in_stream = False
+            elif kind == b"R":
+                message = parse_message(row.data, in_stream=in_stream)
+                if isinstance(message, Relation) and \
+                        (message.namespace, message.name) == self.signal:
+                    self.oids.add(message.relation_id)
+
+    def records(self, unit: Unit) -> Iterator[ChangeRecord]:
+        """The records of the signalling table's rows in ``unit``."""
+        self._learn(unit.schema)
+        self._learn(unit.marks if unit.rendered else unit)
+        if not self.oids:
+            return
+        if unit.rendered:
+            marks = [f"{oid:08x}" for oid in self.oids]
+            marks += [m.upper() for m in marks if not m.isdigit()]  # hex of either case
+            if not any(mark in block for block in unit.text() for mark in marks):
+                return
+        feed = self.decoder.iter_feed
+        for row in unit.schema:
+            yield from feed(row.data, row.lsn)
+        in_stream = False
+        oids = self.oids
+        for row in unit:
+            data = row.data
+            kind = data[:1]
+            if kind == b"S":
+                in_stream = True
+            elif kind == b"E":
+                in_stream = False
+            elif kind in (b"I", b"U", b"D"):
+                at = 5 if in_stream else 1
+                if int.from_bytes(data[at:at + 4], "big") not in oids:
+                    continue
+            elif kind == b"T":
+                continue
+            yield from feed(data, row.lsn)
+
+
+class IncrementalCapture:
+    """The incremental snapshots of a capture (``run_capture(incremental=...)``).
+
+    ``connect()`` opens the ordinary connection the chunks are read and the watermarks
+    written on; ``properties`` are the connector's (``signal.data.collection``,
+    ``signal.enabled.channels``, ``signal.file``, ``incremental.snapshot.*``,
+    ``read.only``: refused); ``config`` keys the events (``message.key.columns``, column
+    filters); ``decode`` says whether the capture writes records (the records then go
+    through :meth:`receive`) or capture lines (each unit written goes to :meth:`written`,
+    and each chunk read is written into the output as a chunk line). ``progress(text)``
+    is told of each chunk and each table finished.
+
+    The progress is the connector's offset form (:meth:`state`), committed with the output
+    (``Checkpoint.incremental``); :meth:`start`, at each connection, makes the snapshotter
+    again from the committed state, so that what was rolled back (or lost with the
+    process) is read again and a finished table never is.
+    """
+
+    def __init__(self, connect: Callable[[], Any], properties: Mapping[str, str],
+                 config: EventConfig, *, decode: bool, publications: Sequence[str] = (),
+                 progress: Callable[[str], None] | None = None,
+                 on_step: StepHook | None = None) -> None:
+        self.settings = IncrementalSettings.from_properties(properties)
+        if self.settings.read_only:
+            raise ConfigurationError(
+                "read.only=true: read-only incremental snapshots (pg_current_snapshot() as the "
+                "watermarks) are not supported by pgcdc-events yet; set read.only=false and "
+                f"give the capture user INSERT on {self.settings.signal_data_collection} "
+                "(see docs/snapshots.md)")
+        parts = self.settings.signal_data_collection.split(".")
+        if len(parts) not in (2, 3) or not all(parts):
+            raise ConfigurationError(
+                f"signal.data.collection {self.settings.signal_data_collection!r} is not "
+                "schema.table (or database.schema.table)")
+        self.signal: tuple[str, str] = (parts[-2], parts[-1])
+        self.source, self.signal_file = _channels(properties)
+        self.connect = connect
+        self.publications = tuple(publications)
+        self.config = config
+        self.decode = decode
+        self.progress = progress
+        self.on_step = on_step
+        self.snapshotter: IncrementalSnapshotter | None = None
+        self.conn: Any = None
+        self._output: Any = None
+        self._feed: _SignalFeed | None = None
+        self.lsn = 0
+        self._rows: dict[str, int] = {}
+        self._chunks: dict[str, int] = {}
+
+    # -- the capture's steps -------------------------------------------------------------
+    def start(self, output: Any, lsn: int | None, state: Mapping[str, Any], *,
+              options: ResolvedOptions, decoder: EventDecoder | None = None,
+              catalog: CatalogSnapshot | None = None) -> None:
+        """At each connection, once the output is bound: the snapshotter made from the
+        committed ``state``, resuming a snapshot in progress (its next chunk is read
+        now). ``decoder`` (and its ``catalog``) are the record sink's, with ``decode``."""
+        if self.conn is None:
+            self.conn = self.connect()
+            self._check_published()
+        if catalog is None:
+            catalog = fetch_catalog(self.conn)
+        if decoder is None:
+            from pgcdc_events.events.decoder import EventDecoder  # noqa: PLC0415 - start-up
+
+            decoder = EventDecoder(self.config, catalog=catalog,
+                                   proto_version=options.proto_version,
+                                   streaming=options.streaming)
+            self._feed = _SignalFeed(decoder, self.signal, catalog)
+        self._output = output
+        self.lsn = lsn or 0
+        self.snapshotter = IncrementalSnapshotter(
+            self.conn, catalog, decoder, self.settings, state=state, on_step=self.on_step,
+            on_chunk=self._chunk, source_signals=self.source)
+        self.snapshotter.start()
+
+    def written(self, unit: Unit) -> None:
+        """A unit was written into the capture (not ``--decode``): its signals and
+        watermarks acted on, after it."""
+        assert self.snapshotter is not None and self._feed is not None, "start() first"
+        self.lsn = unit.end_lsn
+        receive = self.snapshotter.receive
+        for record in self._feed.records(unit):
+            receive(record)  # the r events are decode's to make, from the chunk lines
+
+    def receive(self, record: ChangeRecord) -> list[ChangeRecord]:
+        """A record decoded from the stream (``--decode``): the records to write."""
+        assert self.snapshotter is not None, "start() first"
+        return self.snapshotter.receive(record)
+
+    def poll(self) -> None:
+        """Read the signals appended to ``signal.file`` (the file is emptied), and act on
+        them; a line that is not a signal is named in a warning and skipped."""
+        path = self.signal_file
+        if path is None or self.snapshotter is None:
+            return
+        try:
+            with open(path, "r+", encoding="utf-8") as fh:
+                text = fh.read()
+                if not text.strip():
+                    return
+                fh.seek(0)
+                fh.truncate()
+        except FileNotFoundError:
+            return
+        except (OSError, UnicodeDecodeError) as exc:
+            _LOG.warning("signal.file %s: cannot read it: %s", path,
+                         getattr(exc, "strerror", None) or exc)
+            return
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                signal_id, signal_type = obj["id"], obj["type"]
+                data = obj.get("data")
+                if not isinstance(signal_id, str) or not isinstance(signal_type, str):
+                    raise TypeError("id and type must be strings")
+            except (ValueError, KeyError, TypeError, AttributeError) as error:
+                _LOG.warning("skipped line %d of signal.file %s: not a signal "
+                             '({"id", "type", "data"} JSON): %s', number, path, error)
+                continue
+            text_data = data if data is None or isinstance(data, str) else json.dumps(data)
+            self.snapshotter.signal(parse_signal(signal_id, signal_type, text_data))
+
+    def state(self) -> dict[str, Any]:
+        """The progress to commit with the output."""
+        return {} if self.snapshotter is None else self.snapshotter.state()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a snapshot runs (and is not paused): a capture that is not following
+        reads on until it finished."""
+        if self.snapshotter is None:
+            return False
+        context = self.snapshotter.context
+        return context.running and not context.paused
+
+    def close(self) -> None:
+        """Close the connection (never raises)."""
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # closing a connection that may be gone
+                _LOG.debug("closing the incremental snapshot connection failed")
+
+    # -- pieces ----------------------------------------------------------------------------
+    def _check_published(self) -> None:
+        """The watermarks come back through the stream: the signalling table must be in one
+        of the publications read (else the first chunk would wait for ever)."""
+        if not self.publications:
+            return
+        schema, table = self.signal
+        try:
+            rows = self.conn.run(
+                "SELECT 1 FROM pg_publication_tables WHERE pubname = ANY(CAST(:p AS text[])) "
+                "AND schemaname = :s AND tablename = :t",
+                p=list(self.publications), s=schema, t=table)
+        except Exception as exc:
+            if not is_driver_error(exc):
+                raise
+            raise translate_error(exc, slot=None, action="check the signalling table's "
+                                  "publication") from None
+        if not rows:
+            names = ", ".join(quote_ident(p) for p in self.publications)
+            raise ConfigurationError(
+                f"signal.data.collection {'.'.join(self.signal)}: the table is in none of the "
+                f"publications read ({names}), so the incremental snapshot's watermarks would "
+                "never come back through the stream; create it and add it: ALTER PUBLICATION "
+                f"{quote_ident(self.publications[0])} ADD TABLE "
+                f"{quote_ident(schema)}.{quote_ident(table)}")
+
+    def _chunk(self, chunk_id: str, table: CatalogTable, keys: list[str],
+               rows: list[list[str | None]]) -> None:
+        name = f"{table.namespace}.{table.name}"
+        if not self.decode:
+            chunk = {"id": chunk_id, "table": catalog_table_to_json(table), "key": keys,
+                     "signal": ".".join(self.signal),
+                     "strategy": self.settings.watermarking_strategy, "rows": rows}
+            self._output.write(dump_chunk_line(self.lsn, chunk).encode("ascii") + b"\n")
+        if self.progress is None:
+            return
+        if rows:
+            self._rows[name] = self._rows.get(name, 0) + len(rows)
+            self._chunks[name] = self._chunks.get(name, 0) + 1
+            end = self.snapshotter.context.chunk_end if self.snapshotter is not None else None
+            self.progress(f"incremental snapshot of {name}: chunk {self._chunks[name]}, "
+                          f"{len(rows):,} rows up to key {list(end or ())} "
+                          f"({self._rows[name]:,} rows read by this run)")
+        elif keys:
+            self.progress(f"incremental snapshot of {name}: finished "
+                          f"({self._rows.pop(name, 0):,} rows read by this run)")
+            self._chunks.pop(name, None)

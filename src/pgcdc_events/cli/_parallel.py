@@ -19,7 +19,9 @@ before: streamed and two-phase transactions (from the first such message to the 
 of the capture), a transaction longer than ``big_lines`` (until its Commit, with
 the memory limit of a single decoder), and an initial snapshot's block (until its
 Commit: its markers need one decoder to see every row). A line that is not in the canonical capture
-form also ends the parallel part, so that its error is the single decoder's.
+form also ends the parallel part, so that its error is the single decoder's; so does an
+incremental snapshot's chunk line (the window it opens needs one decoder to see every
+record from there on).
 """
 
 from __future__ import annotations
@@ -41,10 +43,16 @@ import attrs
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.events.chunks import CutPlanner, prime
+from pgcdc_events.events.incremental import RecordedChunks
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.yugabyte import make_decoder
 from pgcdc_events.protocol import CaptureError, CaptureRow, wire
-from pgcdc_events.protocol.capture import SNAPSHOT_MARK, canonical_head, read_canonical
+from pgcdc_events.protocol.capture import (
+    SNAPSHOT_MARK,
+    canonical_head,
+    read_canonical,
+    read_chunk_line,
+)
 from pgcdc_events.protocol.transactions import Prelude, Row
 from pgcdc_events.types.catalog import CatalogSnapshot
 
@@ -126,10 +134,17 @@ def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, bytes]],
     feed = decoder.iter_feed
     batch = records + _BATCH
     error: CaptureError | None = None
+    # the incremental snapshot's window, from the first chunk line on
+    chunks: RecordedChunks | None = None
     try:
         for number, line in lines:
             canonical = read_canonical(line)
             if canonical is None:
+                window = _chunk_line(decoder, chunks, line, number)
+                if window is not None:
+                    chunks = window
+                    messages += 1
+                    continue
                 row = _general_row(line, number)
                 if row is None:
                     continue
@@ -137,7 +152,8 @@ def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, bytes]],
             lsn, data, snapshot = canonical
             try:
                 # lazily: a big streamed transaction is written as it is read back
-                for record in feed(data, lsn, snapshot=snapshot):
+                decoded = feed(data, lsn, snapshot=snapshot)
+                for record in decoded if chunks is None else chunks.through(decoded):
                     line_parts(record, parts)
                     records += 1
                     if tally is not None:
@@ -158,6 +174,21 @@ def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, bytes]],
     if parts:  # what came before an error is written
         out(parts)
     return messages, records, error
+
+
+def _chunk_line(decoder: EventDecoder, chunks: RecordedChunks | None, line: bytes,
+                number: int) -> RecordedChunks | None:
+    """An incremental snapshot's chunk line given to the window (``chunks``, made at the
+    first one) that replays it; ``None`` when ``line`` is not a chunk line."""
+    chunk = read_chunk_line(line, line_number=number)
+    if chunk is None:
+        return None
+    window = chunks if chunks is not None else RecordedChunks(decoder)
+    try:
+        window.chunk(chunk.chunk, where=f"line {number}")
+    except PgCdcError as exc:
+        raise CaptureError(str(exc), line=number) from None
+    return window
 
 
 def _general_row(line: bytes, number: int) -> CaptureRow | None:

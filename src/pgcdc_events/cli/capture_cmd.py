@@ -11,6 +11,7 @@ where it is unless ``--advance`` is given. Needs pg8000 (the ``pg`` extra).
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -31,6 +32,7 @@ from pgcdc_events.adapters import (
 )
 from pgcdc_events.adapters.capture import IDLE_ACK_INTERVAL, ActionQuery, Heartbeat
 from pgcdc_events.adapters.connection import parse_conninfo
+from pgcdc_events.adapters.incremental import IncrementalCapture
 from pgcdc_events.adapters.names import split_identifiers
 from pgcdc_events.adapters.rotating import RotatingOutput
 from pgcdc_events.adapters.snapshot import DEFAULT_SNAPSHOT_MODE, SNAPSHOT_MODES
@@ -307,6 +309,41 @@ def _connected_catalog(reader: SlotReader, given: CatalogSnapshot | None, path: 
     return given
 
 
+class _Warnings(logging.Handler):
+    """The library's warnings (a malformed signal, a table without a key...) on stderr,
+    one line each, named after the command."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(logging.WARNING)
+        self.name = name
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"pgcdc-events {self.name}: warning: {record.getMessage()}", file=sys.stderr,
+              flush=True)
+
+
+def _incremental(args: argparse.Namespace, name: str, properties: dict[str, str],
+                 reader: SlotReader, publications: tuple[str, ...], decode: bool
+                 ) -> IncrementalCapture:
+    """The incremental snapshots of ``signal.data.collection`` (see docs/snapshots.md)."""
+    from pgcdc_events.cli.decode_cmd import load_config  # noqa: PLC0415 - start-up
+
+    settings = reader.settings or parse_conninfo({})
+
+    def connect() -> Any:
+        return settings.connect()[0]
+
+    def progress(text: str) -> None:
+        print(f"pgcdc-events {name}: {text}", file=sys.stderr, flush=True)
+
+    logger = logging.getLogger("pgcdc_events")
+    if not any(isinstance(h, _Warnings) for h in logger.handlers):
+        logger.addHandler(_Warnings(name))
+    return IncrementalCapture(connect, properties, load_config(args.config, args.overrides),
+                              decode=decode, publications=publications,
+                              progress=None if args.quiet else progress)
+
+
 def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
     """Run capture or tail."""
     # as pgoutput reads publication_names: unquoted folded to lower case, "a,b" one name
@@ -330,9 +367,11 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
     decode = bool(args.decode)
     if not decode and args.catalog:
         raise ConfigurationError("--catalog shapes Debezium records: add --decode")
+    properties = _properties(args.config, args.overrides)
+    incremental_on = bool((properties.get("signal.data.collection") or "").strip())
     shaping = [item.partition("=")[0].strip() for item in args.overrides
                if not item.partition("=")[0].strip().startswith(_CAPTURE_PROPERTIES)]
-    if not decode and shaping:
+    if not decode and shaping and not incremental_on:
         raise ConfigurationError(f"-c {shaping[0]} shapes Debezium records: add --decode "
                                  "(without it, only heartbeat.interval.ms, "
                                  "heartbeat.action.query and snapshot.max.threads apply)")
@@ -343,7 +382,6 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
                               messages=args.messages, streaming=args.streaming,
                               two_phase=args.two_phase)
     sink: CaptureSink | EventSink
-    properties = _properties(args.config, args.overrides)
     if decode:
         from pgcdc_events.cli.decode_cmd import load_config  # noqa: PLC0415 - start-up
         from pgcdc_events.types.catalog import CatalogSnapshot  # noqa: PLC0415 - start-up
@@ -366,10 +404,19 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
     reader = reader_class(read_dsn(args), slot=args.slot, publications=publications,
                           options=options, memory_limit=memory)
     heartbeat = _heartbeat(properties, reader)
+    incremental = _incremental(args, name, properties, reader, publications, decode) \
+        if incremental_on else None
     output: Output
     to_stdout = args.output in (None, "-")
     every, size = getattr(args, "rotate_every", None), getattr(args, "rotate_size", None)
+    if incremental is not None and to_stdout:
+        raise ConfigurationError("signal.data.collection: an incremental snapshot keeps its "
+                                 "progress in the checkpoint of an --output file (and writes "
+                                 "watermark rows), not on standard output")
     if every is not None or size is not None:
+        if incremental is not None:
+            raise ConfigurationError("signal.data.collection: incremental snapshots write "
+                                     "into one output file, not into rotating files")
         if decode or to_stdout:
             raise ConfigurationError("--rotate-every and --rotate-size write capture files "
                                      "into a directory: not with --decode or standard output")
@@ -427,10 +474,13 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
                 should_stop=should_stop, progress=progress, advance=advance,
                 notify=None if args.quiet else notify, snapshot_mode=snapshot_mode,
                 heartbeat=heartbeat, snapshot_threads=_snapshot_threads(properties),
+                incremental=incremental,
             )
     finally:
         output.close()
         reader.close()
+        if incremental is not None:
+            incremental.close()
         if isinstance(heartbeat.action, ActionQuery):
             heartbeat.action.close()
     if not args.quiet and stats.snapshot_tables:

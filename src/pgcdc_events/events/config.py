@@ -218,6 +218,21 @@ _RUNTIME_PREFIXES: Final = (
 )
 
 
+def _signal_tables(value: str) -> tuple[tuple[str, str], ...]:
+    """``signal.data.collection``: comma-separated ``schema.table`` (or
+    ``database.schema.table``) names; another form is refused by name."""
+    out: list[tuple[str, str]] = []
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        parts = item.split(".")
+        if len(parts) not in (2, 3) or not all(parts):
+            raise ConfigurationError(f"signal.data.collection {item!r} is not schema.table "
+                                     "(or database.schema.table)")
+        out.append((parts[-2], parts[-1]))
+    return tuple(out)
+
+
 def _unknown(name: str, close: list[str]) -> ConfigurationError:
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     return ConfigurationError(f"unknown connector property {name!r}{hint}")
@@ -343,6 +358,10 @@ class EventConfig:
     plugin_name: Literal["pgoutput", "yboutput"] = "pgoutput"
     version: str = __version__
     not_applicable: tuple[str, ...] = ()
+    #: ``signal.data.collection`` as ``(schema, table)`` pairs: captured whatever the table
+    #: filters say, as the connector ORs them into its table filter
+    #: (``RelationalTableFilters``), so that their rows (signals, watermarks) are events.
+    signal_tables: tuple[tuple[str, str], ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if not self.topic_prefix:
@@ -378,6 +397,8 @@ class EventConfig:
                 truncates.append((length, parse_patterns(value, name)))
             elif name.startswith(_CONVERTER_PREFIXES):
                 continue  # JsonConverter options, validated and applied below
+            elif name == "signal.data.collection":
+                values["signal_tables"] = _signal_tables(value)
             elif name in DEFAULT_ONLY_PROPERTIES:
                 if value != DEFAULT_ONLY_PROPERTIES[name]:
                     raise ConfigurationError(
@@ -428,7 +449,10 @@ class EventConfig:
     # -- selection -----------------------------------------------------------------------
     def includes_table(self, schema: str, table: str) -> bool:
         """Whether changes to ``schema.table`` are captured (schema and table filters, and
-        ``table.ignore.builtin`` as the connector's ``SystemTablesPredicate`` reads it)."""
+        ``table.ignore.builtin`` as the connector's ``SystemTablesPredicate`` reads it;
+        the signalling tables always are)."""
+        if (schema, table) in self.signal_tables:
+            return True
         if self.table_ignore_builtin and (
                 schema.lower() in _BUILTIN_SCHEMAS or schema.startswith("pg_temp")
                 or table.lower() in _BUILTIN_TABLES):

@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -59,7 +59,7 @@ from pgcdc_events.events.snapshot import SnapshotRow, relation_from_catalog, sna
 from pgcdc_events.events.snapshot_sql import parenthesized
 from pgcdc_events.events.source import source_struct
 from pgcdc_events.events.tables import TableSchema, build_table_schema
-from pgcdc_events.types.catalog import CatalogTable
+from pgcdc_events.types.catalog import FORMAT_VERSION, CatalogSnapshot, CatalogTable
 from pgcdc_events.types.schema import Struct, make_struct
 
 if TYPE_CHECKING:
@@ -71,7 +71,10 @@ __all__ = [
     "ChunkWindow",
     "IncrementalSnapshotContext",
     "IncrementalSnapshotError",
+    "RecordedChunks",
     "SnapshotCollection",
+    "catalog_table_from_json",
+    "catalog_table_to_json",
     "expand_data_collections",
 ]
 
@@ -543,3 +546,80 @@ def _event_key_positions(table: TableSchema) -> tuple[int, ...]:
             f"table {table.qualified} has no key: give ChunkWindow.chunk its chunk_key")
     names = [c.name for c in table.relation.columns]
     return tuple(names.index(f.name) for f in table.key_schema.fields)
+
+
+def catalog_table_to_json(table: CatalogTable) -> dict[str, Any]:
+    """``table`` as a catalog snapshot's JSON describes it (what a chunk line records)."""
+    snapshot = CatalogSnapshot("", "", (table,)).to_json()
+    return dict(snapshot["tables"][0])
+
+
+def catalog_table_from_json(obj: Mapping[str, Any]) -> CatalogTable:
+    """The table :func:`catalog_table_to_json` wrote; a malformed one is an
+    :class:`IncrementalSnapshotError`."""
+    try:
+        snapshot = CatalogSnapshot.from_json({"format": FORMAT_VERSION, "database": "",
+                                              "server_version": "", "tables": [dict(obj)],
+                                              "types": []})
+    except PgCdcError as error:
+        raise IncrementalSnapshotError(f"the chunk's table does not parse: {error}") from None
+    return snapshot.tables[0]
+
+
+class RecordedChunks:
+    """The window replayed from a capture: the chunk lines a capture wrote
+    (:class:`~pgcdc_events.protocol.capture.ChunkLine`) and the records decoded from its
+    stream, in the order of the capture, give the records the capture would have
+    emitted had it decoded them itself (``capture --decode``).
+
+    :meth:`chunk` takes a chunk line's object (``ChunkLine.chunk``): it begins the chunk and
+    gives its rows to a :class:`ChunkWindow` (made at the first chunk, with the signalling
+    table and watermarking strategy the line names); :meth:`receive` passes each record
+    through that window (unchanged before the first chunk line). The window's rules are
+    :class:`ChunkWindow`'s: nothing here decides what goes out. Signals are not acted on
+    (the capture did, when it read the chunks); they are dropped.
+    """
+
+    def __init__(self, decoder: EventDecoder) -> None:
+        self.decoder = decoder
+        self.window: ChunkWindow | None = None
+
+    def chunk(self, chunk: Mapping[str, Any], *, where: str = "") -> None:
+        """One chunk line's object; ``where`` names it in errors (``line 12``)."""
+        try:
+            chunk_id = str(chunk["id"])
+            table = catalog_table_from_json(chunk["table"])
+            key = [str(k) for k in chunk.get("key") or ()]
+            rows = chunk["rows"]
+            signal = str(chunk["signal"])
+            strategy = str(chunk.get("strategy") or INSERT_INSERT)
+        except (KeyError, TypeError) as error:
+            raise IncrementalSnapshotError(
+                f"{where}: the chunk line lacks {error}" if where else
+                f"the chunk line lacks {error}") from None
+        window = self.window
+        if window is None or window.signal_table != tuple(signal.split(".")[-2:]):
+            window = self.window = ChunkWindow(
+                self.decoder, signal_data_collection=signal, watermarking_strategy=strategy,
+                context=self.window.context if self.window is not None else None)
+        if window.context.chunk_id not in (None, chunk_id):
+            # a new chunk while another's window is open: the capture restarted and read
+            # again from its checkpoint, with a window closed (its context made afresh)
+            window.context.window_opened = False
+        window.begin_chunk(chunk_id, table)
+        window.chunk(chunk_id, table, rows, chunk_key=key)
+        window.signals()
+
+    def receive(self, record: ChangeRecord) -> list[ChangeRecord]:
+        """A record decoded from the capture's stream: the records to emit in its place."""
+        window = self.window
+        if window is None:
+            return [record]
+        out = window.receive(record)
+        window.signals()  # acted on by the capture already
+        return out
+
+    def through(self, records: Iterable[ChangeRecord]) -> Iterator[ChangeRecord]:
+        """:meth:`receive` over ``records``, lazily."""
+        for record in records:
+            yield from self.receive(record)

@@ -11,6 +11,18 @@ Type and Relation messages of each table, one Insert a row with the values' text
 output, a Commit), all at the LSN the snapshot is consistent with; decoders turn its
 Inserts into read (``op: r``) events. A line without the key is a streamed message,
 so captures written before snapshots existed read as before.
+
+A capture that ran an incremental snapshot also holds *chunk lines*: one line for each
+chunk the capture read from a table while it streamed, with the rows it read, at the
+point of the stream where it read them (after the unit that made it read the chunk,
+before the chunk's watermarks come back). Its ``data`` is not hex but a sentence, and its
+rows are under the key ``"chunk"``::
+
+    {"lsn": "0/16B3748", "xid": null, "data": "not pgoutput: ...", "chunk": {...}}
+
+so a reader that predates chunk lines refuses the line, quoting that sentence, rather
+than misread it. :func:`read_chunk_line` reads one (:class:`ChunkLine`);
+:meth:`CaptureRow.from_line` refuses it with a :class:`CaptureError` naming the line.
 """
 
 from __future__ import annotations
@@ -29,16 +41,21 @@ from pgcdc_events.protocol.copydata import MAX_MESSAGE_SIZE
 from pgcdc_events.protocol.lsn import Lsn
 
 __all__ = [
+    "CHUNK_DATA",
+    "CHUNK_MARK",
     "LINE_CLOSE",
     "LINE_OPEN",
     "SNAPSHOT_MARK",
     "CaptureError",
     "CaptureRow",
+    "ChunkLine",
     "canonical_head",
     "dump_capture_row",
+    "dump_chunk_line",
     "iter_capture",
     "line_middle",
     "read_canonical",
+    "read_chunk_line",
     "write_capture",
 ]
 
@@ -159,6 +176,12 @@ class CaptureRow:
         is decoded."""
         if not isinstance(obj, dict):
             raise CaptureError("a JSON object", line=line, detail=type(obj).__name__)
+        if "chunk" in obj:
+            raise CaptureError(
+                "a pgoutput message, not an incremental snapshot chunk line (the rows a "
+                "capture read from a table while it streamed): this reader does not take "
+                "incremental snapshots; decode the capture with pgcdc-events decode",
+                line=line)
         lsn, xid, data = obj.get("lsn"), obj.get("xid"), obj.get("data")
         snapshot = obj.get("snapshot", False)
         if not isinstance(snapshot, bool):
@@ -264,3 +287,63 @@ def write_capture(rows: Iterable[CaptureRow], fh: IO[str]) -> int:
         fh.write("\n")
         count += 1
     return count
+
+
+#: What marks a chunk line (:class:`ChunkLine`): the key its rows are under.
+CHUNK_MARK: Final = b'"chunk": {'
+#: The ``data`` of a chunk line: not hex, so that a reader that predates chunk lines
+#: refuses the line quoting it.
+CHUNK_DATA: Final = ("not pgoutput: an incremental snapshot chunk, read by pgcdc-events "
+                     "decode (a later version than this one)")
+
+
+@attrs.frozen
+class ChunkLine:
+    """A chunk line: the rows of one chunk of an incremental snapshot, as the capture read
+    them, at ``lsn`` (the end of the last unit written before it).
+
+    ``chunk`` is the JSON object as written: ``id`` (the chunk's id, whose watermarks are
+    ``<id>-open`` and ``<id>-close``), ``table`` (the table as the catalog snapshot
+    describes it), ``key`` (the columns the chunk is ordered by), ``signal`` (the
+    signalling table, ``schema.table``), ``strategy`` (the watermarking strategy) and
+    ``rows`` (each row's values as text in column order, ``null`` for NULL). The event
+    layer reads it (:class:`pgcdc_events.events.incremental.RecordedChunks`).
+    """
+
+    lsn: Lsn
+    chunk: dict[str, Any]
+
+
+def dump_chunk_line(lsn: int, chunk: dict[str, Any]) -> str:
+    """One chunk line for ``chunk`` at ``lsn``, without the newline (JSON with the same
+    separators as the capture's other lines; non-ASCII kept as ``\\u`` escapes)."""
+    head = {"lsn": str(Lsn(lsn)), "xid": None, "data": CHUNK_DATA}
+    text = json.dumps(head, separators=(", ", ": "))
+    return f'{text[:-1]}, "chunk": {json.dumps(chunk, separators=(",", ":"))}}}'
+
+
+def read_chunk_line(line: str | bytes, *, line_number: int = 0) -> ChunkLine | None:
+    """The chunk line ``line`` holds; ``None`` when it is not one (no :data:`CHUNK_MARK`).
+    A chunk line that does not parse is a :class:`CaptureError` naming the line."""
+    raw = line.encode("utf-8", "surrogateescape") if isinstance(line, str) else line
+    if CHUNK_MARK not in raw:
+        return None
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None  # not JSON: CaptureRow.from_line says so
+    if not isinstance(obj, dict) or "chunk" not in obj:
+        return None
+    chunk = obj["chunk"]
+    if not isinstance(chunk, dict) or not isinstance(chunk.get("id"), str) \
+            or not isinstance(chunk.get("rows"), list) or not isinstance(chunk.get("table"), dict):
+        raise CaptureError("an incremental snapshot chunk line with its id, table and rows",
+                           line=line_number, detail=repr(chunk)[:80])
+    lsn = obj.get("lsn")
+    try:
+        value = Lsn.parse(lsn) if isinstance(lsn, str) else None
+    except ProtocolError:
+        value = None
+    if value is None:
+        raise CaptureError("'lsn' in X/Y form", line=line_number, detail=repr(lsn))
+    return ChunkLine(value, chunk)
