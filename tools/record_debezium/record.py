@@ -308,12 +308,16 @@ def _incremental_reads(records: list[tuple[str, Any]], incremental: bool
     return rest, {"incremental_reads_per_table": dict(sorted(reads.items()))}
 
 
-def wait_for_reads(engine: EngineRun, count: int, problems: list[str],
+def wait_for_reads(engine: EngineRun, count: int, table: str | None, problems: list[str],
                    timeout: float = 300.0) -> None:
-    """Wait until the connector emitted ``count`` read (``op: r``) events."""
+    """Wait until the connector emitted ``count`` read (``op: r``) events (of ``table``,
+    ``schema.table``, when given)."""
+    suffix = f".{table}" if table else ""
+
     def reads() -> int:
         return sum(1 for _, rec in engine.records()
-                   if isinstance(payload(rec.get("value")), dict)
+                   if rec["topic"].endswith(suffix)
+                   and isinstance(payload(rec.get("value")), dict)
                    and payload(rec["value"]).get("op") == "r")
 
     try:
@@ -477,7 +481,8 @@ def record_one(cluster: TempCluster, corpus: Corpus, mode: str, mode_path: Path,
 
     # An incremental snapshot (a signal among the changes) runs after the changes: wait
     # for its read events before the sentinel.
-    wait_reads = int(corpus.directives.get("wait-reads", ["0"])[0])
+    wait = corpus.directives.get("wait-reads", ["0"])
+    wait_reads, wait_table = int(wait[0]), (wait[1] if len(wait) > 1 else None)
     engine = EngineRun(props, classpath, rec_work, cluster).start()
     try:
         # 4. Wait until Debezium streams from slot dbz, then run the changes live.
@@ -485,7 +490,7 @@ def record_one(cluster: TempCluster, corpus: Corpus, mode: str, mode_path: Path,
             time.sleep(1.0)
             psql(cluster, database, corpus.changes, label=f"{corpus.path.name} changes")
             if wait_reads:
-                wait_for_reads(engine, wait_reads, problems=engine.problems)
+                wait_for_reads(engine, wait_reads, wait_table, problems=engine.problems)
             query(conn, f"INSERT INTO {SENTINEL_TABLE} VALUES (1, %s)", (f"{corpus.name}/{mode}",))
             engine.wait_records(f"{props['topic.prefix']}.public.{SENTINEL_TABLE}")
     finally:
