@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from pgcdc_events.adapters.incremental import IncrementalSnapshotter
+from pgcdc_events.errors import ConversionError
 from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.events.jsonconv import JsonRecordWriter
 from pgcdc_events.events.records import ChangeRecord
@@ -173,6 +174,31 @@ def test_filters_partitions_and_stops_as_the_connector(pg_conn: Any, filtered: R
         (r["topic"], (_payload(r) or {}).get("op")) for r in theirs]
     for mine, real in zip(ours, theirs, strict=True):
         assert mine == real
+
+
+NAN_PRECISE = recordings("events_incremental_nan_precise", incremental=True)
+
+
+@pytest.mark.parametrize("recording", NAN_PRECISE, ids=[r.mode for r in NAN_PRECISE])
+def test_special_numeric_keys_in_precise_mode_stop_with_our_error(pg_conn: Any,
+                                                                  recording: Recording) -> None:
+    """A numeric key holding ``NaN`` and ``±Infinity`` under ``decimal.handling.mode=precise``
+    (no VariableScaleDecimal for them). 3.6.3 logs a warning, emits no ``r`` event for the
+    table (not even its finite key), leaves the window open and streams on: the table is
+    lost without an error. pgcdc-events stops with its one-line ``ConversionError`` naming
+    the column and the value, and nothing is emitted as read (docs/differences-from-
+    debezium.md, "Signals")."""
+    theirs = _theirs(recording)
+    assert [(_payload(r) or {}).get("op") for r in theirs] == ["c", "c"]  # signal, open
+    assert (_payload(theirs[1]) or {})["after"]["type"] == "snapshot-window-open"
+    assert any("Error while executing incremental snapshot for table 'public.nan_key', "
+               "skipping and continuing streaming" in w
+               for w in recording.meta["connector_warnings"])
+    with pytest.raises(ConversionError) as raised:
+        _ours(pg_conn, recording)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("public.nan_key.id (numeric): ")
+    assert "Infinity" in message and "VariableScaleDecimal" in message
 
 
 def test_the_recordings_are_there() -> None:
