@@ -739,12 +739,13 @@ class IncrementalCapture:
 
     @property
     def busy(self) -> bool:
-        """Whether a snapshot runs (and is not paused): a capture that is not following
-        reads on until it finished."""
+        """Whether a snapshot runs (and is not paused), or a chunk read waits for its close
+        watermark (paused or stopped meanwhile): a capture that is not following reads on
+        until then."""
         if self.snapshotter is None:
             return False
         context = self.snapshotter.context
-        return context.running and not context.paused
+        return (context.running and not context.paused) or self.snapshotter.waiting
 
     def close(self) -> None:
         """Close the connection (never raises)."""
