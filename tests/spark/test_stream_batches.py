@@ -18,13 +18,13 @@ import pytest
 pytest.importorskip("pyspark")
 
 from pgcdc_events.events import EventConfig
+from pgcdc_events.events.chunks import Cut
 from pgcdc_events.protocol import CaptureRow
 from pgcdc_events.spark.columnar import MIN_RUN
 from pgcdc_events.spark.decode import _Decode
 from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.layout import RUN_KIND, TableLayout, catalog_table_schemas
 from pgcdc_events.spark.schema import SparkSchemaOptions
-from pgcdc_events.events.chunks import Cut
 from pgcdc_events.spark.stream import StreamState, commit_ms, decode_rows
 from pgcdc_events.types.catalog import fetch_catalog
 from support.capture import Capturer

@@ -128,12 +128,12 @@ def test_transactions_of_every_size(spark: SparkSession, tmp_path: Path, pg_conn
     first = 0
     for size in SIZES:
         pg_conn.run("INSERT INTO big SELECT g, 'n' || g, g / 7.0 FROM generate_series("
-                    ":a, :b) g", a=first + 1, b=first + size)
+                    "CAST(:a AS int), CAST(:b AS int)) g", a=first + 1, b=first + size)
         first += size
     pg_conn.run("UPDATE big SET note = 'u' WHERE id <= 40")
     rows: list[CaptureRow] = capturer.changes(proto_version=2)
     pg_conn.run("INSERT INTO big SELECT g, repeat('s', 200), 1 FROM generate_series("
-                ":a, :b) g", a=first + 1, b=first + 3000)
+                "CAST(:a AS int), CAST(:b AS int)) g", a=first + 1, b=first + 3000)
     pg_conn.run("DELETE FROM big WHERE id <= 31")
     rows += capturer.changes(proto_version=2, streaming=True, work_mem=64)
     assert any(r.data[:1] == b"S" for r in rows)  # a streamed transaction
