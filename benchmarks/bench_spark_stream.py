@@ -11,8 +11,9 @@ Run: ``.venv/bin/python benchmarks/bench_spark_stream.py [--changes 100000]
    rotating files of ``--file-transactions`` transactions each, as ``capture
    --rotate-every`` names them. Timed: one ``decode_stream`` query over the files, each
    micro-batch decoded in Spark tasks and applied to a ``ParquetTarget`` (16 bucket files)
-   in the same ``foreachBatch``, until it has processed everything (``--warm-up`` runs
-   the same first, untimed). Next to it: the batch layer on the same capture
+   in the same ``foreachBatch``, until it has processed everything; and the same with a
+   target that only computes the events (Spark's ``noop`` sink): the decoding alone. An
+   untimed run goes first (``--no-warm-up`` leaves it out). Next to it: the batch layer on the same capture
    (``decode_capture`` + ``latest_state`` written to Parquet), the batch decode of the
    capture as Parquet (``decode_capture(persist=False)`` + the table to the ``noop`` sink)
    against the no-op ``mapInArrow`` floor, and the pure-Python ``EventDecoder`` alone.
@@ -125,9 +126,13 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
         records = sum(1 for _ in decoder.feed_rows(rows))
         python_s = time.perf_counter() - started
 
-        def run_stream(name: str) -> tuple[float, Any]:
+        def noop(df: Any, batch_id: int) -> None:
+            df.write.format("noop").mode("overwrite").save()
+
+        def run_stream(name: str, parquet: bool = True) -> tuple[float, Any]:
             started = time.perf_counter()
-            target = ParquetTarget(str(work / f"target-{name}"), buckets=16)
+            target = (ParquetTarget(str(work / f"target-{name}"), buckets=16) if parquet
+                      else noop)
             stream = decode_stream(read_capture_stream(spark, str(work / "files")), config,
                                    catalog=catalog, checkpoint=str(work / f"cp-{name}"),
                                    targets={"public.bench": target})
@@ -140,7 +145,8 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
         latest_state(warm.table("public.bench")).count()  # the JVM and the workers warmed up
         warm.unpersist()
         if warm_up:
-            run_stream("warm")
+            run_stream("warm", parquet=False)
+        noop_stream_s, _ = run_stream("noop", parquet=False)
         stream_s, stream = run_stream("timed")
         started = time.perf_counter()
         decoded = decode_capture(read_capture(spark, str(capture)), config, catalog=catalog)
@@ -175,7 +181,8 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
               f"{files} files of {per_file} transactions; one query, "
               f"{len(stream.batches)} micro-batches, {chunks} chunks decoded in tasks")
         print(f"{'':52} {'seconds':>8} {'changes/s':>10}")
-        for name, seconds in (("stream: files -> decode_stream -> Parquet target", stream_s),
+        for name, seconds in (("stream: files -> decode_stream -> noop target", noop_stream_s),
+                              ("stream: files -> decode_stream -> Parquet target", stream_s),
                               ("batch: decode_capture + latest_state -> Parquet", batch_s),
                               ("batch decode (Parquet capture) -> noop sink", decode_s),
                               ("no-op mapInArrow over the Parquet capture (floor)", floor_s),
@@ -183,6 +190,7 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
             print(f"{name:52} {seconds:8.2f} {n_changes / seconds:10,.0f}")
         print(f"batch decode / no-op floor: {floor_s / decode_s:.2f}x the floor's speed")
         return {"stream_changes_per_s": n_changes / stream_s,
+                "stream_noop_changes_per_s": n_changes / noop_stream_s,
                 "batch_changes_per_s": n_changes / batch_s,
                 "decode_vs_floor": floor_s / decode_s}
     finally:
@@ -264,6 +272,9 @@ def latency(spark: Any, rate: float, seconds: float) -> None:
     if len(lat) < total:
         print(f"latency: only {len(lat)} of {total} rows became visible")
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+    batch_s = sorted(b.seconds for b in stream.batches)
+    print(f"micro-batches: {len(batch_s)}, median {statistics.median(batch_s):.2f} s each, "
+          f"max {batch_s[-1]:.2f} s")
     print(f"latency at {rate:g} transactions/s for {seconds:g} s ({len(lat)} rows; capture "
           f"--rotate-every 0.2, triggers 0.2 s): median {statistics.median(lat):.2f} s, "
           f"p99 {p99:.2f} s, max {lat[-1]:.2f} s")
@@ -301,9 +312,9 @@ def main() -> None:
     if len(figures) > 1:
         first, *rest = masters
         for master in rest:
-            ratio = (figures[master]["stream_changes_per_s"]
-                     / figures[first]["stream_changes_per_s"])
-            print(f"stream: {master} / {first}: {ratio:.2f}x the changes/s")
+            for key in ("stream_noop_changes_per_s", "stream_changes_per_s"):
+                ratio = figures[master][key] / figures[first][key]
+                print(f"{key}: {master} / {first}: {ratio:.2f}x")
     print(json.dumps(figures))
     if not args.skip_latency and spark is not None:
         latency(spark, args.rate, args.seconds)

@@ -57,9 +57,13 @@ class Collect:
 
     def __init__(self) -> None:
         self.batches: dict[int, Any] = {}
+        self.queries: set[str | None] = set()
 
     def __call__(self, df: Any, batch_id: int) -> None:
         self.batches[batch_id] = to_arrow_table(df)
+        # what a DeltaTarget records as its application id
+        self.queries.add(df.sparkSession.sparkContext.getLocalProperty(
+            "sql.streaming.queryId"))
 
     def rows(self) -> list[dict[str, Any]]:
         return sorted((r for t in self.batches.values() for r in table_rows(t)),
@@ -110,7 +114,9 @@ def test_tasks_decode_and_the_driver_does_not(spark: SparkSession, tmp_path: Pat
     problem = first_difference(records_lines(tmp_path / "o", spark),
                                decoder_lines(rows, config, RECORDING.catalog))
     assert not problem, problem
+    assert len(targets) > 1  # applied side by side, each knowing the query
     for table, collect in targets.items():
+        assert collect.queries == {str(query.id)}, table
         assert [_strip(r) for r in collect.rows()] == \
             [_strip(r) for r in table_rows(want[table])], table
 

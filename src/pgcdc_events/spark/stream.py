@@ -2,29 +2,37 @@
 
 :func:`decode_stream` takes a *streaming* DataFrame of capture rows (the rotating files
 of ``pgcdc-events capture --rotate-every``, read by :func:`read_capture_stream`, or the
-Kafka layout of docs/spark.md) and starts a query that decodes each micro-batch with the
-event layer and writes its records (:data:`~pgcdc_events.spark.decode.RECORDS_TYPE`) as
-one Parquet file per batch under ``path``. The :class:`DecodedStream` it returns gives
-streaming DataFrames over those files: :attr:`~DecodedStream.records`, and each table's
-Debezium events (:meth:`~DecodedStream.table`, shaped by the catalog's schema).
+Kafka layout of docs/spark.md) and starts one query whose ``foreachBatch`` function
+decodes each micro-batch as :func:`~pgcdc_events.spark.decode.decode_capture` decodes a
+capture at rest: the driver collects the batch's control messages (one small job) and
+plans its chunks (:func:`plan_batch`), Spark tasks decode the chunks with the batch
+layer's task function (:class:`~pgcdc_events.spark.decode.RecordsFunction`: the records
+are :class:`~pgcdc_events.events.EventDecoder`'s), and each table's events are applied
+to its targets (:meth:`DecodedStream.apply`: ``foreachBatch`` functions such as
+``ParquetTarget``, ``PostgresTarget`` or ``DeltaTarget``) in the same function. With a
+``path``, the records (:data:`~pgcdc_events.spark.decode.RECORDS_TYPE`) are also written as
+one Parquet file per batch, and :class:`DecodedStream` gives streaming DataFrames over
+them: :attr:`~DecodedStream.records`, and each table's Debezium events
+(:meth:`~DecodedStream.table`, shaped by the catalog's schema).
 
 What a stream carries from one micro-batch to the next (:class:`StreamState`) is what
 :mod:`pgcdc_events.events.chunks` needs to start decoding anywhere: the Relation and Type
-messages in force, the Begin and Commit of the last transaction decoded, and the rows
-after it that cannot be decoded yet (a transaction not yet whole in the batches seen: a
-streamed or prepared one still open, or one cut by the batch's end). Each batch appends
-its rows, cuts after the last commit where nothing is open, decodes up to the cut with
-:class:`~pgcdc_events.events.chunks.ChunkDecoder` (the records are
-:class:`~pgcdc_events.events.EventDecoder`'s) and keeps the rest. With a ``segment``
-column (the rotating files' sequence numbers), segments are decoded in order: a file
-that arrives before one it follows (so possibly before the Relation its changes need) is
-held until the gap is filled (segments are numbered from 0).
+messages in force, the Begin and Commit of the last transaction decoded (the
+:class:`~pgcdc_events.protocol.transactions.Prelude` at the last cut), and the rows after
+it that cannot be decoded yet (a transaction not yet whole in the batches seen: a
+streamed or prepared one still open, or one cut by the batch's end). Each batch decodes
+the state's rows and its own up to the last commit where nothing is open, and keeps the
+rest; only those rows come to the driver. With a ``segment`` column (the rotating files'
+sequence numbers), segments are decoded in order: a file that arrives before one it
+follows (so possibly before the Relation its changes need) is held until the gap is
+filled (segments are numbered from 0).
 
 The state lives under the query's checkpoint location (``_decoder/state-<batch>.json``),
-written atomically after the batch's records file; a batch Spark replays after a failure
-finds its state written and is skipped, or (a crash between the two writes) is decoded
-again from the previous state into the records file already there. Decoding runs on the
-driver, one batch at a time: a pgoutput stream has one order.
+written atomically after the batch's targets and records file; a batch Spark replays
+after a failure finds its state written and is skipped, or (a crash before the state was
+written) is decoded again from the previous state: the targets skip a batch id they
+recorded, the records file already there is kept. :func:`decode_rows` runs the same steps
+in one process (tests, and what the query does, without Spark).
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import IntegralType
+from pyspark.util import inheritable_thread_target
 
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events.chunks import (
@@ -460,12 +469,17 @@ class _BatchWriter:
 
     def __init__(self, stream: DecodedStream) -> None:
         self.stream = stream
+        self.persisted: list[DataFrame] = []
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         try:
             self._batch(df, batch_id)
         except Exception as exc:  # one line, with the cause, for the query's failure
             raise _failure("the decoding query", batch_id, exc) from exc
+        finally:
+            for frame in self.persisted:
+                frame.unpersist()
+            self.persisted = []
 
     def _batch(self, df: DataFrame, batch_id: int) -> None:  # noqa: PLR0915
         stream = self.stream
@@ -481,7 +495,8 @@ class _BatchWriter:
         segmented = "segment" in df.columns
         df = df.select("position", "lsn", "data", "snapshot",
                        (F.col("segment") if segmented else F.lit(None).cast("long"))
-                       .alias("segment"))
+                       .alias("segment")).persist()  # read and parsed once, used thrice
+        self.persisted.append(df)
         # one small job: per segment, its positions, rows, newest LSN and control messages
         control = F.substring(F.col("data"), 1, 1).isin(*(bytes([t]) for t in CONTROL_TYPES))
         summary = df.groupBy("segment").agg(
@@ -525,11 +540,13 @@ class _BatchWriter:
         if last is not None:
             ready = frame.filter(F.col("position") <= F.lit(last.position))
             partitions = max(1, min(len(plan.cuts) - len(state.plan_prefix()[1]), 2 * cores))
-            chunked = (ready.withColumn("_chunk", _chunk_column(F.col("position"),
-                                                                plan.boundaries))
-                       .repartition(partitions, "_chunk")
-                       .sortWithinPartitions("_chunk", "position")
-                       .select("_chunk", "position", "lsn", "data", "snapshot"))
+            chunked = ready.withColumn("_chunk", _chunk_column(F.col("position"),
+                                                               plan.boundaries))
+            # one task needs no shuffle (a small batch: one stage less)
+            chunked = (chunked.coalesce(1) if partitions == 1
+                       else chunked.repartition(partitions, "_chunk"))
+            chunked = chunked.sortWithinPartitions("_chunk", "position").select(
+                "_chunk", "position", "lsn", "data", "snapshot")
             records = map_in_arrow(chunked, RecordsFunction(
                 plan, stream.make, payload=True, lines=stream.lines,
                 counters=(stream.chunks, stream.records_made)), RECORDS_TYPE)
@@ -655,9 +672,11 @@ class DecodedStream:
             records = records.persist()
         try:
             if len(self.targets) > 1:
+                # side by side, each thread with this one's Spark properties (the query's
+                # id, which a DeltaTarget records)
                 with ThreadPoolExecutor(max_workers=min(4, len(self.targets))) as pool:
-                    for future in [pool.submit(self._apply, records, t, batch_id)
-                                   for t in self.targets]:
+                    for future in [pool.submit(inheritable_thread_target(self._apply),
+                                               records, t, batch_id) for t in self.targets]:
                         future.result()
             elif self.targets:
                 self._apply(records, self.targets[0], batch_id)
