@@ -674,9 +674,10 @@ class DecodedStream:
             if len(self.targets) > 1:
                 # side by side, each thread with this one's Spark properties (the query's
                 # id, which a DeltaTarget records)
+                apply = inheritable_thread_target(records.sparkSession)(self._apply)
                 with ThreadPoolExecutor(max_workers=min(4, len(self.targets))) as pool:
-                    for future in [pool.submit(inheritable_thread_target(self._apply),
-                                               records, t, batch_id) for t in self.targets]:
+                    for future in [pool.submit(apply, records, t, batch_id)
+                                   for t in self.targets]:
                         future.result()
             elif self.targets:
                 self._apply(records, self.targets[0], batch_id)
