@@ -23,6 +23,7 @@ from pgcdc_events.protocol import CaptureRow, dump_capture_row
 from pgcdc_events.spark import decode_capture
 from pgcdc_events.spark._session import to_arrow_table
 from pgcdc_events.spark.capture import capture_dataframe
+from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.stream import decode_stream, read_capture_stream
 from pgcdc_events.types.catalog import fetch_catalog
 from support.capture import Capturer
@@ -166,3 +167,33 @@ def test_transactions_of_every_size(spark: SparkSession, tmp_path: Path, pg_conn
     assert len(got) == len(want) == sum(SIZES) + 40 + 3000 + 31
     for got_row, want_row in itertools.zip_longest(got, want):
         assert _strip(got_row) == _strip(want_row)
+
+
+def test_a_failing_target_fails_the_query_in_one_line(spark: SparkSession,
+                                                      tmp_path: Path) -> None:
+    """A target's error stops the query with one line naming the batch, the table and
+    the cause; a stream with neither a path nor a target is refused before it starts."""
+    rows = list(RECORDING.capture)
+    config = EventConfig.from_properties(RECORDING.properties)
+    write_files(tmp_path / "f", rows, [])
+
+    def broken(df: Any, batch_id: int) -> None:
+        raise ValueError("the target is full")
+
+    table = "public.ev_main"
+    stream = decode_stream(read_capture_stream(spark, str(tmp_path / "f")), config,
+                           catalog=RECORDING.catalog, checkpoint=str(tmp_path / "c"),
+                           targets={table: broken})
+    query = stream.start()
+    with pytest.raises(Exception) as raised:
+        query.processAllAvailable()
+    stream.stop()
+    line = ("SparkQueryError: the decoding query failed at micro-batch 0: SparkDecodeError: "
+            f"applying {table}: ValueError: the target is full")
+    assert line in str(raised.value).splitlines()[-1] or any(
+        text.strip().endswith(line) for text in str(raised.value).splitlines()), raised.value
+    assert not list((tmp_path / "c" / "_decoder").glob("state-*"))  # nothing recorded
+    bare = decode_stream(read_capture_stream(spark, str(tmp_path / "f")), config,
+                         catalog=RECORDING.catalog, checkpoint=str(tmp_path / "c2"))
+    with pytest.raises(SparkDecodeError, match="nowhere to put the records"):
+        bare.start()

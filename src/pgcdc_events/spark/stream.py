@@ -704,7 +704,7 @@ class DecodedStream:
         except Exception as exc:
             if isinstance(exc, SparkQueryError):
                 raise
-            raise SparkDecodeError(f"applying {table}: {_cause(exc)}") from exc
+            raise SparkDecodeError(f"applying {table}: {_cause(exc)}") from None  # in the text
 
     @property
     def tables(self) -> tuple[str, ...]:
