@@ -560,9 +560,8 @@ class _BatchWriter:
         if intake.waiting:
             held = [(r[4], r[0], r[1], r[2], r[3]) for r in _rows(
                 df.filter(F.col("segment").isin(*sorted(intake.waiting)))) if r[4] is not None]
-        written = 0
         if records is not None:
-            written = stream.write(records, batch_id)
+            stream.write(records, batch_id)
         position = max([r["last"] for r in taken] + [h[1] for h in intake.held_taken]
                        + ([state.position] if state.position is not None else []),
                        default=None)
@@ -574,11 +573,10 @@ class _BatchWriter:
             if match is not None and int(match.group(1)) < batch_id - 2:
                 with contextlib.suppress(OSError):
                     old_state.unlink()
-        if records is not None and written == 0:
-            written = stream.records_made.value - counted[1]
+        made = stream.records_made.value - counted[1]  # records, a run's each counted
         lsns = [r["lsn"] for r in taken if r["lsn"] is not None]
         stream.report(BatchProgress(
-            batch_id, rows - len(state.pending), written,
+            batch_id, rows - len(state.pending), made,
             len(after.pending) + len(after.held), after.lsn, commit_ms(last) if last else
             None, max(lsns) if lsns else None, time.monotonic() - started,
             chunks=stream.chunks.value - counted[0]))
