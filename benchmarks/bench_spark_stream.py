@@ -1,22 +1,27 @@
-"""Spark Structured Streaming on local[2]: sustained rows/s from rotating capture files to a
-Parquet target, and end-to-end latency (commit on the source -> visible in the target).
+"""Spark Structured Streaming: sustained changes/s from rotating capture files to a Parquet
+target on local[1] and local[2], end-to-end latency (commit on the source -> visible in the
+target), and the batch layer's decode against the no-op floor.
 
 Run: ``.venv/bin/python benchmarks/bench_spark_stream.py [--changes 100000]
-[--rate 20 --seconds 30]``.
+[--masters local[1],local[2]] [--rate 20 --seconds 30]``.
 
-1. **Throughput.** A capture of ``--changes`` inserts into the six-column table of
-   ``_common.py`` (plus updates and deletes of a fifth and a tenth of the rows, in
-   transactions of 1,000 rows), cut into rotating files of ``--file-transactions``
-   transactions each, as ``capture --rotate-every`` names them. Timed: ``decode_stream``
-   over the files and the table's events applied to a ``ParquetTarget`` (16 bucket
-   files), until both queries have processed everything. Next to it, the peers in this
-   process: the batch layer on the same capture (``decode_capture`` + ``latest_state``
-   written to Parquet) and the pure-Python ``EventDecoder`` alone (one core).
-2. **Latency.** A throwaway PostgreSQL; ``pgcdc-events capture --follow --rotate-every
-   0.2``; ``decode_stream`` (trigger 0.2 s) and a ``ParquetTarget`` whose apply records
-   when each key became visible (its bucket file renamed into place). A steady ``--rate``
-   of one-row transactions for ``--seconds``; each row's latency is the time from its
-   COMMIT returning to its file being in place. Median and p99.
+1. **Throughput**, on each master of ``--masters`` (a session of its own each). A capture
+   of ``--changes`` inserts into the six-column table of ``_common.py`` (plus updates and
+   deletes of a fifth and a tenth of the rows, in transactions of 1,000 rows), cut into
+   rotating files of ``--file-transactions`` transactions each, as ``capture
+   --rotate-every`` names them. Timed: one ``decode_stream`` query over the files, each
+   micro-batch decoded in Spark tasks and applied to a ``ParquetTarget`` (16 bucket files)
+   in the same ``foreachBatch``, until it has processed everything; and the same with a
+   target that only computes the events (Spark's ``noop`` sink): the decoding alone. An
+   untimed run goes first (``--no-warm-up`` leaves it out). Next to it: the batch layer on the same capture
+   (``decode_capture`` + ``latest_state`` written to Parquet), the batch decode of the
+   capture as Parquet (``decode_capture(persist=False)`` + the table to the ``noop`` sink)
+   against the no-op ``mapInArrow`` floor, and the pure-Python ``EventDecoder`` alone.
+2. **Latency** (on the last master). A throwaway PostgreSQL; ``pgcdc-events capture
+   --follow --rotate-every 0.2``; one ``decode_stream`` query (trigger 0.2 s) applying to
+   a ``ParquetTarget`` that records when each key became visible (its bucket file renamed
+   into place). A steady ``--rate`` of one-row transactions for ``--seconds``; each row's
+   latency is the time from its COMMIT returning to its file being in place. Median, p99.
 """
 
 from __future__ import annotations
@@ -86,62 +91,108 @@ def catalog_of_bench() -> Any:
         return CatalogSnapshot.load(str(path))
 
 
-def throughput(spark: Any, changes: int, per_file: int, catalog: Any) -> None:
+def _noop(batches: Any) -> Any:
+    for batch in batches:
+        yield batch.select(["position"])
+
+
+def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
+               warm_up: bool = True) -> dict[str, float]:
+    from pyspark.sql.types import LongType, StructField, StructType
+
     from pgcdc_events.spark import decode_capture, read_capture
+    from pgcdc_events.spark._session import map_in_arrow
     from pgcdc_events.spark.apply import ParquetTarget
-    from pgcdc_events.spark.capture import capture_dataframe
+    from pgcdc_events.spark.capture import capture_dataframe, write_capture_parquet
     from pgcdc_events.spark.state import latest_state
     from pgcdc_events.spark.stream import decode_stream, read_capture_stream
 
     capture = DATA / f"stream-{changes}.jsonl"
     if not capture.exists():
         make_capture(capture, changes, updates=changes // 5, deletes=changes // 10)
+    parquet = DATA / f"stream-{changes}.parquet"
     work = Path(tempfile.mkdtemp(prefix="bench-stream-"))
     config = EventConfig.from_properties(PROPS)
+    master = spark.sparkContext.master
     try:
         files = split_files(capture, work / "files", per_file)
         with open(capture, encoding="utf-8") as fh:
             rows = list(iter_capture(fh))
+        if not parquet.exists():
+            write_capture_parquet(rows, str(parquet), rows_per_group=1 << 16)
         n_changes = sum(1 for r in rows if r.data[:1] in (b"I", b"U", b"D"))
         started = time.perf_counter()
         decoder = EventDecoder(config, catalog=catalog)
         records = sum(1 for _ in decoder.feed_rows(rows))
         python_s = time.perf_counter() - started
 
+        def noop(df: Any, batch_id: int) -> None:
+            df.write.format("noop").mode("overwrite").save()
+
+        def run_stream(name: str, parquet: bool = True) -> tuple[float, Any]:
+            started = time.perf_counter()
+            target = (ParquetTarget(str(work / f"target-{name}"), buckets=16) if parquet
+                      else noop)
+            stream = decode_stream(read_capture_stream(spark, str(work / "files")), config,
+                                   catalog=catalog, checkpoint=str(work / f"cp-{name}"),
+                                   targets={"public.bench": target})
+            stream.start().processAllAvailable()
+            seconds = time.perf_counter() - started
+            stream.stop()
+            return seconds, stream
+
         warm = decode_capture(capture_dataframe(spark, rows[:3000]), config, catalog=catalog)
         latest_state(warm.table("public.bench")).count()  # the JVM and the workers warmed up
         warm.unpersist()
+        if warm_up:
+            run_stream("warm", parquet=False)
+        noop_stream_s, _ = run_stream("noop", parquet=False)
+        stream_s, stream = run_stream("timed")
         started = time.perf_counter()
         decoded = decode_capture(read_capture(spark, str(capture)), config, catalog=catalog)
         latest_state(decoded.table("public.bench")).write.mode("overwrite").parquet(
             str(work / "batch"))
         decoded.unpersist()
         batch_s = time.perf_counter() - started
-
-        started = time.perf_counter()
-        stream = decode_stream(read_capture_stream(spark, str(work / "files")), config,
-                               catalog=catalog, path=str(work / "out"),
-                               checkpoint=str(work / "cp"))
-        decode_q = stream.start()
-        target = ParquetTarget(str(work / "target"), buckets=16)
-        apply_q = (stream.table("public.bench").writeStream.foreachBatch(target)
-                   .option("checkpointLocation", str(work / "cp-apply")).start())
-        decode_q.processAllAvailable()
-        apply_q.processAllAvailable()
-        stream_s = time.perf_counter() - started
-        apply_q.stop()
-        stream.stop()
-        got = spark.read.parquet(str(work / "target")).count()
+        got = spark.read.parquet(str(work / "target-timed")).count()
         want = spark.read.parquet(str(work / "batch")).count()
         assert got == want, (got, want)
-        print(f"throughput: {n_changes:,} changes ({records:,} records) in {files} files of "
-              f"{per_file} transactions; {len(stream.batches)} decode micro-batches")
-        print(f"{'':42} {'seconds':>8} {'changes/s':>10} {'ratio':>7}")
-        for name, seconds in (("stream: files -> decode_stream -> Parquet", stream_s),
-                              ("batch: decode_capture + latest_state", batch_s),
-                              ("EventDecoder alone (one core)", python_s)):
-            print(f"{name:42} {seconds:8.2f} {n_changes / seconds:10,.0f} "
-                  f"{batch_s / seconds:7.2f}x")
+
+        df = read_capture(spark, str(parquet))
+        schema = StructType([StructField("position", LongType())])
+
+        def floor() -> None:
+            map_in_arrow(df, _noop, schema).write.format("noop").mode("overwrite").save()
+
+        def batch_decode() -> None:
+            decoded = decode_capture(df, config, catalog=catalog, persist=False)
+            decoded.table("public.bench").write.format("noop").mode("overwrite").save()
+
+        floor()
+        batch_decode()
+        started = time.perf_counter()
+        floor()
+        floor_s = time.perf_counter() - started
+        started = time.perf_counter()
+        batch_decode()
+        decode_s = time.perf_counter() - started
+        chunks = sum(b.chunks for b in stream.batches)
+        print(f"throughput on {master}: {n_changes:,} changes ({records:,} records) in "
+              f"{files} files of {per_file} transactions; one query, "
+              f"{len(stream.batches)} micro-batches, {chunks} chunks decoded in tasks")
+        print(f"{'':52} {'seconds':>8} {'changes/s':>10}")
+        for name, seconds in (("stream: files -> decode_stream -> noop target", noop_stream_s),
+                              ("stream: files -> decode_stream -> Parquet target", stream_s),
+                              ("batch: decode_capture + latest_state -> Parquet", batch_s),
+                              ("batch decode (Parquet capture) -> noop sink", decode_s),
+                              ("no-op mapInArrow over the Parquet capture (floor)", floor_s),
+                              ("EventDecoder alone (one process)", python_s)):
+            print(f"{name:52} {seconds:8.2f} {n_changes / seconds:10,.0f}")
+        print(f"batch decode / no-op floor: {floor_s / decode_s:.2f}x the floor's speed")
+        return {"stream_changes_per_s": n_changes / stream_s,
+                "stream_noop_changes_per_s": n_changes / noop_stream_s,
+                "batch_changes_per_s": n_changes / batch_s,
+                "decode_vs_floor": floor_s / decode_s}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -191,14 +242,11 @@ def latency(spark: Any, rate: float, seconds: float) -> None:
         con.run("INSERT INTO lat VALUES (0, 'warm-up')")
         while not list((work / "files").glob("capture-*")):
             time.sleep(0.1)
+        timed = TimedTarget(ParquetTarget(str(work / "target"), buckets=16))
         stream = decode_stream(read_capture_stream(spark, str(work / "files")),
                                EventConfig.from_properties(PROPS), catalog=catalog,
-                               path=str(work / "out"), checkpoint=str(work / "cp"))
+                               checkpoint=str(work / "cp"), targets={"public.lat": timed})
         stream.start(trigger_seconds=0.2)
-        timed = TimedTarget(ParquetTarget(str(work / "target"), buckets=16))
-        apply_q = (stream.table("public.lat").writeStream.foreachBatch(timed)
-                   .trigger(processingTime="0.2 seconds")
-                   .option("checkpointLocation", str(work / "cp-apply")).start())
         while 0 not in timed.visible:  # warmed up: the first batches are slow
             time.sleep(0.1)
         committed: dict[int, float] = {}
@@ -215,7 +263,6 @@ def latency(spark: Any, rate: float, seconds: float) -> None:
         while len([i for i in committed if i in timed.visible]) < total \
                 and time.monotonic() < deadline:
             time.sleep(0.1)
-        apply_q.stop()
         stream.stop()
         capture.send_signal(signal.SIGINT)
         capture.wait(60)
@@ -225,6 +272,9 @@ def latency(spark: Any, rate: float, seconds: float) -> None:
     if len(lat) < total:
         print(f"latency: only {len(lat)} of {total} rows became visible")
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+    batch_s = sorted(b.seconds for b in stream.batches)
+    print(f"micro-batches: {len(batch_s)}, median {statistics.median(batch_s):.2f} s each, "
+          f"max {batch_s[-1]:.2f} s")
     print(f"latency at {rate:g} transactions/s for {seconds:g} s ({len(lat)} rows; capture "
           f"--rotate-every 0.2, triggers 0.2 s): median {statistics.median(lat):.2f} s, "
           f"p99 {p99:.2f} s, max {lat[-1]:.2f} s")
@@ -236,6 +286,10 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--changes", type=int, default=100_000)
     parser.add_argument("--file-transactions", type=int, default=10)
+    parser.add_argument("--masters", default="local[1],local[2]",
+                        help="comma-separated Spark masters for the throughput runs")
+    parser.add_argument("--no-warm-up", action="store_true",
+                        help="no untimed stream run before the timed one")
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--skip-throughput", action="store_true")
@@ -243,12 +297,28 @@ def main() -> None:
     args = parser.parse_args()
     from pgcdc_events.spark import session
 
-    spark = session("local[2]", "bench-spark-stream", quiet=True,
-                    conf={"spark.sql.shuffle.partitions": "2"})
-    if not args.skip_throughput:
-        throughput(spark, args.changes, args.file_transactions, catalog_of_bench())
-    if not args.skip_latency:
+    masters = [m.strip() for m in args.masters.split(",") if m.strip()]
+    spark = None
+    figures: dict[str, dict[str, float]] = {}
+    catalog = None if args.skip_throughput else catalog_of_bench()
+    for master in masters:
+        if spark is not None:
+            spark.stop()
+        spark = session(master, "bench-spark-stream", quiet=True,
+                        conf={"spark.sql.shuffle.partitions": "2"})
+        if not args.skip_throughput:
+            figures[master] = throughput(spark, args.changes, args.file_transactions,
+                                         catalog, warm_up=not args.no_warm_up)
+    if len(figures) > 1:
+        first, *rest = masters
+        for master in rest:
+            for key in ("stream_noop_changes_per_s", "stream_changes_per_s"):
+                ratio = figures[master][key] / figures[first][key]
+                print(f"{key}: {master} / {first}: {ratio:.2f}x")
+    print(json.dumps(figures))
+    if not args.skip_latency and spark is not None:
         latency(spark, args.rate, args.seconds)
+    assert spark is not None
     spark.stop()
     threading.Event().wait(0)
 

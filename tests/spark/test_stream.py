@@ -305,7 +305,7 @@ def test_spark_stream_failures_are_one_line_with_their_cause(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise pickle.UnpicklingError("invalid load key, '\\xff'.")
 
-    monkeypatch.setattr(stream_module, "decode_rows", broken)
+    monkeypatch.setattr(stream_module, "plan_batch", broken)
     code, err = _stream_cli(tmp_path / "b", rows, capsys)
     assert (code, err) == (1, [
         "pgcdc-events spark: error: the decoding query failed at micro-batch 0: "

@@ -18,13 +18,14 @@ import pytest
 pytest.importorskip("pyspark")
 
 from pgcdc_events.events import EventConfig
+from pgcdc_events.events.chunks import Cut
 from pgcdc_events.protocol import CaptureRow
 from pgcdc_events.spark.columnar import MIN_RUN
 from pgcdc_events.spark.decode import _Decode
 from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.layout import RUN_KIND, TableLayout, catalog_table_schemas
 from pgcdc_events.spark.schema import SparkSchemaOptions
-from pgcdc_events.spark.stream import StreamState, _commit_ms, decode_rows
+from pgcdc_events.spark.stream import StreamState, commit_ms, decode_rows
 from pgcdc_events.types.catalog import fetch_catalog
 from support.capture import Capturer
 from support.golden import Recording, recordings
@@ -34,7 +35,7 @@ RECORDINGS = [r for r in recordings("*") if not r.meta.get("connector_failed")]
 
 
 def _run(rows: list[CaptureRow], recording: Recording, batches: list[list[tuple]],
-         index: Callable[[int], int] = lambda position: position
+         index: Callable[[int], int] = lambda position: position, chunk_rows: int = 1
          ) -> tuple[list[str], StreamState]:
     """Decode the micro-batches; ``index`` gives the row of a position."""
     config = EventConfig.from_properties(recording.properties).with_catalog(recording.catalog)
@@ -44,7 +45,8 @@ def _run(rows: list[CaptureRow], recording: Recording, batches: list[list[tuple]
     flagged = {i for i, r in enumerate(rows) if r.snapshot}  # an initial snapshot's rows
     for batch in batches:
         snapshot = [b[1] for b in batch if index(b[1]) in flagged]
-        out, state, _ = decode_rows(state, batch, make, lines=True, snapshot=snapshot)
+        out, state, _ = decode_rows(state, batch, make, lines=True, snapshot=snapshot,
+                                    chunk_rows=chunk_rows)
         lines += [line for b in out for line in b.column("line").to_pylist()]
         # the state survives its JSON form (what the checkpoint holds)
         state = StreamState.from_json(json.loads(json.dumps(state.to_json())), path="x")
@@ -69,7 +71,8 @@ def test_random_micro_batches(recording: Recording) -> None:
         batches.append([(None, i + j, int(r.lsn), r.data) for j, r in enumerate(rows[i:i + n])])
         i += n
     batches.insert(len(batches) // 2, [])  # an empty micro-batch changes nothing
-    got, state = _run(rows, recording, batches)
+    # chunks of one transaction, or of several (the plan keeps some cuts, and the last)
+    got, state = _run(rows, recording, batches, chunk_rows=rng.choice((1, 3, 10)))
     problem = first_difference(got, _want(rows, recording, state))
     assert not problem, problem
     assert len(state.pending) < len(rows) // 2 + 8  # most of the capture was decoded
@@ -107,9 +110,9 @@ def test_a_stream_that_goes_back_is_refused() -> None:
 @pytest.mark.parametrize("size", [1, 31, 32, 100, 3000])
 def test_an_ordinary_transaction_of_any_size_streams(pg_conn: Any, size: int) -> None:
     """A transaction of ``size`` changes to one table (32 and more are decoded column-wise
-    into one run): the micro-batch decodes, its commit time is read from the run's Arrow
-    payload (issue 22: it was read as a pickle, ``invalid load key``), and the table's
-    events are one decoder's."""
+    into one run): the micro-batch decodes, its commit time (the last cut's commit) is
+    the records' ``source.ts_ms`` (issue 22: it was read from the run's Arrow payload as a
+    pickle, ``invalid load key``), and the table's events are one decoder's."""
     pg_conn.run("CREATE TABLE big (id int PRIMARY KEY, note text)")
     capturer = Capturer(pg_conn, tables=["big"])
     pg_conn.run("INSERT INTO big SELECT g, 'n' || g FROM generate_series(1, :n) g", n=size)
@@ -126,7 +129,9 @@ def test_an_ordinary_transaction_of_any_size_streams(pg_conn: Any, size: int) ->
     values = [w["value"].get("payload", w["value"]) for w in want
               if w["value"] is not None and w["topic"] == "s.public.big"]
     assert len(values) == size
-    assert _commit_ms(out) == values[-1]["source"]["ts_ms"]
+    assert state.cut is not None and state.prelude.transaction is not None
+    assert commit_ms(Cut(state.cut, state.prelude.transaction)) == \
+        values[-1]["source"]["ts_ms"]
     layout = TableLayout("public.big", [catalog_table_schemas(catalog, config)["public.big"]],
                          SparkSchemaOptions("literal"))
     events = layout.batch(

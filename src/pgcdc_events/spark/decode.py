@@ -144,7 +144,8 @@ class RecordsFunction:
 
     def __init__(self, plan: Any, make: _Decode, *, payload: bool, lines: bool,
                  columnar: bool = True, min_run: int = MIN_RUN,
-                 files: FileCapture | None = None) -> None:
+                 files: FileCapture | None = None, counters: tuple[Any, Any] | None = None
+                 ) -> None:
         self.plan = plan  # a broadcast ChunkPlan, or the plan itself
         self.make = make
         self.payload = payload
@@ -152,6 +153,7 @@ class RecordsFunction:
         self.columnar = columnar
         self.min_run = min_run
         self.files = files  # the tasks read their chunks' rows (batches of chunk numbers in)
+        self.counters = counters  # Spark accumulators: chunks decoded, records made
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         # Runs of changes are decoded column-wise into one row each, for the tables'
@@ -163,8 +165,13 @@ class RecordsFunction:
                   else None)
         out: dict[str, list[Any]] = {name: [] for name in _RECORDS_ARROW.names}
         name: str | None = None
-        for _, item in items:
+        chunks: set[int] = set()
+        made = 0
+        for chunk, item in items:
+            chunks.add(chunk)
+            made += 1
             if isinstance(item, ColumnarRun):
+                made += item.batch.num_rows - 1
                 name = item.qualified
                 first = item.batch.slice(0, 1).to_pylist()[0]
                 self._append(out, item.table.topic, name, RUN_KIND, None,
@@ -186,6 +193,9 @@ class RecordsFunction:
                 out = {n: [] for n in _RECORDS_ARROW.names}
         if out["topic"]:
             yield pa.RecordBatch.from_pydict(out, schema=_RECORDS_ARROW)
+        if self.counters is not None:
+            self.counters[0].add(len(chunks))
+            self.counters[1].add(made)
 
     @staticmethod
     def _append(out: dict[str, list[Any]], *row: Any) -> None:

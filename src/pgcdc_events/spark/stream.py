@@ -2,29 +2,37 @@
 
 :func:`decode_stream` takes a *streaming* DataFrame of capture rows (the rotating files
 of ``pgcdc-events capture --rotate-every``, read by :func:`read_capture_stream`, or the
-Kafka layout of docs/spark.md) and starts a query that decodes each micro-batch with the
-event layer and writes its records (:data:`~pgcdc_events.spark.decode.RECORDS_TYPE`) as
-one Parquet file per batch under ``path``. The :class:`DecodedStream` it returns gives
-streaming DataFrames over those files: :attr:`~DecodedStream.records`, and each table's
-Debezium events (:meth:`~DecodedStream.table`, shaped by the catalog's schema).
+Kafka layout of docs/spark.md) and starts one query whose ``foreachBatch`` function
+decodes each micro-batch as :func:`~pgcdc_events.spark.decode.decode_capture` decodes a
+capture at rest: the driver collects the batch's control messages (one small job) and
+plans its chunks (:func:`plan_batch`), Spark tasks decode the chunks with the batch
+layer's task function (:class:`~pgcdc_events.spark.decode.RecordsFunction`: the records
+are :class:`~pgcdc_events.events.EventDecoder`'s), and each table's events are applied
+to its targets (:meth:`DecodedStream.apply`: ``foreachBatch`` functions such as
+``ParquetTarget``, ``PostgresTarget`` or ``DeltaTarget``) in the same function. With a
+``path``, the records (:data:`~pgcdc_events.spark.decode.RECORDS_TYPE`) are also written as
+one Parquet file per batch, and :class:`DecodedStream` gives streaming DataFrames over
+them: :attr:`~DecodedStream.records`, and each table's Debezium events
+(:meth:`~DecodedStream.table`, shaped by the catalog's schema).
 
 What a stream carries from one micro-batch to the next (:class:`StreamState`) is what
 :mod:`pgcdc_events.events.chunks` needs to start decoding anywhere: the Relation and Type
-messages in force, the Begin and Commit of the last transaction decoded, and the rows
-after it that cannot be decoded yet (a transaction not yet whole in the batches seen: a
-streamed or prepared one still open, or one cut by the batch's end). Each batch appends
-its rows, cuts after the last commit where nothing is open, decodes up to the cut with
-:class:`~pgcdc_events.events.chunks.ChunkDecoder` (the records are
-:class:`~pgcdc_events.events.EventDecoder`'s) and keeps the rest. With a ``segment``
-column (the rotating files' sequence numbers), segments are decoded in order: a file
-that arrives before one it follows (so possibly before the Relation its changes need) is
-held until the gap is filled (segments are numbered from 0).
+messages in force, the Begin and Commit of the last transaction decoded (the
+:class:`~pgcdc_events.protocol.transactions.Prelude` at the last cut), and the rows after
+it that cannot be decoded yet (a transaction not yet whole in the batches seen: a
+streamed or prepared one still open, or one cut by the batch's end). Each batch decodes
+the state's rows and its own up to the last commit where nothing is open, and keeps the
+rest; only those rows come to the driver. With a ``segment`` column (the rotating files'
+sequence numbers), segments are decoded in order: a file that arrives before one it
+follows (so possibly before the Relation its changes need) is held until the gap is
+filled (segments are numbered from 0).
 
 The state lives under the query's checkpoint location (``_decoder/state-<batch>.json``),
-written atomically after the batch's records file; a batch Spark replays after a failure
-finds its state written and is skipped, or (a crash between the two writes) is decoded
-again from the previous state into the records file already there. Decoding runs on the
-driver, one batch at a time: a pgoutput stream has one order.
+written atomically after the batch's targets and records file; a batch Spark replays
+after a failure finds its state written and is skipped, or (a crash before the state was
+written) is decoded again from the previous state: the targets skip a batch id they
+recorded, the records file already there is kept. :func:`decode_rows` runs the same steps
+in one process (tests, and what the query does, without Spark).
 """
 
 from __future__ import annotations
@@ -35,21 +43,23 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
 import attrs
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
-import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import IntegralType
+from pyspark.util import inheritable_thread_target
 
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events.chunks import (
+    CONTROL_TYPES,
     ChunkPlan,
     Cut,
     control_messages,
@@ -66,21 +76,21 @@ from pgcdc_events.spark.decode import (
     RECORDS_TYPE,
     EventsFunction,
     RecordsFunction,
+    _chunk_column,
     _Decode,
     normalize_capture,
 )
-from pgcdc_events.spark.errors import SparkDecodeError, query_failure
+from pgcdc_events.spark.errors import SparkDecodeError, SparkQueryError, describe
 from pgcdc_events.spark.layout import (
     TABLE_KINDS,
     TableLayout,
     catalog_table_schemas,
-    last_source,
 )
 from pgcdc_events.spark.schema import Flavour, SparkSchemaOptions
 from pgcdc_events.types.catalog import CatalogSnapshot
 
-__all__ = ["BatchProgress", "DecodedStream", "StreamState", "decode_rows", "decode_stream",
-           "read_capture_stream", "write_atomic"]
+__all__ = ["BatchProgress", "DecodedStream", "StreamState", "commit_ms", "decode_rows",
+           "decode_stream", "plan_batch", "read_capture_stream", "write_atomic"]
 
 _SEGMENT_BITS: Final = 32
 _FILE_GLOB: Final = "capture-*.jsonl"
@@ -194,81 +204,206 @@ def _prelude_v1(schema: Any, cut: Any) -> tuple[Prelude, int | None]:
                           (int(commit_lsn), bytes.fromhex(commit)))), int(position)
 
 
-def decode_rows(state: StreamState, rows: Iterable[tuple[int | None, int, int, bytes]],
-                make: _Decode, *, lines: bool = False, snapshot: Collection[int] = ()
-                ) -> tuple[list[Any], StreamState, int]:
-    """Decode one micro-batch's rows ``(segment, position, lsn, data)`` after ``state``:
-    the records (Arrow batches of ``RECORDS_TYPE``), the state after them, and how many
-    rows were taken in (rows of segments held back wait for the gap before them).
-    ``snapshot`` holds the positions of the rows that belong to an initial snapshot: they
-    become read (``r``) events, as ``pgcdc-events decode`` makes them, and the snapshot
-    block is never cut."""
-    new = sorted(rows, key=lambda r: r[1])
-    snapshots = frozenset(state.snapshot) | frozenset(snapshot)
-    taken: list[tuple[int, int, bytes]] = []
-    held = list(state.held)
-    segment = state.segment
-    if any(r[0] is not None for r in new) or held:
-        by_segment: dict[int, list[tuple[int, int, bytes]]] = {}
-        for seg, position, lsn, data in new:
-            if seg is None:
-                raise SparkDecodeError("a row without a segment in a stream of segments",
-                                       position=position)
-            by_segment.setdefault(seg, []).append((position, lsn, data))
-        for seg, position, lsn, text in held:
-            by_segment.setdefault(seg, []).append((position, lsn, bytes.fromhex(text)))
-        if segment is None:
-            segment = 0  # the rotating files' numbers start at 0
-        stale = [s for s in by_segment if s < segment]
-        if stale:
-            raise SparkDecodeError(f"segment {stale[0]} arrives after segment {segment - 1} "
-                                   "was decoded: the stream is not in order (a capture file "
-                                   "written twice, or two captures into one directory?)")
-        while segment in by_segment:
-            taken += by_segment.pop(segment)
-            segment += 1
-        held = [(s, p, lsn, d.hex()) for s, rows_ in sorted(by_segment.items())
-                for p, lsn, d in rows_]
-    else:
-        taken = [(p, lsn, d) for _, p, lsn, d in new]
-    taken.sort(key=lambda r: r[0])
-    if taken and state.position is not None and taken[0][0] <= state.position:
-        raise SparkDecodeError(f"the stream goes back: position {taken[0][0]} after "
-                               f"{state.position} was taken in", position=taken[0][0])
-    pending = [(p, lsn, bytes.fromhex(d)) for p, lsn, d in state.pending]
-    all_rows = pending + taken
+@attrs.frozen
+class _Intake:
+    """Which rows a micro-batch takes in: ``taken`` the new rows' segments taken (``None``:
+    every new row, a stream without segments), ``waiting`` those held back, the state's
+    held rows now taken and still held, and the next segment expected."""
+
+    taken: frozenset[int] | None
+    waiting: frozenset[int]
+    held_taken: tuple[tuple[int, int, int, str], ...]
+    held_kept: tuple[tuple[int, int, int, str], ...]
+    segment: int | None
+
+    def takes(self, segment: int | None) -> bool:
+        """Whether the new rows of ``segment`` are taken in."""
+        return self.taken is None or segment in self.taken
+
+
+def _intake(state: StreamState, segments: Collection[int | None]) -> _Intake:
+    """The segments of a micro-batch's rows (``None``: a row without one) taken in, in
+    order from the next one expected; a segment that comes before one it follows is held."""
+    present = set(segments)
+    held = state.held
+    if not (present - {None}) and not held:
+        return _Intake(None, frozenset(), (), (), state.segment)
+    if None in present:
+        raise SparkDecodeError("a row without a segment in a stream of segments")
+    numbers = {s for s in present if s is not None}
+    every = numbers | {h[0] for h in held}
+    segment = 0 if state.segment is None else state.segment  # rotating files start at 0
+    stale = sorted(s for s in every if s < segment)
+    if stale:
+        raise SparkDecodeError(f"segment {stale[0]} arrives after segment {segment - 1} "
+                               "was decoded: the stream is not in order (a capture file "
+                               "written twice, or two captures into one directory?)")
+    taken: set[int] = set()
+    while segment in every:
+        taken.add(segment)
+        segment += 1
+    return _Intake(frozenset(numbers & taken), frozenset(numbers - taken),
+                   tuple(h for h in held if h[0] in taken),
+                   tuple(h for h in held if h[0] not in taken), segment)
+
+
+def _ranker(rows: Iterable[tuple[int, int]], segmented: bool) -> Callable[[int], int]:
+    """A position's rank among a batch's rows, near enough to size chunks: the position
+    itself, or with segments (``segment << 32 | line``) the lines of the segments before
+    it plus its line. ``rows`` are ``(position, lines)``: a segment's lines are at least
+    the largest ``lines`` of its positions."""
+    if not segmented:
+        return lambda position: position
+    sizes: dict[int, int] = {}
+    for position, lines in rows:
+        segment = position >> _SEGMENT_BITS
+        sizes[segment] = max(sizes.get(segment, 0), lines)
+    offsets: dict[int, int] = {}
+    total = 0
+    for segment in sorted(sizes):
+        offsets[segment] = total
+        total += sizes[segment]
+    mask = (1 << _SEGMENT_BITS) - 1
+    return lambda position: offsets.get(position >> _SEGMENT_BITS, total) + (position & mask)
+
+
+def _thin(cuts: tuple[Cut, ...], rank: Callable[[int], int], start: int, least: int
+          ) -> tuple[Cut, ...]:
+    """The cuts that leave chunks of at least ``least`` rows (by ``rank``, from ``start``),
+    and always the last one (everything up to it is decoded now). Any subset of a plan's
+    cuts is a plan: each cut carries its own prelude."""
+    if least <= 1 or len(cuts) < 2:
+        return cuts
+    kept: list[Cut] = []
+    previous = start
+    for cut in cuts[:-1]:
+        at = rank(cut.position)
+        if at - previous >= least:
+            kept.append(cut)
+            previous = at
+    kept.append(cuts[-1])
+    return tuple(kept)
+
+
+def plan_batch(state: StreamState, control: Iterable[tuple[int, int, bytes, bool]], *,
+               rank: Callable[[int], int] = lambda position: position, start: int = 0,
+               least: int = 1) -> tuple[ChunkPlan, Cut | None]:
+    """The chunk plan of a micro-batch after ``state``, from the control messages alone
+    (``(position, lsn, data, snapshot)`` of the rows the batch decodes from: the state's
+    pending rows and the rows taken in, in stream order), and its last cut (``None``:
+    nothing can be decoded yet). Chunk ``i`` of the plan is decoded primed with
+    ``plan.prelude(i)``; the chunks before the state's cut hold no row here. Chunks hold
+    at least ``least`` rows by ``rank`` (see :func:`_thin`), the last cut is the last
+    possible one."""
+    rows = list(control)
+    snapshot = frozenset(p for p, _, _, flag in rows if flag)
     schema, cuts = state.plan_prefix()
-    inner = plan_chunks(control_messages(all_rows), min_messages=1,
-                        snapshot=frozenset(p for p, _, _ in all_rows if p in snapshots))
-    plan = ChunkPlan(tuple(schema) + inner.schema, tuple(cuts) + inner.cuts)
-    first_chunk = len(cuts)  # chunk 0 is what came before the state's cut: nothing here
-    batches: list[Any] = []
+    inner = plan_chunks(control_messages((p, lsn, d) for p, lsn, d, _ in rows),
+                        min_messages=1, snapshot=snapshot)
     last = inner.cuts[-1] if inner.cuts else None
+    return (ChunkPlan(tuple(schema) + inner.schema,
+                      tuple(cuts) + _thin(inner.cuts, rank, start, least)), last)
+
+
+def _after(state: StreamState, plan: ChunkPlan, last: Cut | None, intake: _Intake,
+           pending: Iterable[tuple[int, int, bytes, bool]],
+           held: Iterable[tuple[int, int, int, bytes, bool]], position: int | None
+           ) -> StreamState:
+    """The state after a micro-batch: its ``pending`` rows (after the last cut) and
+    ``held`` rows (of segments held back) with their snapshot flags."""
+    pending = list(pending)
+    held = list(held)
+    cut: int | None
+    lsn: int | None
     if last is not None:
-        ready = [r for r in all_rows if r[0] <= last.position]
-        keep = [r for r in all_rows if r[0] > last.position]
+        prelude, cut, lsn = plan.prelude(len(plan.cuts)), last.position, last.commit_lsn
+    else:
+        prelude, cut, lsn = state.prelude, state.cut, state.lsn
+    kept = [(h[0], h[1], h[2], h[3]) for h in intake.held_kept]
+    snapshot = {p for p, _, _, flag in pending if flag} | {h[1] for h in held if h[4]}
+    snapshot |= {h[1] for h in intake.held_kept if h[1] in frozenset(state.snapshot)}
+    return StreamState(
+        prelude=prelude, cut=cut,
+        pending=tuple((p, at, d.hex()) for p, at, d, _ in pending),
+        held=tuple(sorted(kept + [(s, p, at, d.hex()) for s, p, at, d, _ in held])),
+        segment=intake.segment, position=position, lsn=lsn, snapshot=tuple(sorted(snapshot)))
+
+
+def _old_rows(state: StreamState, intake: _Intake) -> list[tuple[int, int, bytes, bool]]:
+    """The state's pending rows and its held rows taken in now, ``(position, lsn, data,
+    snapshot)`` in stream order."""
+    flagged = frozenset(state.snapshot)
+    rows = [(p, lsn, bytes.fromhex(d), p in flagged) for p, lsn, d in state.pending]
+    rows += [(p, lsn, bytes.fromhex(d), p in flagged) for _, p, lsn, d in intake.held_taken]
+    rows.sort(key=lambda r: r[0])
+    return rows
+
+
+def _check_order(state: StreamState, first: int | None) -> None:
+    if first is not None and state.position is not None and first <= state.position:
+        raise SparkDecodeError(f"the stream goes back: position {first} after "
+                               f"{state.position} was taken in", position=first)
+
+
+def _is_control(data: bytes) -> bool:
+    return bool(data) and data[0] in CONTROL_TYPES
+
+
+def decode_rows(state: StreamState, rows: Iterable[tuple[int | None, int, int, bytes]],
+                make: _Decode, *, lines: bool = False, snapshot: Collection[int] = (),
+                chunk_rows: int = 1) -> tuple[list[Any], StreamState, int]:
+    """Decode one micro-batch's rows ``(segment, position, lsn, data)`` after ``state`` in
+    this process, by the steps the streaming query runs (:func:`plan_batch` from the
+    control messages, the chunks decoded by the batch layer's task function): the records
+    (Arrow batches of ``RECORDS_TYPE``), the state after them, and how many rows were
+    taken in (rows of segments held back wait for the gap before them). ``snapshot``
+    holds the positions of the rows that belong to an initial snapshot: they become read
+    (``r``) events, as ``pgcdc-events decode`` makes them, and the snapshot block is never
+    cut. ``chunk_rows``: the least rows of a chunk (the last cut is always made)."""
+    new = sorted(rows, key=lambda r: r[1])
+    flagged = frozenset(snapshot)
+    intake = _intake(state, {r[0] for r in new})
+    old = _old_rows(state, intake)
+    taken = [(p, lsn, d, p in flagged) for s, p, lsn, d in new if intake.takes(s)]
+    fresh = min([p for p, _, _, _ in taken]
+                + [h[1] for h in intake.held_taken], default=None)
+    _check_order(state, fresh)
+    every = sorted(old + taken, key=lambda r: r[0])
+    segmented = intake.taken is not None
+    rank = _ranker(((p, (p & 0xFFFFFFFF) + 1) for p, _, _, _ in every), segmented)
+    plan, last = plan_batch(state, (r for r in every if _is_control(r[2])), rank=rank,
+                            start=rank(every[0][0]) - 1 if every else 0, least=chunk_rows)
+    batches: list[Any] = []
+    ready = every if last is None else [r for r in every if r[0] <= last.position]
+    keep = every if last is None else [r for r in every if r[0] > last.position]
+    if last is not None:
         chunk_of = plan.chunk_of
         table = pa.RecordBatch.from_pydict({
-            "_chunk": [chunk_of(p) for p, _, _ in ready],
-            "position": [p for p, _, _ in ready], "lsn": [lsn for _, lsn, _ in ready],
-            "data": [d for _, _, d in ready],
-            "snapshot": [p in snapshots for p, _, _ in ready]})
-        assert not ready or chunk_of(ready[0][0]) >= first_chunk
+            "_chunk": [chunk_of(r[0]) for r in ready], "position": [r[0] for r in ready],
+            "lsn": [r[1] for r in ready], "data": [r[2] for r in ready],
+            "snapshot": [r[3] for r in ready]})
         batches = list(RecordsFunction(plan, make, payload=True, lines=lines)(iter([table])))
-        prelude = plan.prelude(len(plan.cuts))  # the state after the last cut
-        new_cut: int | None = last.position
-        decoded_lsn: int | None = last.commit_lsn
-    else:
-        keep = all_rows
-        prelude, new_cut, decoded_lsn = state.prelude, state.cut, state.lsn
-    waiting = {p for p, _, _ in keep} | {h[1] for h in held}
-    after = StreamState(
-        prelude=prelude, cut=new_cut,
-        pending=tuple((p, lsn, d.hex()) for p, lsn, d in keep),
-        held=tuple(held), segment=segment,
-        position=taken[-1][0] if taken else state.position, lsn=decoded_lsn,
-        snapshot=tuple(sorted(p for p in snapshots if p in waiting)))
-    return batches, after, len(taken)
+    held = [(s, p, lsn, d, p in flagged) for s, p, lsn, d in new
+            if s is not None and not intake.takes(s)]
+    position = max([p for p, _, _, _ in taken] + [h[1] for h in intake.held_taken]
+                   + ([state.position] if state.position is not None else []), default=None)
+    after = _after(state, plan, last, intake, keep, held, position)
+    return batches, after, len(taken) + len(intake.held_taken)
+
+
+def commit_ms(cut: Cut | None) -> int | None:
+    """The commit time, in ms since the epoch, of the transaction a cut follows (its
+    records' ``source.ts_ms``)."""
+    if cut is None:
+        return None
+    message = parse_message(cut.transaction[1][1])
+    time_ = getattr(message, "commit_time", None)
+    if not isinstance(time_, int):
+        return None
+    return (time_ + _PG_EPOCH_US) // 1000
+
+
+_PG_EPOCH_US: Final = 946_684_800_000_000  # 2000-01-01 in microseconds since 1970
 
 
 # ------------------------------------------------------------------ the query
@@ -276,9 +411,9 @@ def decode_rows(state: StreamState, rows: Iterable[tuple[int | None, int, int, b
 
 @attrs.frozen
 class BatchProgress:
-    """One micro-batch: its id, the rows taken in, the records written, rows waiting,
+    """One micro-batch: its id, the rows taken in, the records decoded, rows waiting,
     the last commit decoded (LSN, and its time in ms), the newest LSN the input holds,
-    and the seconds the batch took."""
+    the seconds the batch took, and the chunks the tasks decoded."""
 
     batch_id: int
     rows: int
@@ -289,6 +424,7 @@ class BatchProgress:
     input_lsn: int | None
     seconds: float
     skipped: bool = False
+    chunks: int = 0
 
     @property
     def lag_bytes(self) -> int | None:
@@ -326,33 +462,26 @@ def _write_text(path: str, text: str) -> None:
     Path(path).write_text(text, encoding="utf-8")
 
 
-def _commit_ms(batches: list[Any]) -> int | None:
-    """The commit time (``source.ts_ms``) of the last table record of the batches (a record
-    or a column-wise run, read by :func:`~pgcdc_events.spark.layout.last_source`)."""
-    for batch in reversed(batches):
-        kinds = batch.column("kind").to_pylist()
-        payloads = batch.column("payload").to_pylist()
-        for kind, payload in zip(reversed(kinds), reversed(payloads), strict=True):
-            if payload is not None:
-                source = last_source(kind, payload)
-                if source is not None and source.get("ts_ms") is not None:
-                    return int(source["ts_ms"])
-    return None
-
-
 class _BatchWriter:
-    """The ``foreachBatch`` function of the decoding query."""
+    """The ``foreachBatch`` function of the pipeline's one query: plans the micro-batch on
+    the driver from its control messages, decodes its chunks in tasks, applies each
+    table's events to its targets and writes the records (with a ``path``)."""
 
     def __init__(self, stream: DecodedStream) -> None:
         self.stream = stream
+        self.persisted: list[DataFrame] = []
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         try:
             self._batch(df, batch_id)
         except Exception as exc:  # one line, with the cause, for the query's failure
-            raise query_failure("the decoding query", batch_id, exc) from exc
+            raise _failure("the decoding query", batch_id, exc) from exc
+        finally:
+            for frame in self.persisted:
+                frame.unpersist()
+            self.persisted = []
 
-    def _batch(self, df: DataFrame, batch_id: int) -> None:
+    def _batch(self, df: DataFrame, batch_id: int) -> None:  # noqa: PLR0915
         stream = self.stream
         started = time.monotonic()
         state_dir = stream.state_dir
@@ -362,67 +491,218 @@ class _BatchWriter:
                                         time.monotonic() - started, skipped=True))
             return
         state = stream.load_state(before=batch_id)
-        columns = ["segment", "position", "lsn", "data"] if "segment" in df.columns else \
-            ["position", "lsn", "data"]
-        if "snapshot" in df.columns:
-            columns.append("snapshot")
-        table = to_arrow_table(df.select(*columns))
-        snapshot: list[int] = []
-        if "snapshot" in columns:
-            flags = pc.fill_null(table.column("snapshot"), False)
-            snapshot = table.filter(flags).column("position").to_pylist()
-        data = table.column("data").to_pylist()
-        positions = table.column("position").to_pylist()
-        lsns = table.column("lsn").to_pylist()
-        segments = (table.column("segment").to_pylist() if "segment" in columns
-                    else [None] * len(data))
-        rows = list(zip(segments, positions, lsns, data, strict=True))
-        batches, after, taken = decode_rows(state, rows, stream.make, lines=stream.lines,
-                                            snapshot=snapshot)
-        records = sum(b.num_rows for b in batches)
-        target = stream.records_dir / f"part-{batch_id:012d}.parquet"
-        if batches and not target.exists():
-            out = pa.Table.from_batches(batches, schema=_RECORDS_ARROW)
-            write_atomic(target, lambda p: pq.write_table(out, p))
+        spark = df.sparkSession
+        segmented = "segment" in df.columns
+        df = df.select("position", "lsn", "data", "snapshot",
+                       (F.col("segment") if segmented else F.lit(None).cast("long"))
+                       .alias("segment")).persist()  # read and parsed once, used thrice
+        self.persisted.append(df)
+        # one small job: per segment, its positions, rows, newest LSN and control messages
+        control = F.substring(F.col("data"), 1, 1).isin(*(bytes([t]) for t in CONTROL_TYPES))
+        summary = df.groupBy("segment").agg(
+            F.min("position").alias("first"), F.max("position").alias("last"),
+            F.count(F.lit(1)).alias("rows"), F.max("lsn").alias("lsn"),
+            F.collect_list(F.when(control, F.struct("position", "lsn", "data", "snapshot")))
+            .alias("control")).collect()
+        intake = _intake(state, [r["segment"] for r in summary])
+        taken = [r for r in summary if intake.takes(r["segment"])]
+        old = _old_rows(state, intake)
+        _check_order(state, min([r["first"] for r in taken]
+                                + [h[1] for h in intake.held_taken], default=None))
+        rows = sum(r["rows"] for r in taken) + len(old)
+        messages = sorted([r for r in old if _is_control(r[2])]
+                          + [(c["position"], c["lsn"], bytes(c["data"]), c["snapshot"])
+                             for r in taken for c in r["control"]], key=lambda r: r[0])
+        mask = (1 << _SEGMENT_BITS) - 1
+        rank = _ranker([(r["last"], (r["last"] & mask) + 1) for r in taken]
+                       + [(p, (p & mask) + 1) for p, _, _, _ in old], intake.taken is not None)
+        first = min([r["first"] for r in taken] + [p for p, _, _, _ in old], default=None)
+        cores = spark.sparkContext.defaultParallelism
+        least = stream.chunk_messages or max(5000, rows // (4 * max(1, cores)))
+        plan, last = plan_batch(state, messages, rank=rank,
+                                start=rank(first) - 1 if first is not None else 0, least=least)
+        # the rows the batch decodes from: the new rows taken in and the state's
+        frame = df
+        if intake.taken is not None and intake.waiting:
+            frame = frame.filter(F.col("segment").isin(*sorted(intake.taken)))
+        if old:
+            frame = frame.unionByName(spark.createDataFrame(pa.table({
+                "position": pa.array([r[0] for r in old], pa.int64()),
+                "lsn": pa.array([r[1] for r in old], pa.int64()),
+                "data": pa.array([r[2] for r in old], pa.binary()),
+                "snapshot": pa.array([r[3] for r in old], pa.bool_()),
+                "segment": pa.array([r[0] >> _SEGMENT_BITS if intake.taken is not None
+                                     else None for r in old], pa.int64())}),
+                schema=df.schema))
+        newest = max([r["last"] for r in taken] + [p for p, _, _, _ in old], default=None)
+        counted = (stream.chunks.value, stream.records_made.value)
+        records: DataFrame | None = None
+        if last is not None:
+            ready = frame.filter(F.col("position") <= F.lit(last.position))
+            partitions = max(1, min(len(plan.cuts) - len(state.plan_prefix()[1]), 2 * cores))
+            chunked = ready.withColumn("_chunk", _chunk_column(F.col("position"),
+                                                               plan.boundaries))
+            # one task needs no shuffle (a small batch: one stage less)
+            chunked = (chunked.coalesce(1) if partitions == 1
+                       else chunked.repartition(partitions, "_chunk"))
+            chunked = chunked.sortWithinPartitions("_chunk", "position").select(
+                "_chunk", "position", "lsn", "data", "snapshot")
+            records = map_in_arrow(chunked, RecordsFunction(
+                plan, stream.make, payload=True, lines=stream.lines,
+                counters=(stream.chunks, stream.records_made)), RECORDS_TYPE)
+        # what waits for the next batches: rows after the last cut, segments held back
+        pending: list[tuple[int, int, bytes, bool]] = []
+        if newest is not None and (last is None or newest > last.position):
+            after_cut = frame if last is None else frame.filter(
+                F.col("position") > F.lit(last.position))
+            pending = [(r[0], r[1], r[2], r[3]) for r in _rows(after_cut)]
+        held: list[tuple[int, int, int, bytes, bool]] = []
+        if intake.waiting:
+            held = [(r[4], r[0], r[1], r[2], r[3]) for r in _rows(
+                df.filter(F.col("segment").isin(*sorted(intake.waiting)))) if r[4] is not None]
+        if records is not None:
+            stream.write(records, batch_id)
+        position = max([r["last"] for r in taken] + [h[1] for h in intake.held_taken]
+                       + ([state.position] if state.position is not None else []),
+                       default=None)
+        after = _after(state, plan, last, intake, pending, held, position)
         text = json.dumps(after.to_json())
         write_atomic(done, lambda p: _write_text(p, text))
-        for old in state_dir.iterdir():  # keep the last few
-            match = _STATE.fullmatch(old.name)
+        for old_state in state_dir.iterdir():  # keep the last few
+            match = _STATE.fullmatch(old_state.name)
             if match is not None and int(match.group(1)) < batch_id - 2:
                 with contextlib.suppress(OSError):
-                    old.unlink()
+                    old_state.unlink()
+        made = stream.records_made.value - counted[1]  # records, a run's each counted
+        lsns = [r["lsn"] for r in taken if r["lsn"] is not None]
         stream.report(BatchProgress(
-            batch_id, taken, records, len(after.pending) + len(after.held), after.lsn,
-            _commit_ms(batches), max(lsns) if lsns else None, time.monotonic() - started))
+            batch_id, rows - len(state.pending), made,
+            len(after.pending) + len(after.held), after.lsn, commit_ms(last) if last else
+            None, max(lsns) if lsns else None, time.monotonic() - started,
+            chunks=stream.chunks.value - counted[0]))
+
+
+def _rows(df: DataFrame) -> list[tuple[int, int, bytes, bool, int | None]]:
+    """The rows ``(position, lsn, data, snapshot, segment)`` of ``df``, in stream order."""
+    table = to_arrow_table(df.select("position", "lsn", "data", "snapshot", "segment"))
+    columns = [table.column(n).to_pylist() for n in ("position", "lsn", "data", "snapshot",
+                                                      "segment")]
+    rows = list(zip(*columns, strict=True))
+    rows.sort(key=lambda r: r[0])
+    return [(p, lsn, bytes(d), bool(s), seg) for p, lsn, d, s, seg in rows]
+
+
+#: A line of a Python traceback naming one of this library's exceptions.
+_OURS: Final = re.compile(r"\s*pgcdc_events(?:\.\w+)*\.(\w+): (.*)")
+
+
+def _cause(exc: BaseException) -> str:
+    """``Class: message`` of a failure; for a task's failure (a Spark exception carrying
+    a worker's traceback), of the last of the library's errors in that traceback."""
+    if not isinstance(exc, PgCdcError):
+        for line in reversed(str(exc).splitlines()):
+            match = _OURS.fullmatch(line.rstrip())
+            if match is not None:
+                return f"{match.group(1)}: {match.group(2)}"
+    return describe(exc)
+
+
+def _failure(query: str, batch_id: int, exc: BaseException) -> SparkQueryError:
+    """The one-line error of a failed micro-batch, with its cause (:func:`_cause`)."""
+    if isinstance(exc, SparkQueryError):
+        return exc
+    return SparkQueryError(f"{query} failed at micro-batch {batch_id}: {_cause(exc)}")
 
 
 class DecodedStream:
-    """A running decode of a capture stream: the records under ``path/records``, each
-    table's events as a streaming DataFrame (:meth:`table`).
+    """A running decode of a capture stream: one query whose micro-batches are decoded in
+    Spark tasks and applied to each table's targets (:meth:`apply`), and, with a
+    ``path``, the records written under ``path/records`` (each table's events as a
+    streaming DataFrame over them: :meth:`table`).
 
-    :meth:`start` starts the decoding query (checkpointed at ``checkpoint``); the
-    DataFrames can be used before or after. ``progress`` is called after each micro-batch.
+    :meth:`start` starts the query (checkpointed at ``checkpoint``). ``progress`` is
+    called after each micro-batch.
     """
 
     def __init__(self, source: DataFrame, config: EventConfig, catalog: CatalogSnapshot,
-                 path: str, checkpoint: str, options: SparkSchemaOptions, *,
+                 path: str | None, checkpoint: str, options: SparkSchemaOptions, *,
                  clock: Callable[[], int], run_id: str, lines: bool,
-                 progress: Callable[[BatchProgress], None] | None) -> None:
+                 progress: Callable[[BatchProgress], None] | None,
+                 chunk_messages: int | None = None) -> None:
         self.source = source
         self.config = config
         self.catalog = catalog
         self.spark = source.sparkSession
-        self.path = Path(path)
-        self.records_dir = self.path / "records"
+        self.path = None if path is None else Path(path)
+        self.records_dir = None if self.path is None else self.path / "records"
         self.checkpoint = checkpoint
         self.state_dir = Path(checkpoint) / "_decoder"
         self.options = options
         self.lines = lines
         self.progress = progress
+        self.chunk_messages = chunk_messages
         self.make = _Decode(config, catalog, clock, run_id)
         self.query: StreamingQuery | None = None
         self.batches: list[BatchProgress] = []
+        self.targets: list[tuple[str, Callable[[DataFrame, int], object]]] = []
+        context = self.spark.sparkContext
+        #: Chunks decoded, and records made, by the tasks (Spark accumulators).
+        self.chunks = context.accumulator(0)
+        self.records_made = context.accumulator(0)
         self._schemas = catalog_table_schemas(catalog, config)
+
+    def apply(self, table: str, target: Callable[[DataFrame, int], object]) -> DecodedStream:
+        """Apply ``table``'s events (tombstones left out) of each micro-batch to ``target``,
+        a ``foreachBatch`` function ``(DataFrame, batch id)`` (``ParquetTarget``,
+        ``PostgresTarget``, ``DeltaTarget``...), in the decoding query itself; before
+        :meth:`start`. Returns the stream."""
+        self.layout(table)  # an unknown table is named now
+        if self.query is not None:
+            raise SparkDecodeError("add the targets before the query starts")
+        self.targets.append((table, target))
+        return self
+
+    def write(self, records: DataFrame, batch_id: int) -> int:
+        """A batch's outputs: each target's table events, then the records file (with a
+        ``path``). Returns the records written to the file (0 without one)."""
+        consumers = len(self.targets) + (self.records_dir is not None)
+        if consumers > 1:
+            records = records.persist()
+        try:
+            if len(self.targets) > 1:
+                # side by side, each thread with this one's Spark properties (the query's
+                # id, which a DeltaTarget records)
+                apply = inheritable_thread_target(records.sparkSession)(self._apply)
+                with ThreadPoolExecutor(max_workers=min(4, len(self.targets))) as pool:
+                    for future in [pool.submit(apply, records, t, batch_id)
+                                   for t in self.targets]:
+                        future.result()
+            elif self.targets:
+                self._apply(records, self.targets[0], batch_id)
+            if self.records_dir is None:
+                if not self.targets:
+                    records.count()
+                return 0
+            target = self.records_dir / f"part-{batch_id:012d}.parquet"
+            out = pa.Table.from_batches(
+                [b for b in to_arrow_table(records).cast(_RECORDS_ARROW).to_batches()],
+                schema=_RECORDS_ARROW)
+            if out.num_rows and not target.exists():
+                write_atomic(target, lambda p: pq.write_table(out, p))
+            return int(out.num_rows)
+        finally:
+            if consumers > 1:
+                records.unpersist()
+
+    def _apply(self, records: DataFrame, target: tuple[str, Callable[[DataFrame, int], object]],
+               batch_id: int) -> None:
+        table, function = target
+        try:
+            function(_table_events(records, self.layout(table), tombstones=False), batch_id)
+        except Exception as exc:
+            if isinstance(exc, SparkQueryError):
+                raise
+            raise SparkDecodeError(f"applying {table}: {_cause(exc)}") from None  # in the text
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -458,8 +738,12 @@ class DecodedStream:
         """Start the decoding query (once)."""
         if self.query is not None:
             return self.query
+        if self.records_dir is None and not self.targets:
+            raise SparkDecodeError("decode_stream has nowhere to put the records: give it a "
+                                   "path, or targets with DecodedStream.apply")
         for directory in (self.records_dir, self.state_dir):
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if directory is not None:
+                directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         writer = (self.source.writeStream.foreachBatch(_BatchWriter(self))
                   .option("checkpointLocation", self.checkpoint))
         if trigger_seconds is not None:
@@ -478,7 +762,9 @@ class DecodedStream:
     @property
     def records(self) -> DataFrame:
         """Every record, as a streaming DataFrame of ``RECORDS_TYPE`` (the decoded batches'
-        files, in batch order)."""
+        files, in batch order); needs the stream's ``path``."""
+        if self.records_dir is None:
+            raise SparkDecodeError("the records are written only with decode_stream(path=...)")
         self.records_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         return self.spark.readStream.schema(RECORDS_TYPE).parquet(str(self.records_dir))
 
@@ -496,17 +782,23 @@ class DecodedStream:
         A column the catalog does not have (an ``ALTER TABLE ... ADD COLUMN`` after it was
         taken) fails the query with :class:`SparkDecodeError` naming it: restart the
         query, from its checkpoint, with a catalog taken after the change."""
-        layout = self.layout(table)
-        rows = self.records.filter((F.col("table") == table)
-                                   & F.col("kind").isin(*TABLE_KINDS))
-        if not tombstones:
-            rows = rows.filter(F.col("kind") != "tombstone")
-        return map_in_arrow(rows.select("position", "index", "kind", "lsn", "payload"),
-                            EventsFunction(layout, strict=True), layout.output_type())
+        return _table_events(self.records, self.layout(table), tombstones=tombstones)
+
+
+def _table_events(records: DataFrame, layout: TableLayout, *, tombstones: bool) -> DataFrame:
+    """A table's events from records (a stream's or a micro-batch's), in the layout's
+    shape; a column the layout lacks fails, naming it."""
+    rows = records.filter((F.col("table") == layout.table) & F.col("kind").isin(*TABLE_KINDS))
+    if not tombstones:
+        rows = rows.filter(F.col("kind") != "tombstone")
+    return map_in_arrow(rows.select("position", "index", "kind", "lsn", "payload"),
+                        EventsFunction(layout, strict=True), layout.output_type())
 
 
 def decode_stream(stream_df: DataFrame, config: EventConfig, *, catalog: CatalogSnapshot,
-                  path: str, checkpoint: str, flavour: Flavour = "semantic",
+                  checkpoint: str, path: str | None = None,
+                  targets: Mapping[str, Callable[[DataFrame, int], object]] | None = None,
+                  chunk_messages: int | None = None, flavour: Flavour = "semantic",
                   options: SparkSchemaOptions | None = None,
                   clock: Callable[[], int] = time.time_ns, run_id: str | None = None,
                   lines: bool = False, progress: Callable[[BatchProgress], None] | None = None
@@ -516,9 +808,13 @@ def decode_stream(stream_df: DataFrame, config: EventConfig, *, catalog: Catalog
     ``stream_df`` has ``position`` (an integer column: the stream order), ``lsn`` and
     ``data`` as :func:`~pgcdc_events.spark.decode.decode_capture` reads them, and
     optionally ``segment`` (:func:`read_capture_stream`). ``catalog`` gives the tables'
-    shapes; ``path`` receives the records, ``checkpoint`` is the decoding query's
-    checkpoint location (the decoder's state lives in it). Call
-    :meth:`DecodedStream.start`.
+    shapes; ``checkpoint`` is the query's checkpoint location (the decoder's state lives
+    in it). ``targets`` maps tables (``schema.table``) to ``foreachBatch`` functions that
+    each micro-batch's events of the table are applied to, in the same query
+    (:meth:`DecodedStream.apply`); ``path``, if given, receives the records (for
+    :meth:`DecodedStream.table`). ``chunk_messages`` is the least number of rows of a
+    chunk decoded by one task (default: a micro-batch's rows over four chunks per core, at
+    least 5,000). Call :meth:`DecodedStream.start`.
     """
     if not stream_df.isStreaming:
         raise SparkDecodeError("decode_stream needs a streaming DataFrame (spark.readStream);"
@@ -532,6 +828,10 @@ def decode_stream(stream_df: DataFrame, config: EventConfig, *, catalog: Catalog
     keep = ("segment",) if "segment" in fields else ()
     source = normalize_capture(stream_df, "position", keep=keep)
     config = config.with_catalog(catalog)
-    return DecodedStream(source, config, catalog, path, checkpoint,
-                         options or SparkSchemaOptions(flavour), clock=clock,
-                         run_id=run_id or str(uuid.uuid4()), lines=lines, progress=progress)
+    stream = DecodedStream(source, config, catalog, path, checkpoint,
+                           options or SparkSchemaOptions(flavour), clock=clock,
+                           run_id=run_id or str(uuid.uuid4()), lines=lines, progress=progress,
+                           chunk_messages=chunk_messages)
+    for table, target in (targets or {}).items():
+        stream.apply(table, target)
+    return stream

@@ -1,0 +1,199 @@
+"""``decode_stream`` decodes on the executors, in one query: the driver reads the control
+messages and plans the chunks, the tasks decode them (the batch layer's task function) and
+the tables' targets are applied in the same ``foreachBatch``; transactions of every size
+(ordinary ones from one row to 100,000, and a streamed one) give the batch layer's events."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql import SparkSession
+
+from pgcdc_events.adapters.rotating import capture_file_name
+from pgcdc_events.events import EventConfig
+from pgcdc_events.events.decoder import EventDecoder
+from pgcdc_events.protocol import CaptureRow, dump_capture_row
+from pgcdc_events.spark import decode_capture
+from pgcdc_events.spark._session import to_arrow_table
+from pgcdc_events.spark.capture import capture_dataframe
+from pgcdc_events.spark.errors import SparkDecodeError
+from pgcdc_events.spark.stream import decode_stream, read_capture_stream
+from pgcdc_events.types.catalog import fetch_catalog
+from support.capture import Capturer
+from support.golden import recordings
+from support.spark_records import CLOCK_NS, RUN_ID, decoder_lines, first_difference, table_rows
+
+RECORDING = next(r for r in recordings("events") if r.mode == "events-txmeta-truncate-notombstones")
+
+
+def write_files(directory: Path, rows: list[CaptureRow], cuts: list[int]) -> None:
+    """Capture files of ``rows`` cut at the ``cuts`` (row indexes), named as the rotating
+    writer names them (written hidden, then renamed)."""
+    directory.mkdir(exist_ok=True)
+    bounds = [0, *sorted(set(cuts)), len(rows)]
+    seq = 0
+    for lo, hi in itertools.pairwise(bounds):
+        if lo == hi:
+            continue
+        temp = directory / f".capture-{seq:010d}.tmp"
+        temp.write_text("".join(dump_capture_row(r) + "\n" for r in rows[lo:hi]))
+        os.rename(temp, directory / capture_file_name(seq, int(rows[hi - 1].lsn)))
+        seq += 1
+
+
+def records_lines(path: Path, spark: SparkSession) -> list[str]:
+    df = spark.read.parquet(str(path / "records"))
+    return [r["line"] for r in df.orderBy("position", "index").select("line").collect()]
+
+
+class Collect:
+    """A ``foreachBatch`` target keeping every batch's events (as Arrow) by batch id."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, Any] = {}
+        self.queries: set[str | None] = set()
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        self.batches[batch_id] = to_arrow_table(df)
+        # what a DeltaTarget records as its application id
+        self.queries.add(df.sparkSession.sparkContext.getLocalProperty(
+            "sql.streaming.queryId"))
+
+    def rows(self) -> list[dict[str, Any]]:
+        return sorted((r for t in self.batches.values() for r in table_rows(t)),
+                      key=lambda r: (r["_position"]["message"], r["_position"]["index"]))
+
+
+def _strip(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k != "_position"}
+
+
+def test_tasks_decode_and_the_driver_does_not(spark: SparkSession, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chunks are decoded in Spark's Python workers (an accumulator the tasks add to
+    counts them) and the driver's process decodes no change (no ``EventDecoder`` is fed
+    a message there); the records and each table's events are one decoder's, through
+    one streaming query."""
+    fed = [0]
+    for name in ("feed", "iter_feed"):
+        original = getattr(EventDecoder, name)
+
+        def counting(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            fed[0] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(EventDecoder, name, counting)
+    rows = list(RECORDING.capture)
+    config = EventConfig.from_properties(RECORDING.properties)
+    write_files(tmp_path / "f", rows, [len(rows) // 3, 2 * len(rows) // 3])
+    batch = decode_capture(capture_dataframe(spark, rows), config, catalog=RECORDING.catalog,
+                           clock=lambda: CLOCK_NS, run_id=RUN_ID)
+    want = batch.to_arrow()  # (the batch layer's driver feeds a decoder: its schemas)
+    batch.unpersist()
+    fed[0] = 0
+    targets = {table: Collect() for table in want}
+    stream = decode_stream(read_capture_stream(spark, str(tmp_path / "f"),
+                                               max_files_per_trigger=1),
+                           config, catalog=RECORDING.catalog, path=str(tmp_path / "o"),
+                           checkpoint=str(tmp_path / "c"), clock=lambda: CLOCK_NS,
+                           run_id=RUN_ID, lines=True, targets=targets, chunk_messages=5)
+    query = stream.start()
+    assert [q.id for q in spark.streams.active] == [query.id]  # one query
+    query.processAllAvailable()
+    stream.stop()
+    assert fed[0] == 0, "the driver decoded"
+    assert stream.chunks.value > len(stream.batches) >= 3  # several chunks per batch
+    assert sum(b.chunks for b in stream.batches) == stream.chunks.value
+    assert sum(b.records for b in stream.batches) == len(records_lines(tmp_path / "o", spark))
+    problem = first_difference(records_lines(tmp_path / "o", spark),
+                               decoder_lines(rows, config, RECORDING.catalog))
+    assert not problem, problem
+    assert len(targets) > 1  # applied side by side, each knowing the query
+    for table, collect in targets.items():
+        assert collect.queries == {str(query.id)}, table
+        assert [_strip(r) for r in collect.rows()] == \
+            [_strip(r) for r in table_rows(want[table])], table
+
+
+SIZES = (1, 31, 32, 1000, 100_000)
+
+
+def test_transactions_of_every_size(spark: SparkSession, tmp_path: Path, pg_conn: Any) -> None:
+    """Ordinary transactions of 1, 31, 32, 1,000 and 100,000 rows of one table (31 is
+    decoded record by record, 32 and more column-wise) and a transaction the server
+    streamed, in rotating files cut inside transactions: the target gets the batch
+    layer's events, in as many chunks as the plan makes."""
+    pg_conn.run("CREATE TABLE big (id int PRIMARY KEY, note text, n numeric(12, 2))")
+    capturer = Capturer(pg_conn, tables=["big"])
+    first = 0
+    for size in SIZES:
+        pg_conn.run("INSERT INTO big SELECT g, 'n' || g, g / 7.0 FROM generate_series("
+                    "CAST(:a AS int), CAST(:b AS int)) g", a=first + 1, b=first + size)
+        first += size
+    pg_conn.run("UPDATE big SET note = 'u' WHERE id <= 40")
+    rows: list[CaptureRow] = capturer.changes(proto_version=2)
+    pg_conn.run("INSERT INTO big SELECT g, repeat('s', 200), 1 FROM generate_series("
+                "CAST(:a AS int), CAST(:b AS int)) g", a=first + 1, b=first + 3000)
+    pg_conn.run("DELETE FROM big WHERE id <= 31")
+    rows += capturer.changes(proto_version=2, streaming=True, work_mem=64)
+    assert any(r.data[:1] == b"S" for r in rows)  # a streamed transaction
+    catalog = fetch_catalog(pg_conn)
+    config = EventConfig.from_properties({"topic.prefix": "s", "skipped.operations": "none"})
+    # files cut at the start, inside the big transaction, inside the streamed one
+    starts = [i for i, r in enumerate(rows) if r.data[:1] == b"S"]
+    write_files(tmp_path / "f", rows, [3, 60, len(rows) // 2, starts[1], starts[1] + 7])
+    collect = Collect()
+    stream = decode_stream(read_capture_stream(spark, str(tmp_path / "f"),
+                                               max_files_per_trigger=2),
+                           config, catalog=catalog, checkpoint=str(tmp_path / "c"),
+                           clock=lambda: CLOCK_NS, run_id=RUN_ID,
+                           targets={"public.big": collect}, chunk_messages=20_000)
+    stream.start().processAllAvailable()
+    stream.stop()
+    assert not stream.batches[-1].pending
+    assert any(b.chunks > 1 for b in stream.batches)  # the big batch in several chunks
+    batch = decode_capture(capture_dataframe(spark, rows), config, catalog=catalog,
+                           clock=lambda: CLOCK_NS, run_id=RUN_ID)
+    want = table_rows(batch.to_arrow(["public.big"])["public.big"])
+    batch.unpersist()
+    got = collect.rows()
+    assert len(got) == len(want) == sum(SIZES) + 40 + 3000 + 31
+    for got_row, want_row in itertools.zip_longest(got, want):
+        assert _strip(got_row) == _strip(want_row)
+
+
+def test_a_failing_target_fails_the_query_in_one_line(spark: SparkSession,
+                                                      tmp_path: Path) -> None:
+    """A target's error stops the query with one line naming the batch, the table and
+    the cause; a stream with neither a path nor a target is refused before it starts."""
+    rows = list(RECORDING.capture)
+    config = EventConfig.from_properties(RECORDING.properties)
+    write_files(tmp_path / "f", rows, [])
+
+    def broken(df: Any, batch_id: int) -> None:
+        raise ValueError("the target is full")
+
+    table = "public.ev_main"
+    stream = decode_stream(read_capture_stream(spark, str(tmp_path / "f")), config,
+                           catalog=RECORDING.catalog, checkpoint=str(tmp_path / "c"),
+                           targets={table: broken})
+    query = stream.start()
+    with pytest.raises(Exception) as raised:
+        query.processAllAvailable()
+    stream.stop()
+    line = ("SparkQueryError: the decoding query failed at micro-batch 0: SparkDecodeError: "
+            f"applying {table}: ValueError: the target is full")
+    assert line in str(raised.value).splitlines()[-1] or any(
+        text.strip().endswith(line) for text in str(raised.value).splitlines()), raised.value
+    assert not list((tmp_path / "c" / "_decoder").glob("state-*"))  # nothing recorded
+    bare = decode_stream(read_capture_stream(spark, str(tmp_path / "f")), config,
+                         catalog=RECORDING.catalog, checkpoint=str(tmp_path / "c2"))
+    with pytest.raises(SparkDecodeError, match="nowhere to put the records"):
+        bare.start()
