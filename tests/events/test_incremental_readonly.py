@@ -22,6 +22,7 @@ from pgcdc_events.events.incremental import (
     IncrementalSnapshotError,
     PgSnapshot,
     ReadOnlyChunkWindow,
+    widen_xid,
 )
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.types.catalog import fetch_catalog
@@ -190,3 +191,17 @@ def test_an_idle_poll_closes_the_window_with_a_visible_transaction(pg_conn: Any)
     source = closed[0].value["source"]
     assert (source["snapshot"], source["txId"], source["lsn"]) == ("incremental", None, None)
     assert w.window.commit(last) is None  # nothing in flight
+
+
+@pytest.mark.parametrize(("xid", "near", "wide"), [
+    (795, 790, 795),                                    # epoch 0: unchanged
+    (5, (3 << 32) | 2, (3 << 32) | 5),                  # the watermark's epoch
+    (0xFFFFFFF0, (3 << 32) | 5, (2 << 32) | 0xFFFFFFF0),  # just before the epoch turned
+    (5, (2 << 32) | 0xFFFFFFF0, (3 << 32) | 5),          # just after it turned
+    (0xFFFFFFF0, 5, 0xFFFFFFF0),                        # epoch 0: never below zero
+])
+def test_widen_xid(xid: int, near: int, wide: int) -> None:
+    """pgoutput's 32-bit transaction ids compared with ``pg_current_snapshot()``'s 64-bit
+    ones: the 32-bit id is taken in the epoch that puts it nearest to the watermark (a
+    cluster past 2^32 transactions cannot be made in a test: the rule is checked alone)."""
+    assert widen_xid(xid, near) == wide

@@ -78,6 +78,7 @@ __all__ = [
     "catalog_table_from_json",
     "catalog_table_to_json",
     "expand_data_collections",
+    "widen_xid",
 ]
 
 _LOG: Final = logging.getLogger("pgcdc_events")
@@ -580,6 +581,20 @@ class PgSnapshot:
         return f"{self.xmin}:{self.xmax}:{','.join(str(x) for x in self.xip)}"
 
 
+def widen_xid(xid: int, near: int) -> int:
+    """The 32-bit transaction id ``xid`` (pgoutput's, the events' ``source.txId``) as the
+    64-bit id (``xid8``, what ``pg_current_snapshot()`` gives: the epoch above the 32 bits)
+    nearest to the 64-bit id ``near``. Equal to ``xid`` while the epoch is 0; the connector
+    compares the two forms as they are, which goes wrong after 2^32 transactions."""
+    xid &= 0xFFFFFFFF
+    candidate = (near & ~0xFFFFFFFF) | xid
+    if candidate - near > 0x7FFFFFFF:
+        candidate -= 1 << 32
+    elif near - candidate > 0x80000000:
+        candidate += 1 << 32
+    return max(candidate, xid)
+
+
 class ReadOnlyChunkWindow(ChunkWindow):
     """The window of a read-only incremental snapshot (``read.only=true``): nothing is
     written to the database, the watermarks are ``pg_current_snapshot()`` values taken
@@ -654,6 +669,7 @@ class ReadOnlyChunkWindow(ChunkWindow):
         high = self.high
         if tx_id is None or high is None or self._chunk is None:
             return None
+        tx_id = widen_xid(tx_id, high.xmin)
         if high.xmax == tx_id:  # maxInProgressTransactionCommitted
             self._closed_at_xmax = True
             return self._close()
@@ -666,12 +682,15 @@ class ReadOnlyChunkWindow(ChunkWindow):
         if self._closed_at_xmax or (self.low, self.high) != self._previous:
             return None
         high = self.high
-        if tx_id is None or high is None or self._chunk is None or tx_id > high.xmin:
+        if tx_id is None or high is None or self._chunk is None \
+                or widen_xid(tx_id, high.xmin) > high.xmin:
             return None
         return self._close()
 
     def _update_window_state(self, tx_id: int) -> None:
         low, high, context = self.low, self.high, self.context
+        if low is not None:
+            tx_id = widen_xid(tx_id, low.xmin)
         if not context.window_opened and low is not None and tx_id >= low.xmin:
             context.window_opened = True
         if context.window_opened and high is not None and low is not None \
