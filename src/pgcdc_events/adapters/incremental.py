@@ -33,11 +33,11 @@ its :class:`~pgcdc_events.events.decoder.EventDecoder` makes of the stream to
   (``state=``) and :meth:`IncrementalSnapshotter.start` resumes after the last key whose
   ``r`` event went out, and never re-reads a finished table.
 
-``read.only``: the connector then takes ``pg_current_snapshot()`` as the watermarks and
-writes nothing; the window must then be recognised in the stream by transaction ids,
-which :class:`~pgcdc_events.events.incremental.ChunkWindow` does not do yet: the
-snapshotter refuses ``read.only`` with a :class:`~pgcdc_events.errors.ConfigurationError`
-(see docs/snapshots.md).
+``read.only``: the snapshotter takes ``pg_current_snapshot()`` as the watermarks and
+writes nothing; :class:`~pgcdc_events.events.incremental.ReadOnlyChunkWindow` recognises
+the window in the stream by transaction ids, and the embedder calls
+:meth:`IncrementalSnapshotter.commit` after each Commit and at each idle poll (see
+docs/snapshots.md). :class:`IncrementalCapture` refuses it (not driven by ``capture`` yet).
 
 :class:`IncrementalCapture` is what ``pgcdc-events capture`` runs around it: with
 ``--decode`` the records go through the snapshotter; without, a second decoder reads
@@ -666,7 +666,8 @@ class IncrementalCapture:
         if self.settings.read_only:
             raise ConfigurationError(
                 "read.only=true: read-only incremental snapshots (pg_current_snapshot() as the "
-                "watermarks) are not supported by pgcdc-events yet; set read.only=false and "
+                "watermarks) are not supported by capture yet (the library's "
+                "IncrementalSnapshotter runs them); set read.only=false and "
                 f"give the capture user INSERT on {self.settings.signal_data_collection} "
                 "(see docs/snapshots.md)")
         parts = self.settings.signal_data_collection.split(".")
