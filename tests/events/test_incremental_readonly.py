@@ -71,7 +71,7 @@ def test_parse_the_servers_snapshot(pg_conn: Any, pg_cluster: Any) -> None:
 class Window:
     """A slot, a decoder and a :class:`ReadOnlyChunkWindow` over table ``t``."""
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, properties: dict[str, str] | None = None) -> None:
         conn.run("CREATE TABLE t (id int PRIMARY KEY, v text)")
         conn.run("CREATE TABLE debezium_signal (id varchar(64) PRIMARY KEY, type varchar(32), "
                  "data varchar(2048))")
@@ -80,7 +80,7 @@ class Window:
         self.cap = Capturer(conn, slot="s", publication="pub_s")
         self.cap.changes()
         catalog = fetch_catalog(conn)
-        self.decoder = EventDecoder(EventConfig.from_properties({"topic.prefix": "x"}),
+        self.decoder = EventDecoder(EventConfig.from_properties({"topic.prefix": "x", **(properties or {})}),
                                     catalog=catalog, clock=lambda: CLOCK_NS)
         self.window = ReadOnlyChunkWindow(self.decoder,
                                           signal_data_collection="public.debezium_signal")
@@ -205,3 +205,19 @@ def test_widen_xid(xid: int, near: int, wide: int) -> None:
     ones: the 32-bit id is taken in the epoch that puts it nearest to the watermark (a
     cluster past 2^32 transactions cannot be made in a test: the rule is checked alone)."""
     assert widen_xid(xid, near) == wide
+
+
+def test_a_truncate_after_both_watermarks_closes_the_window_too(pg_conn: Any) -> None:
+    """A truncate is a data change event to the connector (``processMessage`` runs for
+    it when ``skipped.operations`` does not skip it): one in a transaction above both
+    ``xmax`` closes the open window before it."""
+    pg_conn.run("CREATE TABLE other (id int PRIMARY KEY)")
+    w = Window(pg_conn, {"skipped.operations": "none"})
+    w.read_chunk(between="UPDATE t SET v = 'after' WHERE id = 20")
+    pg_conn.run("SELECT pg_current_xact_id()")
+    pg_conn.run("TRUNCATE other")
+    out: list[str] = []
+    for row in w.cap.changes():
+        for record in w.decoder.feed(row.data, row.lsn):
+            out += [*labels(w.window.receive(record)), *(["t"] if record.op == "t" else [])]
+    assert out == ["u:20", "r:10", "r:30", "r:40", "r:50", "t"]

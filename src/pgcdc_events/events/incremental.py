@@ -649,7 +649,9 @@ class ReadOnlyChunkWindow(ChunkWindow):
         source = value.get("source") if value is not None else None
         if source is not None and (source["schema"], source["table"]) == self.signal_table:
             self._signal_record(record)
-        tx_id = source.get("txId") if source is not None and record.kind == "change" else None
+        # the connector's processMessage sees every data change event, truncates too
+        tx_id = source.get("txId") if source is not None and \
+            record.kind in ("change", "truncate") else None
         if source is None or tx_id is None:
             return [record]
         self._sequence, self._lsn = source["sequence"], record.lsn
