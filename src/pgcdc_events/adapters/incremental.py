@@ -33,11 +33,11 @@ its :class:`~pgcdc_events.events.decoder.EventDecoder` makes of the stream to
   (``state=``) and :meth:`IncrementalSnapshotter.start` resumes after the last key whose
   ``r`` event went out, and never re-reads a finished table.
 
-``read.only``: the connector then takes ``pg_current_snapshot()`` as the watermarks and
-writes nothing; the window must then be recognised in the stream by transaction ids,
-which :class:`~pgcdc_events.events.incremental.ChunkWindow` does not do yet: the
-snapshotter refuses ``read.only`` with a :class:`~pgcdc_events.errors.ConfigurationError`
-(see docs/snapshots.md).
+``read.only``: the snapshotter takes ``pg_current_snapshot()`` as the watermarks and
+writes nothing; :class:`~pgcdc_events.events.incremental.ReadOnlyChunkWindow` recognises
+the window in the stream by transaction ids, and the embedder calls
+:meth:`IncrementalSnapshotter.commit` after each Commit and at each idle poll (see
+docs/snapshots.md). :class:`IncrementalCapture` refuses it (not driven by ``capture`` yet).
 
 :class:`IncrementalCapture` is what ``pgcdc-events capture`` runs around it: with
 ``--decode`` the records go through the snapshotter; without, a second decoder reads
@@ -72,6 +72,7 @@ from pgcdc_events.events.incremental import (
     INSERT_INSERT,
     ChunkWindow,
     IncrementalSnapshotContext,
+    ReadOnlyChunkWindow,
     catalog_table_to_json,
     expand_data_collections,
 )
@@ -117,6 +118,10 @@ StepHook = Callable[[str, str], None]
 ChunkHook = Callable[[str, CatalogTable, list[str], list[list[str | None]]], None]
 
 _TRUE: Final = ("true", "1", "yes", "on")
+# PostgresReadOnlyIncrementalSnapshotChangeEventSource's queries (Debezium 3.6).
+_FORCE_NEW_TRANSACTION: Final = ("SELECT (CASE pg_is_in_recovery() WHEN 't' THEN NULL::xid8 "
+                                 "ELSE pg_current_xact_id() END) AS txid")
+_CURRENT_SNAPSHOT: Final = "SELECT CAST(pg_current_snapshot() AS text)"
 
 
 @attrs.frozen
@@ -208,12 +213,6 @@ class IncrementalSnapshotter:
                  settings: IncrementalSettings, *, state: Mapping[str, Any] | None = None,
                  on_step: StepHook | None = None, on_chunk: ChunkHook | None = None,
                  source_signals: bool = True) -> None:
-        if settings.read_only:
-            raise ConfigurationError(
-                "read.only incremental snapshots (pg_current_snapshot() watermarks) are not "
-                "supported by pgcdc-events yet: the window would have to be recognised by "
-                "transaction ids; set read.only=false and give the capture user INSERT on "
-                f"{settings.signal_data_collection}")
         self.conn = conn
         self.catalog = catalog
         self.decoder = decoder
@@ -224,9 +223,15 @@ class IncrementalSnapshotter:
         #: has ``source``); its watermark rows always are.
         self.source_signals = source_signals
         context = IncrementalSnapshotContext.from_offset(state or {})
-        self.window = ChunkWindow(decoder, signal_data_collection=settings.signal_data_collection,
-                                  watermarking_strategy=settings.watermarking_strategy,
-                                  context=context)
+        self.window: ChunkWindow
+        if settings.read_only:
+            self.window = ReadOnlyChunkWindow(
+                decoder, signal_data_collection=settings.signal_data_collection,
+                context=context)
+        else:
+            self.window = ChunkWindow(
+                decoder, signal_data_collection=settings.signal_data_collection,
+                watermarking_strategy=settings.watermarking_strategy, context=context)
         self.builder = ChunkQueryBuilder(chunk_size=settings.chunk_size)
         schema, table = self.window.signal_table
         self._signal_sql = f"{quote_ident(schema)}.{quote_ident(table)}"
@@ -262,6 +267,8 @@ class IncrementalSnapshotter:
     def start(self) -> None:
         """Resume a snapshot restored from ``state``: read its next chunk (nothing when no
         snapshot runs, when one is paused, or when a chunk is in flight)."""
+        if self.context.running:
+            self._force_new_transaction()
         self._advance()
 
     def receive(self, record: ChangeRecord) -> list[ChangeRecord]:
@@ -276,6 +283,23 @@ class IncrementalSnapshotter:
             if self.source_signals:
                 self._on_signal(signal)
         self._advance()
+        return out
+
+    def commit(self, tx_id: int | None, lsn: int | None = None) -> list[ChangeRecord]:
+        """``read.only``: transaction ``tx_id`` committed (at ``lsn``), or an idle poll or
+        heartbeat after it (``tx_id`` the last transaction seen); returns the ``r`` events
+        of the chunks whose window closes here (``readUntilNewTransactionChange``), reading
+        the next chunk after each. Nothing without ``read.only``."""
+        window = self.window
+        if not isinstance(window, ReadOnlyChunkWindow):
+            return []
+        out: list[ChangeRecord] = []
+        records = window.commit(tx_id, lsn)
+        while records is not None:
+            out += records
+            self._pending = None
+            self._advance()
+            records = window.commit_again(tx_id)
         return out
 
     def signal(self, signal: object) -> None:
@@ -298,7 +322,10 @@ class IncrementalSnapshotter:
                              "supported by pgcdc-events yet", signal.id, signal.snapshot_type)
                 return
             tables = expand_data_collections(signal.data_collections, self._captured())
+            starting = not context.running
             context.add(signal.id, tables, signal.additional_conditions, signal.surrogate_key)
+            if starting and context.running:
+                self._force_new_transaction()
             _LOG.info("incremental snapshot %r: queued %s", signal.id, ", ".join(tables))
         elif isinstance(signal, StopSnapshot):
             context.request_stop(list(signal.data_collections or ()))
@@ -487,7 +514,13 @@ class IncrementalSnapshotter:
 
     def _watermark(self, chunk_id: str, *, opens: bool) -> None:
         """Write a watermark row into the signalling table (its own transaction); a
-        refusal is one of our errors, naming the table."""
+        refusal is one of our errors, naming the table. ``read.only``: take
+        ``pg_current_snapshot()`` as the watermark instead, and write nothing."""
+        window = self.window
+        if isinstance(window, ReadOnlyChunkWindow):
+            text = str(self._read_only_query(_CURRENT_SNAPSHOT, "take the watermark"))
+            (window.set_low_watermark if opens else window.set_high_watermark)(text)
+            return
         try:
             self._write_watermark(chunk_id, opens=opens)
         except Exception as exc:
@@ -496,6 +529,23 @@ class IncrementalSnapshotter:
             raise translate_error(exc, slot=None, action="write the incremental snapshot "
                                   f"watermark into {self.settings.signal_data_collection}"
                                   ) from None
+
+    def _force_new_transaction(self) -> None:
+        """``read.only`` (``preIncrementalSnapshotStart``): give a transaction an id, so the
+        server's next transaction id moves past every one already seen (nothing on a hot
+        standby)."""
+        if isinstance(self.window, ReadOnlyChunkWindow):
+            self._read_only_query(_FORCE_NEW_TRANSACTION, "start a transaction")
+
+    def _read_only_query(self, sql: str, action: str) -> Any:
+        try:
+            rows = self.conn.run(sql)
+        except Exception as exc:
+            if not is_driver_error(exc):
+                raise
+            raise translate_error(exc, slot=None, action=f"{action} for a read-only "
+                                  "incremental snapshot") from None
+        return rows[0][0] if rows else None
 
     def _write_watermark(self, chunk_id: str, *, opens: bool) -> None:
         now = datetime.now(timezone.utc).isoformat()
@@ -634,7 +684,8 @@ class IncrementalCapture:
         if self.settings.read_only:
             raise ConfigurationError(
                 "read.only=true: read-only incremental snapshots (pg_current_snapshot() as the "
-                "watermarks) are not supported by pgcdc-events yet; set read.only=false and "
+                "watermarks) are not supported by capture yet (the library's "
+                "IncrementalSnapshotter runs them); set read.only=false and "
                 f"give the capture user INSERT on {self.settings.signal_data_collection} "
                 "(see docs/snapshots.md)")
         parts = self.settings.signal_data_collection.split(".")

@@ -71,11 +71,14 @@ __all__ = [
     "ChunkWindow",
     "IncrementalSnapshotContext",
     "IncrementalSnapshotError",
+    "PgSnapshot",
+    "ReadOnlyChunkWindow",
     "RecordedChunks",
     "SnapshotCollection",
     "catalog_table_from_json",
     "catalog_table_to_json",
     "expand_data_collections",
+    "widen_xid",
 ]
 
 _LOG: Final = logging.getLogger("pgcdc_events")
@@ -452,7 +455,15 @@ class ChunkWindow:
         source = value.get("source") if value is not None else None
         if source is not None and (source["schema"], source["table"]) == self.signal_table:
             return self._signal_record(record)
+        self._deduplicate(record)
+        return [record]
+
+    def _deduplicate(self, record: ChangeRecord) -> None:
+        """The dedup rule (``processMessage``): while the window is open, a streamed change
+        of the chunk's table removes the buffered row of the same message key."""
         chunk = self._chunk
+        value = record.value
+        source = value.get("source") if value is not None else None
         if (chunk is not None and self.context.window_opened and record.key is not None
                 and source is not None and source["table"] == chunk.table.table_name
                 and source["schema"] == chunk.table.schema_name):
@@ -461,7 +472,6 @@ class ChunkWindow:
                 chunk.removed.add(key)
             elif chunk.rows.pop(key, None) is not None:
                 _LOG.debug("removed %r from the incremental snapshot window", key)
-        return [record]
 
     @property
     def pending_chunk(self) -> str | None:
@@ -498,15 +508,18 @@ class ChunkWindow:
             raise IncrementalSnapshotError(
                 f"the close watermark {signal.id!r} came back at LSN {record.lsn} but the rows "
                 f"of chunk {self.context.chunk_id!r} were never given (ChunkWindow.chunk)")
-        return [*self._read_events(chunk, record), record]
+        assert record.value is not None
+        return [*self._read_events(chunk, record.value["source"]["sequence"], record.lsn),
+                record]
 
-    def _read_events(self, chunk: _Chunk, close: ChangeRecord) -> list[ChangeRecord]:
-        """The buffered rows as ``r`` events at the close watermark ``close``."""
-        assert chunk.rows is not None and close.value is not None
+    def _read_events(self, chunk: _Chunk, sequence: str | None, lsn: int
+                     ) -> list[ChangeRecord]:
+        """The buffered rows as ``r`` events, closing the window at stream position
+        ``sequence`` (the ``source.sequence`` they carry) and ``lsn``."""
+        assert chunk.rows is not None
         decoder = self.decoder
         config = decoder.config
         table = chunk.table
-        sequence = close.value["source"]["sequence"]
         out = []
         for row, chunk_key in chunk.rows.values():
             now = decoder.clock()
@@ -519,7 +532,7 @@ class ChunkWindow:
             decoder.metrics.events_seen += 1
             out.append(make_record(table.topic, table.key_schema, table.key(row),
                                    table.envelope_schema, value, decoder.context_headers,
-                                   close.lsn, "change"))
+                                   lsn, "change"))
             self.context.send_event(chunk_key)
         return out
 
@@ -537,6 +550,168 @@ class ChunkWindow:
         if mode == "warn":
             _LOG.warning("skipped a row of %s in an incremental snapshot chunk: %s",
                          table.qualified, error)
+
+
+_SNAPSHOT: Final = re.compile(r"(\d+):(\d+):((?:\d+,?)*)")
+
+
+@attrs.frozen
+class PgSnapshot:
+    """A ``pg_current_snapshot()`` value (``xmin:xmax:xip,...``), the watermark of a
+    read-only incremental snapshot (the connector's ``PgSnapshot``): every transaction
+    id below ``xmin`` had finished, every one from ``xmax`` on had not started, and
+    ``xip`` were in progress."""
+
+    xmin: int
+    xmax: int
+    xip: tuple[int, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> PgSnapshot:
+        """The snapshot ``text`` (as the server prints it); anything else is an
+        :class:`IncrementalSnapshotError` quoting it."""
+        match = _SNAPSHOT.fullmatch(str(text).strip())
+        if match is None:
+            raise IncrementalSnapshotError(
+                f"{str(text)[:80]!r} is not a pg_current_snapshot() value (xmin:xmax:xip,...)")
+        xip = tuple(sorted(int(x) for x in match.group(3).split(",") if x))
+        return cls(int(match.group(1)), int(match.group(2)), xip)
+
+    def __str__(self) -> str:
+        return f"{self.xmin}:{self.xmax}:{','.join(str(x) for x in self.xip)}"
+
+
+def widen_xid(xid: int, near: int) -> int:
+    """The 32-bit transaction id ``xid`` (pgoutput's, the events' ``source.txId``) as the
+    64-bit id (``xid8``, what ``pg_current_snapshot()`` gives: the epoch above the 32 bits)
+    nearest to the 64-bit id ``near``. Equal to ``xid`` while the epoch is 0; the connector
+    compares the two forms as they are, which goes wrong after 2^32 transactions."""
+    xid &= 0xFFFFFFFF
+    candidate = (near & ~0xFFFFFFFF) | xid
+    if candidate - near > 0x7FFFFFFF:
+        candidate -= 1 << 32
+    elif near - candidate > 0x80000000:
+        candidate += 1 << 32
+    return max(candidate, xid)
+
+
+class ReadOnlyChunkWindow(ChunkWindow):
+    """The window of a read-only incremental snapshot (``read.only=true``): nothing is
+    written to the database, the watermarks are ``pg_current_snapshot()`` values taken
+    right before (:meth:`set_low_watermark`) and right after (:meth:`set_high_watermark`)
+    each chunk is read, and the window is recognised in the stream by transaction ids
+    (``PostgresReadOnlyIncrementalSnapshotContext`` and
+    ``PostgresReadOnlyIncrementalSnapshotChangeEventSource``, Debezium 3.6):
+
+    * for each streamed change (``processMessage``, ``updateWindowState``, by the
+      event's ``source.txId``): the window opens at the first one whose transaction id is
+      at least the low watermark's ``xmin``; an open window closes at the first one whose
+      id is above both watermarks' ``xmax``; when a chunk is in flight and the window is
+      not open (closed, or not opened yet), the chunk's rows go out as ``r`` events
+      *before* the change, and the embedder reads the next chunk; otherwise the change
+      removes its key's buffered row (:class:`ChunkWindow`'s dedup rule, the same one);
+    * at each transaction's commit and at each idle poll or heartbeat
+      (``readUntilNewTransactionChange``, :meth:`commit`, with the id of the last
+      transaction seen): the chunk's rows go out when that id is the high watermark's
+      ``xmax``, or, as long as it is at most the high watermark's ``xmin`` (the
+      transaction was visible to the chunk's read), again after each next chunk until
+      the watermarks change (:meth:`commit_again`).
+
+    So a database where nothing commits closes a window only at an idle poll after a
+    transaction was seen; the ``r`` events then carry the last streamed change's
+    ``source.sequence``. Watermark rows (there are none in this mode) are ignored;
+    other signal rows are parsed as :class:`ChunkWindow` does.
+    """
+
+    def __init__(self, decoder: EventDecoder, *, signal_data_collection: str,
+                 context: IncrementalSnapshotContext | None = None) -> None:
+        super().__init__(decoder, signal_data_collection=signal_data_collection,
+                         context=context)
+        self.low: PgSnapshot | None = None
+        self.high: PgSnapshot | None = None
+        self._previous: tuple[PgSnapshot | None, PgSnapshot | None] = (None, None)
+        self._closed_at_xmax = False
+        self._sequence: str | None = None
+        self._lsn = 0
+
+    def set_low_watermark(self, snapshot: PgSnapshot | str) -> None:
+        """The low watermark: ``pg_current_snapshot()`` before the chunk is read."""
+        self.low = snapshot if isinstance(snapshot, PgSnapshot) else PgSnapshot.parse(snapshot)
+
+    def set_high_watermark(self, snapshot: PgSnapshot | str) -> None:
+        """The high watermark: ``pg_current_snapshot()`` after the chunk is read."""
+        self.high = snapshot if isinstance(snapshot, PgSnapshot) else PgSnapshot.parse(snapshot)
+
+    def receive(self, record: ChangeRecord) -> list[ChangeRecord]:
+        """One record of the stream, in stream order: the records to emit (the chunk's
+        ``r`` events before it when the window closes here)."""
+        value = record.value
+        source = value.get("source") if value is not None else None
+        if source is not None and (source["schema"], source["table"]) == self.signal_table:
+            self._signal_record(record)
+        # the connector's processMessage sees every data change event, truncates too
+        tx_id = source.get("txId") if source is not None and \
+            record.kind in ("change", "truncate") else None
+        if source is None or tx_id is None:
+            return [record]
+        self._sequence, self._lsn = source["sequence"], record.lsn
+        self._update_window_state(tx_id)
+        if self._chunk is not None and not self.context.window_opened:
+            return [*self._close(), record]
+        self._deduplicate(record)
+        return [record]
+
+    def commit(self, tx_id: int | None, lsn: int | None = None) -> list[ChangeRecord] | None:
+        """A transaction ``tx_id`` committed at ``lsn``, or an idle poll or heartbeat
+        after it: the chunk's ``r`` events when the window closes here (the embedder
+        then reads the next chunk and calls :meth:`commit_again`), else ``None``."""
+        if lsn is not None:
+            self._lsn = lsn
+        self._closed_at_xmax = False
+        high = self.high
+        if tx_id is None or high is None or self._chunk is None:
+            return None
+        tx_id = widen_xid(tx_id, high.xmin)
+        if high.xmax == tx_id:  # maxInProgressTransactionCommitted
+            self._closed_at_xmax = True
+            return self._close()
+        return self._close() if tx_id <= high.xmin else None
+
+    def commit_again(self, tx_id: int | None) -> list[ChangeRecord] | None:
+        """After :meth:`commit` closed the window and the next chunk was read: that
+        chunk's ``r`` events when it closes at once too (``tx_id`` is still visible to
+        the new high watermark, and the watermarks did not change), else ``None``."""
+        if self._closed_at_xmax or (self.low, self.high) != self._previous:
+            return None
+        high = self.high
+        if tx_id is None or high is None or self._chunk is None \
+                or widen_xid(tx_id, high.xmin) > high.xmin:
+            return None
+        return self._close()
+
+    def _update_window_state(self, tx_id: int) -> None:
+        low, high, context = self.low, self.high, self.context
+        if low is not None:
+            tx_id = widen_xid(tx_id, low.xmin)
+        if not context.window_opened and low is not None and tx_id >= low.xmin:
+            context.window_opened = True
+        if context.window_opened and high is not None and low is not None \
+                and tx_id > max(high.xmax, low.xmax):
+            context.window_opened = False
+
+    def _close(self) -> list[ChangeRecord]:
+        """``closeWindow`` and ``sendWindowEvents``: the buffered rows as ``r`` events; the
+        watermarks are forgotten (kept to tell whether the next chunk's changed)."""
+        chunk, self._chunk = self._chunk, None
+        self.context.window_opened = False
+        self._previous, self.low, self.high = (self.low, self.high), None, None
+        if chunk is None:
+            return []
+        if chunk.rows is None:
+            raise IncrementalSnapshotError(
+                f"the read-only window of chunk {chunk.chunk_id!r} closed at LSN {self._lsn} "
+                "but its rows were never given (ChunkWindow.chunk)")
+        return self._read_events(chunk, self._sequence, self._lsn)
 
 
 def _event_key_positions(table: TableSchema) -> tuple[int, ...]:
