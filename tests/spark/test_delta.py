@@ -36,6 +36,7 @@ from pgcdc_events.spark.autocdc import (
 from pgcdc_events.spark.capture import capture_dataframe
 from pgcdc_events.spark.delta import TOMBSTONES, DeltaTarget
 from pgcdc_events.spark.state import latest_state
+from support.delta_history import duckdb_with_delta
 from support.golden import recordings
 from support.spark_records import canonical
 
@@ -287,7 +288,7 @@ def test_a_streaming_query_writes_one_merge_commit_per_batch(
 
 
 def test_duckdb_reads_the_table(tables: dict[str, tuple[Any, Any]], tmp_path: Path) -> None:
-    duckdb = pytest.importorskip("duckdb")
+    duckdb = duckdb_with_delta()
     events, want = tables["types/default:public.t_scalar"]
     target = DeltaTarget(str(tmp_path / "d"))
     target.apply(events, 0)

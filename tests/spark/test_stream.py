@@ -190,7 +190,7 @@ def test_cli_stream(spark: SparkSession, tmp_path: Path,
     props.write_text("".join(f"{k}={v}\n" for k, v in RECORDING.properties.items()))
     assert main(["spark", "stream", "--input", str(tmp_path / "f"), "--catalog", str(catalog),
                  "--config", str(props), "--output", str(tmp_path / "o"),
-                 "--checkpoint", str(tmp_path / "cp"), "--trigger", "0.2", "--buckets", "2",
+                 "--checkpoint", str(tmp_path / "cp"), "--trigger", "0.2", "--target", "parquet", "--buckets", "2",
                  "--max-files-per-trigger", "1", "--stop-when-idle", "4"]) == 0
     err = capsys.readouterr().err
     progress = [line for line in err.splitlines() if ": batch " in line]

@@ -2,9 +2,12 @@
 Structured Streaming and keep one target per table equal to the source table.
 
 The capture files come from ``pgcdc-events capture --follow --rotate-every S``; each table's
-events are applied to a Parquet directory under ``--output`` (and, with ``--target-dsn``,
-to the PostgreSQL table of the same name there; ``--target-dsn-file`` keeps the DSN off
-the command line, and the password may come from ``~/.pgpass`` or ``PGPASSFILE``).
+events are applied to a Delta Lake table under ``--output`` (``--target delta``, the
+default: the AUTO CDC rules of :mod:`pgcdc_events.spark.autocdc`, SCD type 1 or 2, with
+Spark's parameter names as options) or a Parquet directory (``--target parquet``), and,
+with ``--target-dsn``, to the PostgreSQL table of the same name there (``--target-dsn-file``
+keeps the DSN off the command line, and the password may come from ``~/.pgpass`` or
+``PGPASSFILE``).
 ``--checkpoint`` holds the queries' checkpoints and the decoder's state: a stopped or
 killed run continues where it was.
 One progress line per decoded micro-batch goes to stderr.
@@ -18,7 +21,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, Final
 
 from pgcdc_events.cli.decode_cmd import load_config
 from pgcdc_events.errors import ConfigurationError, PgCdcError
@@ -33,8 +36,10 @@ def register(sub: Any) -> None:
         "stream", help="follow rotating capture files; keep per-table targets up to date",
         description="Decode a directory of rotating capture files (capture --follow "
         "--rotate-every S) continuously with Spark Structured Streaming and apply each "
-        "table's changes to a Parquet directory under OUTPUT (and to PostgreSQL with "
-        "--target-dsn), exactly once across restarts from --checkpoint.")
+        "table's changes to a Delta Lake table (or a Parquet directory) under OUTPUT/tables "
+        "(and to PostgreSQL with --target-dsn), exactly once across restarts from "
+        "--checkpoint. The AUTO CDC options take the names of Spark's create_auto_cdc_flow "
+        "and apply to every table (pick one with --tables).")
     parser.add_argument("--input", required=True, metavar="DIR",
                         help="the directory of rotating capture files")
     parser.add_argument("--catalog", required=True,
@@ -44,7 +49,8 @@ def register(sub: Any) -> None:
     parser.add_argument("-c", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a connector property (repeatable; wins over --config)")
     parser.add_argument("--output", "-o", required=True,
-                        help="directory: records/ and one Parquet table directory per table")
+                        help="directory: records/ and tables/, one Delta table (or Parquet "
+                        "directory) per table")
     parser.add_argument("--checkpoint", required=True, metavar="DIR",
                         help="checkpoint location of the queries (and the decoder's state)")
     parser.add_argument("--tables", help="comma-separated schema.table names (default: the "
@@ -57,8 +63,39 @@ def register(sub: Any) -> None:
     target.add_argument("--target-dsn-file", metavar="PATH",
                         help="read the target DSN from this file (so that no secret is on the "
                         "command line)")
-    parser.add_argument("--buckets", type=int, default=16,
-                        help="files per Parquet table (rows hashed by key; default 16)")
+    parser.add_argument("--target", choices=("delta", "parquet"), default="delta",
+                        help="what each table is kept as under OUTPUT/tables: a Delta Lake "
+                        "table (the default; readable by deltalake, DuckDB and Spark with "
+                        "Delta) or a directory of Parquet files")
+    cdc = parser.add_argument_group(
+        "AUTO CDC (--target delta)", "the rules of Spark's create_auto_cdc_flow, for every "
+        "table applied; COLS is a comma-separated list of column names")
+    cdc.add_argument("--keys", metavar="COLS",
+                     help="the columns that identify a row (default: the table's key)")
+    cdc.add_argument("--sequence-by", metavar="COLS",
+                     help="the columns that order the changes (default: the change's "
+                     "position in the stream, source.sequence)")
+    cdc.add_argument("--stored-as-scd-type", type=int, choices=(1, 2), default=1,
+                     help="1: the rows as they are now (default); 2: one row per version, "
+                     "with __START_AT and __END_AT")
+    columns = cdc.add_mutually_exclusive_group()
+    columns.add_argument("--column-list", metavar="COLS", help="keep only these columns "
+                         "(and the keys)")
+    columns.add_argument("--except-column-list", metavar="COLS",
+                         help="leave these columns out (never the keys)")
+    history = cdc.add_mutually_exclusive_group()
+    history.add_argument("--track-history-column-list", metavar="COLS",
+                         help="with --stored-as-scd-type 2: a change to these columns "
+                         "starts a new version (default: any column)")
+    history.add_argument("--track-history-except-column-list", metavar="COLS",
+                         help="with --stored-as-scd-type 2: a change to these columns "
+                         "only updates the current version")
+    cdc.add_argument("--tombstone-retention-seconds", type=float, metavar="S",
+                     help="how long a deleted key bars older changes (default 604800: "
+                     "7 days)")
+    parser.add_argument("--buckets", type=int,
+                        help="with --target parquet: files per table (rows hashed by key; "
+                        "default 16)")
     parser.add_argument("--trigger", type=float, default=1.0, metavar="S",
                         help="seconds between micro-batches (default 1)")
     parser.add_argument("--max-files-per-trigger", type=int, metavar="N",
@@ -118,9 +155,61 @@ def target_settings(args: argparse.Namespace) -> Any:
     return parse_conninfo(dsn)
 
 
+#: The AUTO CDC options: (argument name, AutoCdc parameter, whether a list of columns).
+_CDC_OPTIONS: Final = (
+    ("keys", "keys", True), ("sequence_by", "sequence_by", True),
+    ("column_list", "column_list", True), ("except_column_list", "except_column_list", True),
+    ("track_history_column_list", "track_history_column_list", True),
+    ("track_history_except_column_list", "track_history_except_column_list", True),
+    ("tombstone_retention_seconds", "tombstone_retention_seconds", False),
+)
+
+
+def _columns(option: str, text: str) -> list[str]:
+    names = [c.strip() for c in text.split(",")]
+    if not text.strip() or any(not c for c in names):
+        raise ConfigurationError(f"--{option.replace('_', '-')} {text!r}: give "
+                                 "comma-separated column names")
+    return names
+
+
+def cdc_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`~pgcdc_events.spark.delta.DeltaTarget` parameters the AUTO CDC options
+    give, checked by the rules before the JVM starts (one line per mistake)."""
+    given = {name: getattr(args, name) for name, _, _ in _CDC_OPTIONS
+             if getattr(args, name) is not None}
+    if args.stored_as_scd_type != 1:
+        given["stored_as_scd_type"] = args.stored_as_scd_type
+    if args.target != "delta":
+        if given:
+            first = next(iter(given)).replace("_", "-")
+            raise ConfigurationError(f"--{first} is an AUTO CDC option: it needs --target "
+                                     "delta")
+        return {}
+    if args.buckets is not None:
+        raise ConfigurationError("--buckets is for --target parquet (a Delta table's files "
+                                 "are Delta's)")
+    options: dict[str, Any] = {"stored_as_scd_type": args.stored_as_scd_type}
+    for name, parameter, is_list in _CDC_OPTIONS:
+        value = getattr(args, name)
+        if value is not None:
+            options[parameter] = _columns(name, value) if is_list else value
+    from pgcdc_events.spark.autocdc import AutoCdc, AutoCdcError  # noqa: PLC0415
+
+    try:  # the rules check their options; keys come from the events when not given
+        AutoCdc(**{"keys": ["-"], **options})
+    except AutoCdcError as exc:
+        message = str(exc).replace("track_history_*", "--track-history-*")
+        for _, parameter, _ in (*_CDC_OPTIONS, ("", "stored_as_scd_type", False)):
+            message = message.replace(parameter, "--" + parameter.replace("_", "-"))
+        raise ConfigurationError(message) from None
+    return options
+
+
 def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
     from pgcdc_events.cli.spark_cmd import start_session  # noqa: PLC0415
     from pgcdc_events.spark.apply import ParquetTarget, PostgresTarget  # noqa: PLC0415
+    from pgcdc_events.spark.delta import DeltaTarget  # noqa: PLC0415
     from pgcdc_events.spark.stream import (  # noqa: PLC0415
         BatchProgress,
         decode_stream,
@@ -129,8 +218,9 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
     from pgcdc_events.spark.write import table_directory  # noqa: PLC0415
     from pgcdc_events.types.catalog import CatalogSnapshot  # noqa: PLC0415
 
-    if args.trigger < 0 or args.buckets < 1:
+    if args.trigger < 0 or (args.buckets is not None and args.buckets < 1):
         raise ConfigurationError("--trigger must not be negative, --buckets must be positive")
+    cdc = cdc_options(args)
     if not os.path.isdir(args.input):
         raise ConfigurationError(f"--input {args.input}: not a directory (the --output of "
                                  "capture --rotate-every)")
@@ -177,15 +267,16 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
                       "message.key.columns): not applied", file=sys.stderr, flush=True)
     queries = [stream.start(trigger_seconds=args.trigger)]
     for table in wanted:
-        parquet = ParquetTarget(os.path.join(args.output, "tables", table_directory(table)),
-                                buckets=args.buckets)
+        path = os.path.join(args.output, "tables", table_directory(table))
+        lake: Any = (DeltaTarget(path, **cdc) if args.target == "delta" else
+                     ParquetTarget(path, buckets=args.buckets or 16))
         pg = None
         if settings is not None:
             layout = stream.layout(table)
             pg = PostgresTarget(lambda settings=settings: settings.connect()[0],
                                 layout.schema_name, layout.table_name)
         queries.append(stream.table(table).writeStream
-                       .foreachBatch(_Both(parquet, pg, f"the query of {table}"))
+                       .foreachBatch(_Both(lake, pg, f"the query of {table}"))
                        .option("checkpointLocation", os.path.join(
                            args.checkpoint, "tables", table_directory(table)))
                        .trigger(processingTime=f"{args.trigger} seconds").start())
@@ -218,10 +309,10 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
 
 
 class _Both:
-    """Apply a batch to the Parquet target, then to PostgreSQL (if any)."""
+    """Apply a batch to the Delta or Parquet target, then to PostgreSQL (if any)."""
 
-    def __init__(self, parquet: Any, pg: Any, name: str) -> None:
-        self.parquet, self.pg, self.name = parquet, pg, name
+    def __init__(self, lake: Any, pg: Any, name: str) -> None:
+        self.lake, self.pg, self.name = lake, pg, name
 
     def __call__(self, df: Any, batch_id: int) -> None:
         from pgcdc_events.spark.errors import query_failure  # noqa: PLC0415
@@ -233,11 +324,19 @@ class _Both:
 
     def _apply(self, df: Any, batch_id: int) -> None:
         from pgcdc_events.spark._session import to_arrow_table  # noqa: PLC0415
+        from pgcdc_events.spark.delta import DeltaTarget  # noqa: PLC0415
 
-        last = self.parquet.last_batch()
         events = None
-        if last is None or batch_id > last:
-            events = to_arrow_table(df)
-            self.parquet.apply(events, batch_id)
+        if isinstance(self.lake, DeltaTarget):
+            app_id = self.lake.app_id_of(df)
+            last = self.lake.last_batch(app_id)
+            if last is None or batch_id > last:
+                events = to_arrow_table(df)
+                self.lake.apply(events, batch_id, app_id=app_id)
+        else:
+            last = self.lake.last_batch()
+            if last is None or batch_id > last:
+                events = to_arrow_table(df)
+                self.lake.apply(events, batch_id)
         if self.pg is not None:
             self.pg.apply(events if events is not None else to_arrow_table(df), batch_id)

@@ -148,11 +148,27 @@ class DeltaTarget:
     def __call__(self, df: Any, batch_id: int) -> None:
         from pgcdc_events.spark._session import to_arrow_table  # noqa: PLC0415
 
-        query = df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
-        app_id = self.app_id or (f"pgcdc-events:{query}" if query else None)
+        app_id = self.app_id_of(df)
         if self._done(app_id, batch_id):
             return  # a replay: no need to collect the batch
         self.apply(to_arrow_table(df), batch_id, app_id=app_id)
+
+    def app_id_of(self, df: Any) -> str | None:
+        """The application transaction's id for a micro-batch DataFrame: ``app_id`` if
+        given, else ``pgcdc-events:<query id>`` inside a streaming query (the id is kept in
+        the query's checkpoint, so it survives restarts), else ``None`` (``pgcdc-events``)."""
+        if self.app_id:
+            return self.app_id
+        query = df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+        return f"pgcdc-events:{query}" if query else None
+
+    def last_batch(self, app_id: str | None = None) -> int | None:
+        """The last batch id the table records for ``app_id`` (``None``: none yet)."""
+        table = self._table(self.path)
+        if table is None:
+            return None
+        version = table.transaction_version(app_id or self.app_id or "pgcdc-events")
+        return None if version is None else int(version)
 
     # -- the table ----------------------------------------------------------------
 
