@@ -310,3 +310,48 @@ def test_an_uncommitted_block_is_cut_whatever_its_commit_says(url: str, pg_conn:
     again.close()
     assert again.truncated == len(b"".join(block))
     assert path.read_bytes() == b"".join(stream)
+
+
+def test_a_table_named_with_quotes(url: str, pg_conn: Any, tmp_path: Path) -> None:
+    """Port of ``executeBlockingSnapshotWithEscapedCollectionName`` (DBZ-7718; the
+    PostgreSQL IT names the table ``\\"s1\\".\\"a\\"``): a data collection written as
+    double-quoted identifiers names its table."""
+    pg_conn.run("CREATE SCHEMA s1")
+    pg_conn.run("CREATE TABLE s1.a (pk int PRIMARY KEY, aa int)")
+    pg_conn.run("INSERT INTO s1.a SELECT g, g FROM generate_series(0, 9) g")
+    cap = tmp_path / "cap.jsonl"
+    assert capture(url, cap, "--create-slot", "--create-publication") == 0
+    blocking(pg_conn, "b-q", ['"s1"."a"'])  # the Java string, once in the signal's JSON
+    assert capture(url, cap) == 0
+    pg_conn.run("INSERT INTO s1.a VALUES (10, 10)")
+    assert capture(url, cap) == 0
+    got = [(op, e["aa"]) for t, op, e in events(decode(cap, tmp_path)) if t == "a"]
+    assert got == [("r", v) for v in range(10)] + [("c", 10)]
+
+
+def test_just_after_the_initial_snapshot_from_signal_file(url: str, pg_conn: Any,
+                                                          tmp_path: Path) -> None:
+    """Port of ``BlockingSnapshotIT.executeBlockingSnapshotJustAfterInitialSnapshotAndNo
+    EventStreamedYet``: an initial snapshot, then a blocking one asked for through
+    ``signal.file`` before anything streamed: the table's rows twice (two blocks, each
+    with its markers), then the stream."""
+    pg_conn.run("CREATE TABLE a (pk int PRIMARY KEY, aa int)")
+    pg_conn.run("INSERT INTO a SELECT g, g FROM generate_series(0, 4) g")
+    cap, signals = tmp_path / "cap.jsonl", tmp_path / "signals.jsonl"
+    props = ("-c", "signal.enabled.channels=file", "-c", f"signal.file={signals}")
+    assert main(["capture", "--dsn", url, "--slot", "s", "--publication", "p",
+                 "--output", str(cap), "--snapshot-mode", "initial", "--create-slot",
+                 "--create-publication", "-q", *PROPS, *props]) == 0
+    signals.write_text(json.dumps({"id": "f-1", "type": "execute-snapshot",
+                                   "data": {"data-collections": ["public.a"],
+                                            "type": "BLOCKING"}}) + "\n")
+    assert capture(url, cap, *props) == 0
+    assert signals.read_text() == ""
+    pg_conn.run("INSERT INTO a VALUES (5, 5)")
+    assert capture(url, cap, *props) == 0
+    records = [r for r in decode(cap, tmp_path, *props) if r["topic"] == "pgcdc.public.a"]
+    got = [(r["value"]["payload"]["op"], r["value"]["payload"]["after"]["aa"],
+            r["value"]["payload"]["source"]["snapshot"]) for r in records]
+    markers = ["first", "true", "true", "true", "last"]
+    assert got == [("r", v, m) for v, m in zip(range(5), markers, strict=True)] * 2 + [
+        ("c", 5, "false")]

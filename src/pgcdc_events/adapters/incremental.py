@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -518,6 +519,27 @@ class IncrementalSnapshotter:
             self.on_step(step, chunk_id)
 
 
+def _expand_blocking(patterns: Iterable[str], tables: Iterable[CatalogTable]) -> list[str]:
+    """A blocking signal's ``data-collections`` expanded: as an incremental signal's
+    (:func:`~pgcdc_events.events.incremental.expand_data_collections`), and a regular
+    expression also matches a table by its double-quoted name, ``"schema"."table"``
+    (``AbstractSnapshotChangeEventSource.tableNameMatcher``, DBZ-7718)."""
+    names = {f"{t.namespace}.{t.name}": '"{}"."{}"'.format(t.namespace.replace('"', '""'),
+                                                           t.name.replace('"', '""'))
+             for t in tables}
+    out: dict[str, None] = {}
+    for pattern in patterns:
+        try:
+            regex = re.compile(pattern)
+        except re.error:
+            matched: list[str] = []
+        else:
+            matched = [n for n, q in names.items() if regex.fullmatch(n) or regex.fullmatch(q)]
+        for name in matched or [pattern]:
+            out.setdefault(name, None)
+    return list(out)
+
+
 def _blocking_state(value: object) -> list[dict[str, Any]]:
     """The blocking snapshots waiting, as a checkpoint keeps them; anything else is
     refused by name."""
@@ -759,8 +781,7 @@ class IncrementalCapture:
         (regular expressions against the known tables) with their ``additional-conditions``
         (a whole ``SELECT`` each); the capture takes it after the unit that held it."""
         assert self.snapshotter is not None
-        known = [f"{t.namespace}.{t.name}" for t in self.snapshotter.catalog.tables]
-        tables = expand_data_collections(signal.data_collections, known)
+        tables = _expand_blocking(signal.data_collections, self.snapshotter.catalog.tables)
         filters = {t: c for t in tables if (c := signal.condition_for(t)) is not None}
         self.blocking.append({"id": signal.id, "tables": tables, "filters": filters})
         _LOG.info("blocking snapshot %r: %s", signal.id, ", ".join(tables))
