@@ -355,3 +355,20 @@ def test_just_after_the_initial_snapshot_from_signal_file(url: str, pg_conn: Any
     markers = ["first", "true", "true", "true", "last"]
     assert got == [("r", v, m) for v, m in zip(range(5), markers, strict=True)] * 2 + [
         ("c", 5, "false")]
+
+
+def test_a_damaged_blocking_queue_in_the_checkpoint_is_named(
+        url: str, pg_conn: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The checkpoint's ``incremental.blocking`` is ours to read: anything but the list
+    the capture writes is refused by name, one line, nothing read from the slot."""
+    cap = tmp_path / "cap.jsonl"
+    assert capture(url, cap, "--create-slot", "--create-publication") == 0
+    path = tmp_path / "cap.jsonl.checkpoint.json"
+    checkpoint = json.loads(path.read_text())
+    checkpoint["incremental"] = {"blocking": [{"id": 1, "tables": "public.a"}]}
+    path.write_text(json.dumps(checkpoint))
+    capsys.readouterr()
+    assert capture(url, cap) == 1
+    err = capsys.readouterr().err
+    assert "'incremental.blocking' is malformed" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
