@@ -5,6 +5,9 @@ catalog of another database is refused unless the user says so."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,8 @@ import pytest
 
 from pgcdc_events.cli import main
 from pgcdc_events.testing.cluster import TempCluster
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -114,3 +119,49 @@ def test_a_catalog_of_another_database_is_refused_unless_asked(
     assert len(tailed.err.splitlines()) == 1, tailed.err  # the warning, once
     assert {r["value"]["payload"]["source"]["db"] for r in records if r["value"]} == \
         {"elsewhere"}
+
+
+@pytest.mark.parametrize("reader", ["stream", "sql"])
+def test_a_table_created_while_capturing_is_decoded_with_its_catalog(
+        url: str, pg_conn: Any, tmp_path: Path, reader: str) -> None:
+    """A table (and its enum type) created after ``capture --decode`` read the catalog:
+    its Relation message is not in that catalog, so the catalog is read again, and its
+    records are those of ``decode --catalog`` with a catalog taken afterwards (without the
+    second read, the enum column was dropped with a CatalogMismatchWarning)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pgcdc_events", "capture", "--decode", *_slot(url, "by_capture"),
+         "--reader", reader, "--follow", "--poll-interval", "0.1", "--max-changes", "6",
+         "--output", f"{tmp_path}/events/"],
+        env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        assert "catalog read from database" in first, first
+        pg_conn.run("CREATE TYPE late_mood AS ENUM ('meh', 'yay')")
+        pg_conn.run("CREATE TABLE late (id int PRIMARY KEY, m late_mood NOT NULL)")
+        pg_conn.run("ALTER PUBLICATION p ADD TABLE late")
+        pg_conn.run("INSERT INTO late VALUES (1, 'yay')")
+        pg_conn.run("UPDATE late SET m = 'meh' WHERE id = 1")
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "warning" not in err, err
+    assert err.count("catalog read again from database") == 1, err
+    catalog = tmp_path / "catalog.json"
+    assert main(["catalog", "--dsn", url, "--output", str(catalog)]) == 0
+    assert main(["capture", *_slot(url, "by_file"), "--output", f"{tmp_path}/rows/", "-q"]) == 0
+    assert main(["decode", "--capture", str(tmp_path / "rows" / "capture.jsonl"),
+                 "--catalog", str(catalog), "--output", str(tmp_path / "theirs.jsonl"),
+                 "-q"]) == 0
+    theirs = _stable((tmp_path / "theirs.jsonl").read_text())
+    captured = _stable((tmp_path / "events" / "events.jsonl").read_text())
+    assert captured == theirs
+    late = [r["value"] for r in captured
+            if r["value"] and r["value"]["payload"]["source"]["table"] == "late"]
+    assert [v["payload"]["after"]["m"] for v in late] == ["yay", "meh"]
+    fields = {f["field"]: f for f in late[0]["schema"]["fields"][1]["fields"]}
+    assert fields["m"]["name"] == "io.debezium.data.Enum" and not fields["m"]["optional"]

@@ -401,12 +401,14 @@ def test_changes_right_after_the_open_and_right_before_the_close_watermark(
     check_invariants(records, "t", pg_conn, ["id"], {(1,), (2,), (3,), (5,), (7,)})
     # the signal, then each window: its open watermark, the changes it saw, the rows no
     # change touched (3 was deleted before chunk 0 was read: 1, 2, 4 read, 4 sent), the
-    # close watermark; the last window (the empty chunk) has not come back yet
+    # close watermark; then the last window (the empty chunk), whose close watermark a
+    # capture without --follow waits for
     sig, t = "debezium_signal", "t"
     window = [(r["topic"].rsplit(".", 1)[1], r["value"]["payload"]["op"]) for r in records
               if r["value"] is not None]
     assert window == [(sig, "c"), (sig, "c"), (t, "u"), (t, "d"), (t, "u"), (t, "r"), (sig, "c"),
-                      (sig, "c"), (t, "d"), (t, "c"), (t, "r"), (sig, "c")]
+                      (sig, "c"), (t, "d"), (t, "c"), (t, "r"), (sig, "c"), (sig, "c"),
+                      (sig, "c")]
 
 
 def test_signals_from_a_file_and_progress_on_stderr(url: str, pg_conn: Any, tmp_path: Path,

@@ -7,6 +7,7 @@ Python workers run on this interpreter. Every test using it is marked ``spark``.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -30,7 +31,12 @@ from pyspark.sql import SparkSession  # noqa: E402
 from pgcdc_events.spark import DecodedCapture, SparkSchemaOptions, decode_capture  # noqa: E402
 from pgcdc_events.spark._session import local_session  # noqa: E402
 from pgcdc_events.spark.capture import capture_dataframe  # noqa: E402
+from pgcdc_events.spark.columnar import VERIFY_ENV  # noqa: E402
 from pgcdc_events.spark.local import decode_to_arrow, records_to_arrow  # noqa: E402
+
+# The test mode of Spark's column-wise runs, here and in the Spark workers started from this
+# process: every value a vectorized converter gives is compared with its scalar converter's.
+os.environ.setdefault(VERIFY_ENV, "1")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

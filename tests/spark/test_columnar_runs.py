@@ -4,11 +4,15 @@ Every golden capture (real PostgreSQL bytes, every recorded mode) and generated 
 are decoded by a :class:`RunDecoder` that takes every run it can column-wise (runs of one
 message too), in small Arrow batches; the records, runs expanded by
 :meth:`ColumnarRun.records`, must be the single decoder's, whole (topic, key, value,
-headers, LSN, kind) and as JsonConverter lines (which tell ``true`` from ``1``).
+headers, LSN, kind) and as JsonConverter lines (which tell ``true`` from ``1``). The
+runs are decoded in the test mode (every value a kernel converts compared with its scalar
+converter), and :attr:`RunDecoder.stats` proves the column-wise path and its kernels ran,
+and that a run given to the decoder says why.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
@@ -21,7 +25,7 @@ from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.events.chunks import ChunkDecoder, ChunkError, control_messages, plan_chunks
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.protocol import CaptureRow
-from pgcdc_events.spark.columnar import ColumnarRun, RunDecoder
+from pgcdc_events.spark.columnar import ColumnarRun, ColumnarStats, RunDecoder
 from pgcdc_events.testing import Transaction, op_delete, op_insert, op_update, render, table
 from pgcdc_events.testing.strategies import workloads
 from pgcdc_events.testing.workload import Workload
@@ -33,14 +37,15 @@ CLOCK_NS = 1_700_000_000_000_123_456
 
 
 def run_decode(capture: Sequence[CaptureRow], make: Callable[[], EventDecoder], *,
-               batch: int = 7, min_run: int = 1, chunk_messages: int = 1
-               ) -> tuple[list[ChangeRecord], int]:
-    """The records of a capture through a RunDecoder, and how many came from runs."""
+               batch: int = 7, min_run: int = 1, chunk_messages: int = 1,
+               stats: list[ColumnarStats] | None = None) -> tuple[list[ChangeRecord], int]:
+    """The records of a capture through a RunDecoder (in its test mode), and how many came
+    from runs; the decoder's :class:`ColumnarStats` appended to ``stats``."""
     rows = [(i, int(r.lsn), bytes(r.data)) for i, r in enumerate(capture)]
     snapshot = [r.snapshot for r in capture]
     plan = plan_chunks(control_messages(rows), min_messages=chunk_messages,
                        snapshot={i for i, flag in enumerate(snapshot) if flag})
-    runner = RunDecoder(ChunkDecoder(plan, make), min_run=min_run)
+    runner = RunDecoder(ChunkDecoder(plan, make), min_run=min_run, verify=True)
     out: list[ChangeRecord] = []
     columnar = 0
     for start in range(0, len(rows), batch):
@@ -56,6 +61,8 @@ def run_decode(capture: Sequence[CaptureRow], make: Callable[[], EventDecoder], 
             else:
                 out.append(item[2])
     runner.finish()
+    if stats is not None:
+        stats.append(runner.stats)
     return out, columnar
 
 
@@ -85,7 +92,7 @@ def _same(got: list[ChangeRecord], want: list[ChangeRecord], config: EventConfig
     assert [canonical(r) for r in got] == [canonical(r) for r in want]
 
 
-def _golden(recording: Recording) -> tuple[int, int]:
+def _golden(recording: Recording, stats: list[ColumnarStats] | None = None) -> tuple[int, int]:
     config = EventConfig.from_properties(recording.properties)
 
     def make() -> EventDecoder:
@@ -93,7 +100,7 @@ def _golden(recording: Recording) -> tuple[int, int]:
                             run_id="r")
 
     want = make().feed_rows(recording.capture)
-    got, columnar = run_decode(recording.capture, make)
+    got, columnar = run_decode(recording.capture, make, stats=stats)
     _same(got, want, config)
     return columnar, len(want)
 
@@ -104,13 +111,19 @@ def test_golden_capture_columnar_equals_decoder(recording: Recording) -> None:
 
 
 def test_golden_captures_take_the_columnar_path() -> None:
-    """The golden set exercises the columnar path (not only its fallbacks)."""
+    """The golden set exercises the columnar path (not only its fallbacks), and the kernel
+    of every vector form, on real PostgreSQL bytes."""
     columnar = total = 0
+    stats: list[ColumnarStats] = []
     for recording in RECORDINGS:
-        c, t = _golden(recording)
+        c, t = _golden(recording, stats)
         columnar += c
         total += t
     assert columnar > total // 4, (columnar, total)
+    kernels = sum((s.kernels for s in stats), Counter[str]())
+    assert set(kernels) == {"IntegerText", "BooleanText", "Utf8Text", "DecimalText",
+                            "UtcZonedText"}, kernels
+    assert sum(s.runs for s in stats) > 100
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -151,9 +164,13 @@ def test_long_runs_of_each_operation(tombstones: str) -> None:
     config = {"tombstones.on.delete": tombstones}
     want = workload.records(config)
     make = lambda: workload.decoder(config)  # noqa: E731
-    got, columnar = run_decode(workload.capture(), make, batch=1000, min_run=8)
+    stats: list[ColumnarStats] = []
+    got, columnar = run_decode(workload.capture(), make, batch=1000, min_run=8, stats=stats)
     _same(got, want, make().config)
     assert columnar == len(want)  # every change went column-wise
+    # every column of the three runs by its kernel (a delete's non-key columns are null)
+    assert stats[0] == ColumnarStats(runs=3, messages=150, kernels=Counter(
+        IntegerText=3, Utf8Text=6, DecimalText=3, BooleanText=3, UtcZonedText=3))
     assert [r.kind for r in want].count("tombstone") == (50 if tombstones == "true" else 0)
     assert {r.op for r in want} - {None} == {"c", "u", "d"}
 
@@ -164,3 +181,48 @@ def test_a_bad_message_in_a_run_names_its_position() -> None:
     capture[5] = CaptureRow(capture[5].lsn, capture[5].xid, bytes(capture[5].data)[:9])
     with pytest.raises(ChunkError, match=r"^position 5: ProtocolError"):
         run_decode(capture, workload.decoder, batch=1000)
+
+
+@pytest.mark.parametrize(("config", "reason"), [
+    ({"skipped.operations": "c"}, "skipped operation"),
+    ({"provide.transaction.metadata": "true"}, "transaction metadata"),
+])
+def test_a_run_given_to_the_decoder_says_why(config: dict[str, str], reason: str) -> None:
+    workload = render([T], [Transaction(tuple(op_insert(T, r) for r in _rows(20)))])
+    make = lambda: workload.decoder(config)  # noqa: E731
+    stats: list[ColumnarStats] = []
+    got, columnar = run_decode(workload.capture(), make, batch=1000, min_run=8, stats=stats)
+    _same(got, workload.records(config), make().config)
+    assert columnar == 0
+    assert stats[0] == ColumnarStats(fallbacks=Counter({reason: 1}))
+
+
+def test_an_update_with_its_old_tuple_goes_to_the_decoder() -> None:
+    full = table("public.f", {"id": "int8", "name": "text"}, primary_key="id",
+                 replica_identity="full")
+    rows = [{"id": i, "name": f"n{i}"} for i in range(20)]
+    workload = render([full], [Transaction(tuple(
+        op_update(full, r, {**r, "name": "renamed"}) for r in rows))])
+    stats: list[ColumnarStats] = []
+    got, columnar = run_decode(workload.capture(), workload.decoder, batch=1000, min_run=8,
+                               stats=stats)
+    _same(got, workload.records(), workload.decoder().config)
+    assert columnar == 0 and stats[0].fallbacks == Counter({"old tuple": 1})
+
+
+def test_a_value_outside_its_form_takes_the_scalar_converter() -> None:
+    """A NaN among a run's numerics: the decimal kernel declines the column (counted), the
+    scalar converter takes it once per distinct value, the run stays column-wise; a masked
+    column has its mask on top of the converter: no kernel."""
+    rows = _rows(20)
+    rows[11] = {**rows[11], "amount": "NaN"}
+    workload = render([T], [Transaction(tuple(op_insert(T, r) for r in rows))])
+    config = {"column.mask.with.4.chars": "public.t.name"}
+    make = lambda: workload.decoder(config)  # noqa: E731
+    stats: list[ColumnarStats] = []
+    got, columnar = run_decode(workload.capture(), make, batch=1000, min_run=8, stats=stats)
+    _same(got, workload.records(config), make().config)
+    assert columnar == 20
+    assert stats[0] == ColumnarStats(runs=1, messages=20, scalar=1, kernels=Counter(
+        IntegerText=1, Utf8Text=1, BooleanText=1, UtcZonedText=1),
+        kernel_fallbacks=Counter(DecimalText=1))

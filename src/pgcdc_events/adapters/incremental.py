@@ -307,8 +307,7 @@ class IncrementalSnapshotter:
                 _LOG.warning("skipped execute-snapshot signal %r: %s snapshots are not "
                              "supported by pgcdc-events yet", signal.id, signal.snapshot_type)
                 return
-            known = [f"{t.namespace}.{t.name}" for t in self.catalog.tables]
-            tables = expand_data_collections(signal.data_collections, known)
+            tables = expand_data_collections(signal.data_collections, self._captured())
             context.add(signal.id, tables, signal.additional_conditions, signal.surrogate_key)
             _LOG.info("incremental snapshot %r: queued %s", signal.id, ", ".join(tables))
         elif isinstance(signal, StopSnapshot):
@@ -326,9 +325,15 @@ class IncrementalSnapshotter:
         elif isinstance(signal, LogSignal):
             _LOG.info("signal %r: %s", signal.id, signal.message)
 
+    def _captured(self) -> list[str]:
+        """The tables the decoder's filters capture, as ``schema.table`` (the connector
+        matches a signal's regexes against its captured tables only)."""
+        config = self.decoder.config
+        return [f"{t.namespace}.{t.name}" for t in self.catalog.tables
+                if config.includes_table(t.namespace, t.name)]
+
     def _apply_stop(self) -> None:
-        known = [f"{t.namespace}.{t.name}" for t in self.catalog.tables]
-        for table in self.context.apply_stop(known):
+        for table in self.context.apply_stop(self._captured()):
             _LOG.info("incremental snapshot of %s stopped by signal", table)
 
     # -- chunks ----------------------------------------------------------------------------
@@ -356,6 +361,10 @@ class IncrementalSnapshotter:
         if table is None:
             _LOG.warning("skipped %s in the incremental snapshot: no such table", name)
             return None
+        if not self.decoder.config.includes_table(table.namespace, table.name):
+            _LOG.warning("skipped %s in the incremental snapshot: the table filters "
+                         "(table.include.list, ...) leave it out", name)
+            return None
         chunk_table = ChunkTable.from_catalog(table, self.decoder.config)
         if not chunk_table.key:
             _LOG.warning("skipped %s in the incremental snapshot: the table has no primary key "
@@ -376,7 +385,9 @@ class IncrementalSnapshotter:
         self._apply_stop()
         chunk_id: str | None = None
         given: CatalogTable | None = None  # a table begun whose rows the window lacks
+        attempted = False
         while (current := context.current) is not None:
+            attempted = True
             found = self._chunk_table(current.table, current.surrogate_key)
             if found is None:
                 context.next_collection()
@@ -406,7 +417,14 @@ class IncrementalSnapshotter:
             _LOG.info("incremental snapshot of %s finished", current.table)
             context.next_collection()
         if chunk_id is None:
-            return  # every table left was skipped: no window
+            if not attempted:
+                return
+            # every table left was skipped: the connector has written its open watermark
+            # before it looked at them, and closes the window with nothing in it
+            chunk_id = str(uuid.uuid4())
+            self._watermark(chunk_id, opens=True)
+            self._watermark(chunk_id, opens=False)
+            return
         if given is not None:  # the last table begun failed: an empty chunk closes the window
             self.window.chunk(chunk_id, given, [], chunk_key=())
             self._chunk_read(chunk_id, given, [], [])
@@ -859,12 +877,13 @@ class IncrementalCapture:
 
     @property
     def busy(self) -> bool:
-        """Whether a snapshot runs (and is not paused): a capture that is not following
-        reads on until it finished."""
+        """Whether a snapshot runs (and is not paused), or a chunk read waits for its close
+        watermark (paused or stopped meanwhile): a capture that is not following reads on
+        until then."""
         if self.snapshotter is None:
             return False
         context = self.snapshotter.context
-        return context.running and not context.paused
+        return (context.running and not context.paused) or self.snapshotter.waiting
 
     def close(self) -> None:
         """Close the connection (never raises)."""

@@ -309,6 +309,24 @@ def _connected_catalog(reader: SlotReader, given: CatalogSnapshot | None, path: 
     return given
 
 
+def _catalog_again(reader: Callable[[], SlotReader], name: str | None
+                   ) -> Callable[[], CatalogSnapshot]:
+    """The catalog read again from the reader's connection, for a table created or altered
+    after the capture read it (a Relation message the catalog does not describe)."""
+    def again() -> CatalogSnapshot:
+        from pgcdc_events.types.catalog import fetch_catalog  # noqa: PLC0415 - start-up
+
+        catalog: CatalogSnapshot = reader().call(fetch_catalog,
+                                                 action="read the catalog again")
+        if name is not None:
+            print(f"pgcdc-events {name}: catalog read again from database "
+                  f"{catalog.database!r} (a table created or altered since): "
+                  f"{len(catalog.tables)} tables, {len(catalog.types)} types",
+                  file=sys.stderr, flush=True)
+        return catalog
+    return again
+
+
 class _Warnings(logging.Handler):
     """The library's warnings (a malformed signal, a table without a key...) on stderr,
     one line each, named after the command."""
@@ -397,7 +415,9 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
         sink = EventSink(config, catalog=catalog, memory_limit=memory,
                          catalog_for=lambda given: _connected_catalog(
                              reader, given, args.catalog, args.catalog_from_another_database,
-                             None if args.quiet else name))
+                             None if args.quiet else name),
+                         catalog_refresh=None if catalog is not None else _catalog_again(
+                             lambda: reader, None if args.quiet else name))
     else:
         sink = CaptureSink()
     reader_class = StreamReader if args.reader == "stream" else SlotReader

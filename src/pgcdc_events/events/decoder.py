@@ -66,7 +66,12 @@ from pgcdc_events.protocol.messages import (
 )
 from pgcdc_events.protocol.reader import PgOutputReader, Streaming
 from pgcdc_events.protocol.transactions import Step, TransactionResolver
-from pgcdc_events.types.catalog import CatalogSnapshot, CatalogTable, catalog_table_for
+from pgcdc_events.types.catalog import (
+    CatalogSnapshot,
+    CatalogTable,
+    catalog_table_for,
+    describes,
+)
 from pgcdc_events.types.mapper import TypeMapper
 from pgcdc_events.types.registry import TypeRegistry
 from pgcdc_events.types.schema import Schema, Struct
@@ -101,7 +106,11 @@ class EventDecoder:
     returns nanoseconds since the Unix epoch; it stamps the envelope's processing
     time (``ts_ms``/``ts_us``/``ts_ns``) and heartbeats. ``memory_limit`` (bytes) bounds
     the streamed and prepared changes held in memory; beyond it they spill to a
-    temporary file (see :class:`~pgcdc_events.spill.MemoryBudget`).
+    temporary file (see :class:`~pgcdc_events.spill.MemoryBudget`). ``catalog_refresh``,
+    given with a ``catalog``, returns a newer catalog snapshot (or ``None``): it is called
+    when a Relation message describes a table the catalog does not (created or altered
+    since the catalog was read), once per such table version, and the decoder goes on
+    with what it returns (:meth:`use_catalog`).
     """
 
     #: The ``plugin.name`` whose records this class produces.
@@ -117,6 +126,7 @@ class EventDecoder:
         clock: Callable[[], int] = time.time_ns,
         run_id: str | None = None,
         memory_limit: int | None = None,
+        catalog_refresh: Callable[[], CatalogSnapshot | None] | None = None,
     ) -> None:
         if config.plugin_name != self.PLUGIN:  # yboutput: events.yugabyte.make_decoder
             raise ConfigurationError(
@@ -138,6 +148,9 @@ class EventDecoder:
         #: non-transactional messages, as in Debezium.
         self.last_begin_commit_us: int | None = None
         self._budget = None if memory_limit is None else MemoryBudget(memory_limit)
+        self._catalog_refresh = catalog_refresh
+        #: The Relation messages the catalog was read again for (OID and columns): once each.
+        self._refreshed: set[tuple[int, tuple[tuple[str, int, int], ...]]] = set()
         #: Which transactions are open, streamed or prepared (the protocol layer's rules).
         self._tx: TransactionResolver[None] = TransactionResolver()
         #: The changes of each streamed or prepared transaction still held, by xid.
@@ -269,11 +282,35 @@ class EventDecoder:
             self._fallbacks += replaced.fallbacks
         if config.includes_table(message.namespace, message.name):
             self._tables[message.relation_id] = build_table_schema(
-                message, self.mapper, config, catalog_table_for(self.catalog, message),
+                message, self.mapper, config, catalog_table_for(self._catalog_for(message),
+                                                                message),
                 self.on_conversion_error)
         else:
             self._tables[message.relation_id] = None
         return []
+
+    def _catalog_for(self, message: Relation) -> CatalogSnapshot | None:
+        """The catalog to describe ``message``'s table by: read again (``catalog_refresh``)
+        when the one in hand does not describe it, once per table version (a table created
+        or altered since the catalog was read)."""
+        catalog, refresh = self.catalog, self._catalog_refresh
+        if catalog is None or refresh is None or describes(catalog, message):
+            return catalog
+        version = (message.relation_id,
+                   tuple((c.name, c.type_oid, c.type_modifier) for c in message.columns))
+        if version not in self._refreshed:
+            fresh = refresh()  # may raise (a lost connection): asked again on the next feed
+            self._refreshed.add(version)
+            if fresh is not None:
+                self.use_catalog(fresh)
+        return self.catalog
+
+    def use_catalog(self, catalog: CatalogSnapshot) -> None:
+        """Describe the tables and types of Relation and Type messages from now on by
+        ``catalog`` (a newer snapshot of the same database); tables already announced
+        keep the description they were built with until their next Relation message."""
+        self.catalog = catalog
+        self.registry.use_catalog(catalog)
 
     def _type(self, message: Type, lsn: int) -> list[ChangeRecord]:
         self.registry.observe(message)

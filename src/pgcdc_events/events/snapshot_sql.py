@@ -100,14 +100,18 @@ class ChunkTable:
         """The chunk view of a catalog table under a connector configuration: its event
         key (``message.key.columns`` first), nullability, and the included columns when
         ``column.include.list``/``column.exclude.list`` filter them. Generated columns
-        are selected like any other (``SELECT *`` returns them)."""
-        columns = tuple(ChunkColumn(c.name, not c.not_null) for c in table.columns)
+        are left out, as pgoutput leaves them out of its rows (so a table with one
+        lists its other columns rather than ``SELECT *``)."""
+        stored = [c for c in table.columns if not c.generated]
+        columns = tuple(ChunkColumn(c.name, not c.not_null) for c in stored)
         key: tuple[str, ...] | None = None
         projection = None
+        if len(stored) != len(table.columns):
+            projection = tuple(c.name for c in stored)
         if config is not None:
             key = config.key_columns_for(table.namespace, table.name)
             if config.column_include is not None or config.column_exclude is not None:
-                projection = tuple(c.name for c in table.columns
+                projection = tuple(c.name for c in stored
                                    if config.includes_column(table.namespace, table.name, c.name))
         return cls(table.namespace, table.name, columns,
                    key if key is not None else table.event_key, projection)

@@ -5,12 +5,20 @@ one transaction. :class:`RunDecoder` decodes chunks of a capture as
 :class:`~pgcdc_events.events.chunks.ChunkDecoder` does, message by message through an
 :class:`EventDecoder`, except for such runs: their TupleData is split for the whole run
 at once, column by column (numpy over the messages' bytes, no Python loop per value), and
-each column converted by an Arrow cast where the cast gives exactly what the type
-mapper's converter gives (``int2``/``int4``/``int8``, ``text``/``varchar``, ``bool``,
-fixed-scale ``numeric`` in ``precise`` mode), else by the column's own converter called
-once per distinct value. The result is a :class:`ColumnarRun`: an Arrow batch holding one
+each column converted by the kernel of the vector form its type family declares
+(:mod:`pgcdc_events.spark.vectorized`: integers, text, booleans, fixed-scale numerics,
+timestamptz in UTC), else by the column's own converter called once per distinct value.
+This module decides no conversion: which kernel, and with which parameters, is the type
+family's declaration. The result is a :class:`ColumnarRun`: an Arrow batch holding one
 row per record, the records the decoder would have given (:meth:`ColumnarRun.records`
 rebuilds them).
+
+A run of at least ``min_run`` messages that goes to the decoder anyway, and a column
+whose kernel declines its values, are counted with their reason
+(:class:`ColumnarStats`, :attr:`RunDecoder.stats`), so tests can prove the column-wise
+path ran. In the test mode (``RunDecoder(verify=True)``, or the environment variable
+``PGCDC_EVENTS_VERIFY_VECTORS=1``) every value a kernel converts is compared with the
+column's scalar converter, and a difference raises :class:`VectorMismatchError`.
 
 What stays with the decoder: its state (the table schema in force, the open transaction
 and the last commit LSN come from it), the source block (the event layer's
@@ -30,6 +38,8 @@ The run is then fed to the decoder message by message, which gives the same reco
 
 from __future__ import annotations
 
+import os
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -47,12 +57,13 @@ from pgcdc_events.events.source import SOURCE_SCHEMA, sequence, source_struct
 from pgcdc_events.events.tables import ColumnPlan, TableSchema
 from pgcdc_events.events.transactions import TransactionContext
 from pgcdc_events.protocol import wire
+from pgcdc_events.spark import vectorized
 from pgcdc_events.types.jsonvalue import DECIMAL_LOGICAL
 from pgcdc_events.types.numeric import decimal_parameters
 from pgcdc_events.types.schema import Schema, Struct
 
-__all__ = ["MIN_RUN", "ColumnarRun", "ColumnarTable", "RunDecoder", "arrow_type", "decode_run",
-           "split_tuples"]
+__all__ = ["MIN_RUN", "VERIFY_ENV", "ColumnarRun", "ColumnarStats", "ColumnarTable",
+           "RunDecoder", "VectorMismatchError", "arrow_type", "decode_run", "split_tuples"]
 
 _INSERT, _UPDATE, _DELETE = wire.INSERT[0], wire.UPDATE[0], wire.DELETE[0]
 _NEW, _KEY, _OLD = wire.NEW_TUPLE[0], wire.KEY_TUPLE[0], wire.OLD_TUPLE[0]
@@ -65,11 +76,11 @@ _PRIMITIVES: Final = {
     "float64": pa.float64(), "boolean": pa.bool_(), "string": pa.string(),
     "bytes": pa.binary(),
 }
-_INTEGERS: Final = {"int2": "int16", "int4": "int32", "int8": "int64"}
-_STRINGS: Final = frozenset({"text", "varchar"})
-_ZONED: Final = "io.debezium.time.ZonedTimestamp"
 #: The fewest messages a run decoded column-wise has (shorter ones: the decoder's).
 MIN_RUN: Final = 32
+#: The environment variable that turns on the test mode of every :class:`RunDecoder`
+#: (``1``): each kernel's values compared with the scalar converter's, one by one.
+VERIFY_ENV: Final = "PGCDC_EVENTS_VERIFY_VECTORS"
 
 
 def arrow_type(schema: Schema) -> Any:
@@ -81,7 +92,31 @@ def arrow_type(schema: Schema) -> Any:
 
 
 class _NotColumnarError(Exception):
-    """This run goes to the decoder, message by message."""
+    """This run goes to the decoder, message by message (``args[0]``: why)."""
+
+
+class VectorMismatchError(PgCdcError):
+    """Test mode: a kernel's value is not the scalar converter's (a bug in the kernel)."""
+
+
+@attrs.define
+class ColumnarStats:
+    """What a :class:`RunDecoder` did.
+
+    ``runs``/``messages``: runs (and their messages) decoded column-wise; ``fallbacks``:
+    runs of at least ``min_run`` messages given to the decoder, by reason;
+    ``kernels``/``kernel_fallbacks``: columns of runs converted by the kernel of their
+    vector form, and columns whose kernel declined the run's values (the scalar converter
+    took them), by form class name; ``scalar``: columns converted by the scalar converter
+    because they have no vector form or their values are masked or truncated.
+    """
+
+    runs: int = 0
+    messages: int = 0
+    fallbacks: Counter[str] = attrs.field(factory=Counter)
+    kernels: Counter[str] = attrs.field(factory=Counter)
+    kernel_fallbacks: Counter[str] = attrs.field(factory=Counter)
+    scalar: int = 0
 
 
 def _uint32(buf: Any, at: Any) -> Any:
@@ -103,33 +138,34 @@ def split_tuples(buf: Any, starts: Any, limits: Any, columns: int
     """
     count = len(starts)
     if count == 0 or bool(np.any(starts + 2 > limits)):
-        raise _NotColumnarError
+        raise _NotColumnarError("malformed message")
     width = (buf[starts].astype(np.int64) << 8) | buf[starts + 1]
     if bool(np.any(width != columns)):
-        raise _NotColumnarError
+        raise _NotColumnarError("column count")
     pos = starts + 2
     kinds: list[Any] = []
     value_starts: list[Any] = []
     lengths: list[Any] = []
     for _ in range(columns):
         if bool(np.any(pos >= limits)):
-            raise _NotColumnarError
+            raise _NotColumnarError("malformed message")
         kind = buf[pos]
         text = kind == _TEXT
         if not bool(np.all(text | (kind == _NULL))):
-            raise _NotColumnarError  # binary values, unchanged TOAST, damage: the decoder's
+            # binary values, unchanged TOAST, damage: the decoder's
+            raise _NotColumnarError("binary or unchanged-TOAST value")
         length = np.zeros(count, np.int64)
         if bool(text.any()):
             at = pos[text] + 1
             if bool(np.any(at + 4 > limits[text])):
-                raise _NotColumnarError
+                raise _NotColumnarError("malformed message")
             length[text] = _uint32(buf, at)
         kinds.append(kind)
         value_starts.append(pos + 5)
         lengths.append(length)
         pos = pos + 1 + np.where(text, 4 + length, 0)
         if bool(np.any(pos > limits)):
-            raise _NotColumnarError
+            raise _NotColumnarError("malformed message")
     return kinds, value_starts, lengths, pos
 
 
@@ -142,7 +178,7 @@ def _gather(buf: Any, starts: Any, lengths: Any, present: Any) -> Any:
     np.cumsum(sizes, out=offsets[1:])
     total = int(offsets[-1])
     if total >= 2**31 - 1:
-        raise _NotColumnarError
+        raise _NotColumnarError("2 GiB of values in a column")
     longest = int(sizes.max()) if count else 0
     safe = np.where(present, starts, 0)
     if longest > 0 and total * 2 + 8 * count >= longest * count and (
@@ -165,10 +201,16 @@ def _gather(buf: Any, starts: Any, lengths: Any, present: Any) -> Any:
 
 
 class ColumnarTable:
-    """How one :class:`TableSchema` decodes column-wise (:attr:`ok`: whether it can)."""
+    """How one :class:`TableSchema` decodes column-wise (:attr:`ok`: whether it can).
 
-    def __init__(self, table: TableSchema) -> None:
+    ``stats`` counts how its columns convert; ``verify``: the test mode (each kernel's
+    values compared with the scalar converter's)."""
+
+    def __init__(self, table: TableSchema, stats: ColumnarStats | None = None,
+                 verify: bool = False) -> None:
         self.table = table
+        self.stats = ColumnarStats() if stats is None else stats
+        self.verify = verify
         self.types = [arrow_type(col.mapping.schema) for col in table.columns]
         self.ok = all(t is not None for t in self.types)
         if not self.ok:
@@ -192,9 +234,7 @@ class ColumnarTable:
         Arrow array, given the kind bytes and the raw values."""
         col = self.table.columns[number]
         target = self.types[number]
-        out = None
-        if col.from_text is col.mapping.from_text:  # no mask, truncation or NOT NULL check
-            out = _cast(col, raw, target)
+        out = self._kernel(col, raw, target)
         if out is None:  # the column's converter, once per distinct value
             encoded = pc.dictionary_encode(raw)
             try:
@@ -202,108 +242,36 @@ class ColumnarTable:
                 out = pa.array(values, target).take(encoded.indices)
             except (PgCdcError, ValueError, ArithmeticError, TypeError, KeyError, IndexError,
                     pa.ArrowException):
-                raise _NotColumnarError from None
+                raise _NotColumnarError("a value its converter refuses") from None
         if col.null_value is not None and out.null_count > int(np.count_nonzero(kind != _TEXT)):
-            raise _NotColumnarError  # a converter gave null: keep the decoder's rules for it
+            # a converter gave null: keep the decoder's rules for it
+            raise _NotColumnarError("a value its converter makes null")
         if col.null_value is not None and out.null_count:
             out = pc.fill_null(out, pa.scalar(col.null_value, target))
         return out
 
-
-def _cast(col: ColumnPlan, raw: Any, target: Any) -> Any:
-    """The values by an Arrow cast that is exactly the type mapper's converter, or None."""
-    name = col.mapping.pg_type.name
-    schema = col.mapping.schema
-    try:
-        if _INTEGERS.get(name) == schema.type and schema.name is None:
-            return pc.cast(raw, target)
-        if name in _STRINGS and schema.type == "string" and schema.name is None:
-            return raw.cast(pa.string())
-        if name == "bool" and schema.type == "boolean":
-            true = pc.equal(raw, pa.scalar(b"t", pa.binary()))
-            false = pc.equal(raw, pa.scalar(b"f", pa.binary()))
-            if pc.all(pc.or_(true, false)).as_py() is False:
-                return None
-            return true
-        if name == "numeric" and schema.name == DECIMAL_LOGICAL:
-            return pc.cast(raw, target)
-        if name == "timestamptz" and schema.name == _ZONED and schema.type == "string":
-            return _zoned_timestamps(col, raw)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None  # NaN, infinities, text that is not UTF-8: the converter decides
-    return None
-
-
-def _zoned_timestamps(col: ColumnPlan, raw: Any) -> Any:
-    """``timestamptz`` text printed in UTC (``YYYY-MM-DD HH:MM:SS[.f]+00``) as
-    ZonedTimestamp strings, by string slicing: the converter's fraction width is read from
-    its output for a probe, and the result must equal the converter's for the run's first,
-    middle and last values (else ``None``: the converter takes the column)."""
-    probe = col.from_text(b"2000-01-01 00:00:00+00")
-    if not (isinstance(probe, str) and probe.startswith("2000-01-01T00:00:00")
-            and probe.endswith("Z")):
-        return None
-    width = max(0, len(probe) - len("2000-01-01T00:00:00Z") - 1)
-    out = _zoned_fixed(raw, width)
-    if out is None:
-        out = _zoned_sliced(raw, width)
-    if out is None:
-        return None
-    count = len(out)
-    for i in {0, count // 2, count - 1}:
-        value = raw[i].as_py()
-        if value is not None and col.from_text(value) != out[i].as_py():
+    def _kernel(self, col: ColumnPlan, raw: Any, target: Any) -> Any:
+        """The values by the kernel of the column's vector form, or None (counted)."""
+        form = col.mapping.vector
+        stats = self.stats
+        if form is None or col.from_text is not col.mapping.from_text:
+            stats.scalar += 1  # no form; or a mask, truncation or NOT NULL check on top
             return None
-    return out
-
-
-def _zoned_fixed(raw: Any, width: int) -> Any:
-    """:func:`_zoned_timestamps` for values all of one length with no null and the
-    converter's fraction width (or a converter keeping the fraction as it is): the bytes
-    moved in one numpy copy (``" "`` becomes ``"T"``, ``"+00"`` becomes ``"Z"``); else
-    ``None``."""
-    count = len(raw)
-    if count == 0 or raw.null_count:
-        return None
-    _, offsets, data = raw.buffers()
-    offs = np.frombuffer(offsets, np.int32)[raw.offset:raw.offset + count + 1]
-    size = int(offs[1] - offs[0])
-    fraction = size - len("YYYY-MM-DD HH:MM:SS.+00")
-    if (size < 22 or fraction == 0 or width not in (0, fraction)
-            or int(offs[-1] - offs[0]) != size * count):
-        return None
-    if not bool(np.all(np.diff(offs) == size)):
-        return None
-    rows = np.frombuffer(data, np.uint8)[offs[0]:offs[-1]].reshape(count, size)
-    tail = rows[:, size - 3:]
-    if not (bool(np.all(rows[:, 4] == ord("-"))) and bool(np.all(rows[:, 10] == ord(" ")))
-            and bool(np.all(tail[:, 0] == ord("+"))) and bool(np.all(tail[:, 1:] == ord("0")))
-            and (fraction < 0 or bool(np.all(rows[:, 19] == ord("."))))):
-        return None
-    out = np.empty((count, size - 2), np.uint8)
-    out[:, :size - 3] = rows[:, :size - 3]
-    out[:, 10] = ord("T")
-    out[:, size - 3] = ord("Z")
-    starts = np.arange(count + 1, dtype=np.int32) * (size - 2)
-    return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(starts),
-                                                      pa.py_buffer(out)])
-
-
-def _zoned_sliced(raw: Any, width: int) -> Any:
-    """:func:`_zoned_timestamps` by Arrow string functions (any lengths)."""
-    text = raw.cast(pa.string())
-    utc = pc.and_(pc.ends_with(text, "+00"), pc.equal(pc.utf8_slice_codeunits(text, 4, 5), "-"))
-    if pc.all(utc).as_py() is False:
-        return None
-    fraction = pc.utf8_slice_codeunits(text, 20, -3)  # "YYYY-MM-DD HH:MM:SS." is 20 long
-    if width:
-        fraction = pc.utf8_slice_codeunits(pc.utf8_rpad(fraction, width, "0"), 0, width)
-        dot = "."
-    else:
-        dot = pc.if_else(pc.equal(pc.utf8_length(fraction), 0), "", ".")
-    return pc.binary_join_element_wise(pc.utf8_slice_codeunits(text, 0, 10), "T",
-                                       pc.utf8_slice_codeunits(text, 11, 19), dot, fraction,
-                                       "Z", "")
+        name = type(form).__name__
+        out = vectorized.convert(form, raw, target)
+        if out is None:
+            stats.kernel_fallbacks[name] += 1
+            return None
+        stats.kernels[name] += 1
+        if self.verify:
+            wrong = vectorized.mismatch(raw, out, col.from_text)
+            if wrong is not None:
+                index, value, reason = wrong
+                shown = "NULL" if value is None else repr(value[:80])
+                raise VectorMismatchError(
+                    f"{self.table.qualified}.{col.name} ({col.mapping.pg_type.name}): the "
+                    f"{name} kernel is wrong for value {index} of the run ({shown}): {reason}")
+        return out
 
 
 @attrs.frozen
@@ -368,7 +336,7 @@ def _source(table: ColumnarTable, txn: TransactionContext, decoder: EventDecoder
     lsn_array = pa.array(lsns, pa.int64())
     probe = sequence(decoder.last_commit_lsn, 0)
     if not probe.endswith('"0"]'):
-        raise _NotColumnarError
+        raise _NotColumnarError("source sequence")
     head, tail = probe[:-3], '"]'
     children = []
     for field in table.source_type:
@@ -384,6 +352,26 @@ def _source(table: ColumnarTable, txn: TransactionContext, decoder: EventDecoder
     return pa.StructArray.from_arrays(children, fields=list(table.source_type))
 
 
+def _tuples(buf: Any, offsets: Any, op: int, columns: int) -> tuple[list[Any], list[Any],
+                                                                    list[Any]]:
+    """:func:`split_tuples` of the run's messages, once their heads are checked: a Delete's
+    key or old tuple, an Insert's or Update's new tuple alone, nothing after the tuple."""
+    begins, limits = offsets[:-1], offsets[1:]
+    if bool(np.any(limits - begins < 6)):
+        raise _NotColumnarError("malformed message")
+    marker = buf[begins + 5]
+    if op == _DELETE:
+        if not bool(np.all((marker == _KEY) | (marker == _OLD))):
+            raise _NotColumnarError("malformed message")
+    elif not bool(np.all(marker == _NEW)):
+        # an Update with its old tuple: key change, before image
+        raise _NotColumnarError("old tuple")
+    kinds, starts, lengths, ends = split_tuples(buf, begins + 6, limits, columns)
+    if bool(np.any(ends != limits)):
+        raise _NotColumnarError("malformed message")
+    return kinds, starts, lengths
+
+
 def decode_run(table: ColumnarTable, decoder: EventDecoder, txn: TransactionContext, op: int,
                buf: Any, offsets: Any, positions: Any, lsns: Any) -> ColumnarRun:
     """The records of messages of one type (``op``: the type byte) and one table, all in
@@ -393,22 +381,12 @@ def decode_run(table: ColumnarTable, decoder: EventDecoder, txn: TransactionCont
     config = decoder.config
     schema = table.table
     name = _OPS[op]
-    if name in config.skipped_operations or config.provide_transaction_metadata:
-        raise _NotColumnarError
-    begins, limits = offsets[:-1], offsets[1:]
-    count = len(begins)
-    if bool(np.any(limits - begins < 6)):
-        raise _NotColumnarError
-    marker = buf[begins + 5]
-    if op == _DELETE:
-        if not bool(np.all((marker == _KEY) | (marker == _OLD))):
-            raise _NotColumnarError
-    elif not bool(np.all(marker == _NEW)):
-        raise _NotColumnarError  # an Update with its old tuple: key change, before image
-    kinds, starts, lengths, ends = split_tuples(buf, begins + 6, limits,
-                                                len(schema.relation.columns))
-    if bool(np.any(ends != limits)):
-        raise _NotColumnarError
+    if name in config.skipped_operations:
+        raise _NotColumnarError("skipped operation")
+    if config.provide_transaction_metadata:
+        raise _NotColumnarError("transaction metadata")
+    count = len(offsets) - 1
+    kinds, starts, lengths = _tuples(buf, offsets, op, len(schema.relation.columns))
     values = []
     for number, col in enumerate(schema.columns):
         kind = kinds[col.position]
@@ -452,6 +430,8 @@ def decode_run(table: ColumnarTable, decoder: EventDecoder, txn: TransactionCont
             tombstones, schema=batch.schema)])
         order = np.stack([np.arange(count), np.arange(count) + count], axis=1).ravel()
         batch = both.take(order).combine_chunks().to_batches()[0]
+    table.stats.runs += 1
+    table.stats.messages += count
     metrics = decoder.metrics
     metrics.events_seen += count
     metrics.last_event_commit_us = txn.commit_us
@@ -479,14 +459,19 @@ class RunDecoder:
     decoder's order, ``(position, index, record)`` tuples for records the decoder produced
     and :class:`ColumnarRun` objects for runs of at least ``min_run`` messages decoded
     column-wise; ``columnar=False`` decodes everything message by message. Errors are
-    :class:`ChunkError` naming the message's position.
+    :class:`ChunkError` naming the message's position. :attr:`stats` counts the runs
+    decoded column-wise and the fallbacks; ``verify`` (default: the environment variable
+    :data:`VERIFY_ENV` is ``1``) is the test mode, which compares every value a kernel
+    converts with the column's scalar converter (:class:`VectorMismatchError`).
     """
 
     def __init__(self, chunks: ChunkDecoder, *, columnar: bool = True,
-                 min_run: int = MIN_RUN) -> None:
+                 min_run: int = MIN_RUN, verify: bool | None = None) -> None:
         self.chunks = chunks
         self.columnar = columnar
         self.min_run = min_run
+        self.verify = os.environ.get(VERIFY_ENV) == "1" if verify is None else verify
+        self.stats = ColumnarStats()
         self.chunk: int | None = None
         self.decoder: EventDecoder | None = None
         self._tables: dict[int, tuple[TableSchema, ColumnarTable]] = {}
@@ -508,7 +493,8 @@ class RunDecoder:
     def _plan(self, table: TableSchema) -> ColumnarTable:
         known = self._tables.get(id(table))
         if known is None or known[0] is not table:
-            known = self._tables[id(table)] = (table, ColumnarTable(table))
+            known = self._tables[id(table)] = (table, ColumnarTable(table, self.stats,
+                                                                    self.verify))
         return known[1]
 
     def feed(self, chunks: Any, positions: Any, lsns: Any, data: Any, snapshot: Any = None
@@ -560,19 +546,24 @@ class RunDecoder:
 
     def _run(self, decoder: EventDecoder, op: int, relid: int, buf: Any, offsets: Any,
              positions: Any, lsns: Any) -> ColumnarRun | None:
+        try:
+            return self._decode_run(decoder, op, relid, buf, offsets, positions, lsns)
+        except _NotColumnarError as exc:
+            self.stats.fallbacks[str(exc.args[0])] += 1
+            return None
+
+    def _decode_run(self, decoder: EventDecoder, op: int, relid: int, buf: Any, offsets: Any,
+                    positions: Any, lsns: Any) -> ColumnarRun:
         txn = decoder.open_transaction
         if txn is None:
-            return None
+            raise _NotColumnarError("not in an ordinary transaction")
         try:
             table = decoder.table(relid)
         except PgCdcError:
-            return None  # the decoder names the error
+            table = None  # the decoder names the error
         if table is None:
-            return None
+            raise _NotColumnarError("unknown table")
         plan = self._plan(table)
         if not plan.ok:
-            return None
-        try:
-            return decode_run(plan, decoder, txn, op, buf, offsets, positions, lsns)
-        except _NotColumnarError:
-            return None
+            raise _NotColumnarError("a column with no Arrow type")
+        return decode_run(plan, decoder, txn, op, buf, offsets, positions, lsns)

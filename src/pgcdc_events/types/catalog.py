@@ -33,6 +33,7 @@ __all__ = [
     "CatalogTable",
     "CatalogType",
     "catalog_table_for",
+    "describes",
     "fetch_catalog",
     "load_catalog",
 ]
@@ -380,6 +381,22 @@ def fetch_catalog(connection: Any) -> CatalogSnapshot:
     finally:
         cursor.close()
 
+
+
+def describes(catalog: CatalogSnapshot, relation: Relation) -> bool:
+    """Whether ``catalog`` describes the table of ``relation`` as the stream sends it: the
+    table by its OID, and every column the message lists with its type OID and modifier
+    (:func:`catalog_table_for` then has nothing to warn about)."""
+    table = catalog.table_for(relation.relation_id, relation.namespace, relation.name,
+                              [(c.name, c.type_oid) for c in relation.columns])
+    if table is None or table.oid != relation.relation_id:
+        return False
+    for column in relation.columns:
+        known = table.column(column.name)
+        if known is None or (known.type_oid, known.type_modifier) != (column.type_oid,
+                                                                       column.type_modifier):
+            return False
+    return True
 
 
 def catalog_table_for(catalog: CatalogSnapshot | None, relation: Relation

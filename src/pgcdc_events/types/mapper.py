@@ -20,7 +20,7 @@ from pgcdc_events.types import array, geometric, hstore, numeric, temporal, text
 from pgcdc_events.types.catalog import CatalogColumn
 from pgcdc_events.types.config import TypeConfig
 from pgcdc_events.types.defaults import parse_default
-from pgcdc_events.types.mapping import Builder, Converter, ValueMapping
+from pgcdc_events.types.mapping import Builder, Converter, ValueMapping, VectorForm
 from pgcdc_events.types.registry import PgType, TypeRegistry
 from pgcdc_events.types.schema import NO_DEFAULT, Schema
 from pgcdc_events.types.source_type import SOURCE_PARAMETER_PREFIX, source_length_scale
@@ -51,6 +51,8 @@ class ColumnMapping:
     #: The column is NOT NULL (a value PostgreSQL did not send then gets a fill, even where
     #: the schema is optional: a NOT NULL PostGIS geometry).
     not_null: bool = False
+    #: The vector form of ``from_text``'s input (:class:`~pgcdc_events.types.mapping.VectorForm`).
+    vector: VectorForm | None = None
 
     def convert(self, raw: bytes, *, binary: bool = False, table: str = "?") -> Any:
         """Convert one value, wrapping failures in :class:`ConversionError` with context."""
@@ -149,7 +151,7 @@ class TypeMapper:
         if params:
             schema = schema.with_(parameters=(*(schema.parameters or ()), *params))
         return ColumnMapping(name, pg_type, type_modifier, schema, mapping.from_text,
-                             mapping.from_binary, mapping.toast, not optional)
+                             mapping.from_binary, mapping.toast, not optional, mapping.vector)
 
     def relation_column(self, column: RelationColumn, *, table: str, replica_identity: str,
                         catalog_column: CatalogColumn | None = None) -> ColumnMapping | None:

@@ -18,10 +18,12 @@ import struct
 from decimal import Decimal
 from typing import Any, Final
 
+import attrs
+
 from pgcdc_events.errors import ConversionError
 from pgcdc_events.types.config import TypeConfig
 from pgcdc_events.types.jsonvalue import DECIMAL_LOGICAL, decimal_to_bytes, unscaled_value
-from pgcdc_events.types.mapping import Builder, Converter, ValueMapping
+from pgcdc_events.types.mapping import Builder, Converter, ValueMapping, VectorForm
 from pgcdc_events.types.registry import PgType
 from pgcdc_events.types.schema import Schema, Struct, struct_schema
 
@@ -29,6 +31,9 @@ __all__ = [
     "BUILDERS",
     "DECIMAL_MAX",
     "VARIABLE_SCALE_DECIMAL",
+    "BooleanText",
+    "DecimalText",
+    "IntegerText",
     "decimal_from_binary",
     "decimal_parameters",
     "numeric_modifier",
@@ -87,13 +92,44 @@ def numeric_modifier(typmod: int) -> tuple[int, int]:
     return ((typmod - 4) >> 16) & 0xFFFF, (typmod - 4) & 0xFFFF
 
 
+# -- vector forms (the kernels: pgcdc_events.spark.vectorized) --------------------
+
+
+@attrs.frozen
+class IntegerText(VectorForm):
+    """Values are decimal integers (``-?[0-9]+``), the value ``int(raw)``, a Connect
+    ``int{bits}``."""
+
+    bits: int
+
+
+@attrs.frozen
+class BooleanText(VectorForm):
+    """Values are ``true`` or ``false`` exactly (anything else is refused)."""
+
+    true: bytes
+    false: bytes
+
+
+@attrs.frozen
+class DecimalText(VectorForm):
+    """Values printed at the column's scale (``-?[0-9]+`` and, for a positive scale, ``.``
+    and exactly ``scale`` digits) are that ``Decimal`` as they are; others (``NaN``) are
+    the scalar converter's."""
+
+    precision: int
+    scale: int
+
+
 # -- booleans and bit strings -----------------------------------------------------
+
+_BOOLEAN_TEXT: Final = BooleanText(b"t", b"f")
 
 
 def _bool_text(raw: bytes) -> bool:
-    if raw == b"t":
+    if raw == _BOOLEAN_TEXT.true:
         return True
-    if raw == b"f":
+    if raw == _BOOLEAN_TEXT.false:
         return False
     raise ConversionError(f"not a boolean: {raw!r}")
 
@@ -147,12 +183,13 @@ def _bits(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
 def _fixed(schema_type: str, binary: struct.Struct) -> Builder:
     schema = Schema(schema_type)
     unpack = binary.unpack
+    form = IntegerText(int(schema_type[3:]))
 
     def from_binary(raw: bytes) -> int:
         return int(unpack(raw)[0])
 
     def build(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
-        return ValueMapping(schema, int, from_binary)
+        return ValueMapping(schema, int, from_binary, vector=form)
 
     return build
 
@@ -325,7 +362,9 @@ def _numeric(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:  # noq
     def from_binary(raw: bytes) -> Any:
         return convert(decimal_from_binary(raw))
 
-    return ValueMapping(schema, from_text, from_binary, _toast(schema, config))
+    # precise with a modifier: text at the scale is the value as it is (from_text above)
+    form = DecimalText(precision, scale) if mode == "precise" and fixed else None
+    return ValueMapping(schema, from_text, from_binary, _toast(schema, config), form)
 
 
 # -- money ----------------------------------------------------------------------------
@@ -386,7 +425,8 @@ def _toast(schema: Schema, config: TypeConfig) -> Any:
 
 
 BUILDERS: Final[dict[str, Builder]] = {
-    "bool": lambda t, typmod, config: ValueMapping(Schema("boolean"), _bool_text, _bool_binary),
+    "bool": lambda t, typmod, config: ValueMapping(Schema("boolean"), _bool_text, _bool_binary,
+                                                   vector=_BOOLEAN_TEXT),
     "bit": _bits,
     "varbit": _bits,
     "int2": _fixed("int16", _I16),

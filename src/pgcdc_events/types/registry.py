@@ -73,6 +73,11 @@ class TypeRegistry:
         self._messages: dict[int, Type] = {}
         self._cache: dict[int, PgType] = {}
 
+    def use_catalog(self, catalog: CatalogSnapshot) -> None:
+        """Resolve from now on by ``catalog`` (a newer snapshot of the same database)."""
+        self.catalog = catalog
+        self._cache.clear()
+
     def observe(self, message: Type) -> None:
         """Record a pgoutput Type message (later resolutions of its OID use it)."""
         if self._messages.get(message.type_oid) != message:

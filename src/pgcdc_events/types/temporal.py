@@ -24,14 +24,17 @@ import sys
 from collections.abc import Callable
 from typing import Any, Final
 
+import attrs
+
 from pgcdc_events.errors import ConversionError
 from pgcdc_events.types.config import TypeConfig
-from pgcdc_events.types.mapping import Builder, ValueMapping
+from pgcdc_events.types.mapping import Builder, ValueMapping, VectorForm
 from pgcdc_events.types.registry import PgType
 from pgcdc_events.types.schema import Schema
 
 __all__ = [
     "BUILDERS",
+    "UtcZonedText",
     "civil_from_days",
     "days_from_civil",
     "micro_duration",
@@ -437,9 +440,19 @@ def _zoned_timestamp(width: int) -> Callable[[int], str]:
     return render
 
 
+@attrs.frozen
+class UtcZonedText(VectorForm):
+    """timestamptz text printed in UTC, years 1..9999 AD (``YYYY-MM-DD HH:MM:SS[.f]+00``,
+    ASCII), as a ZonedTimestamp with ``width`` fraction digits (0: the digits printed) by
+    rewriting the text in place (:func:`_zoned_timestamp_from_text`); other values are
+    parsed and rendered by the scalar converter."""
+
+    width: int
+
+
 def _zoned_timestamp_from_text(width: int) -> Callable[[bytes], str]:
     """ZonedTimestamp from text: values printed in UTC (``+00``, years 1..9999 AD) are
-    rewritten in place; the rest are parsed and rendered."""
+    rewritten in place (:class:`UtcZonedText`); the rest are parsed and rendered."""
     render = _zoned_timestamp(width)
 
     def convert(raw: bytes) -> str:
@@ -514,15 +527,17 @@ def _schema(kind: str, name: str) -> Schema:
 
 def _mapping(schema: Schema, render: Callable[[Any], Any], parse_text: Callable[[bytes], Any],
              parse_binary: Callable[[bytes], Any], config: TypeConfig,
-             from_text: Callable[[bytes], Any] | None = None) -> ValueMapping:
+             from_text: Callable[[bytes], Any] | None = None,
+             vector: VectorForm | None = None) -> ValueMapping:
     """The column's mapping: ``render`` applied to the parsed text or binary value (or a
-    dedicated ``from_text``)."""
+    dedicated ``from_text``, whose vector form is ``vector``)."""
     toast = config.placeholder_text if schema.type == "string" else None
     return ValueMapping(
         schema,
         from_text or (lambda raw: render(parse_text(raw))),
         lambda raw: render(parse_binary(raw)),
         toast,
+        vector,
     )
 
 
@@ -582,7 +597,7 @@ def _timestamptz(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
     width = typmod if 0 <= typmod <= 6 else 6
     return _mapping(_schema("string", "io.debezium.time.ZonedTimestamp"),
                     _zoned_timestamp(width), parse_timestamptz, _int_be, config,
-                    _zoned_timestamp_from_text(width))
+                    _zoned_timestamp_from_text(width), UtcZonedText(width))
 
 
 def _interval(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:

@@ -16,15 +16,19 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
+import attrs
+
 from pgcdc_events.errors import ConversionError
 from pgcdc_events.types.config import TypeConfig
 from pgcdc_events.types.javafmt import java_double
-from pgcdc_events.types.mapping import Builder, Converter, ValueMapping
+from pgcdc_events.types.mapping import Builder, Converter, ValueMapping, VectorForm
 from pgcdc_events.types.registry import PgType
 from pgcdc_events.types.schema import Schema
 
 __all__ = [
     "BUILDERS",
+    "UTF8_TEXT",
+    "Utf8Text",
     "binary_mode_schema",
     "bytea_from_text",
     "encode_binary",
@@ -37,6 +41,16 @@ __all__ = [
 def utf8(raw: bytes) -> str:
     """Text output bytes as a ``str`` (the stream is UTF-8)."""
     return raw.decode("utf-8")
+
+
+@attrs.frozen
+class Utf8Text(VectorForm):
+    """Values are UTF-8 text, the value the ``str`` (:func:`utf8`); invalid UTF-8 is
+    refused."""
+
+
+#: The vector form of :func:`utf8`.
+UTF8_TEXT: Final = Utf8Text()
 
 
 def bytea_from_text(raw: bytes) -> bytes:
@@ -84,7 +98,7 @@ def _string_mapping(name: str | None = None, from_binary: Converter | None = utf
     schema = Schema("string", name=name, version=1 if name else None)
 
     def build(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
-        return ValueMapping(schema, utf8, from_binary, config.placeholder_text)
+        return ValueMapping(schema, utf8, from_binary, config.placeholder_text, UTF8_TEXT)
 
     return build
 
@@ -160,7 +174,7 @@ def enum_mapping(t: PgType, config: TypeConfig) -> ValueMapping:
     """An enum: ``io.debezium.data.Enum`` with the labels in ``allowed`` (when known)."""
     params = None if t.enum_labels is None else (("allowed", ",".join(t.enum_labels)),)
     schema = Schema("string", name="io.debezium.data.Enum", version=1, parameters=params)
-    return ValueMapping(schema, utf8, _enum_binary, config.placeholder_text)
+    return ValueMapping(schema, utf8, _enum_binary, config.placeholder_text, UTF8_TEXT)
 
 
 _NUMBER: Final = re.compile(rb"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|-?Infinity|NaN")
@@ -245,7 +259,7 @@ def _range(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:
     timestamptz bounds in UTC (``+00``), as a server whose TimeZone is UTC prints them."""
     return ValueMapping(Schema("string"), utf8,
                         _range_binary(_range_element(_RANGE_ELEMENTS[t.name])),
-                        config.placeholder_text)
+                        config.placeholder_text, UTF8_TEXT)
 
 
 def _tsvector_binary(raw: bytes) -> str:
