@@ -372,3 +372,22 @@ def test_a_damaged_blocking_queue_in_the_checkpoint_is_named(
     err = capsys.readouterr().err
     assert "'incremental.blocking' is malformed" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_table_the_filters_leave_out_is_named_and_skipped(
+        url: str, pg_conn: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As the connector snapshots captured tables only: a table ``table.include.list``
+    leaves out is named in a warning, the other one is read."""
+    pg_conn.run("CREATE TABLE a (pk int PRIMARY KEY)")
+    pg_conn.run("CREATE TABLE b (pk int PRIMARY KEY)")
+    pg_conn.run("INSERT INTO a VALUES (1)")
+    pg_conn.run("INSERT INTO b VALUES (1)")
+    only = ("-c", "table.include.list=public.a")
+    cap = tmp_path / "cap.jsonl"
+    assert capture(url, cap, "--create-slot", "--create-publication", *only) == 0
+    blocking(pg_conn, "b-f", ["public.b", "public.a"])
+    assert capture(url, cap, *only) == 0
+    err = capsys.readouterr().err
+    assert "public.b" in err and "table filters leave it out" in err
+    assert [(t, op) for t, op, _ in events(decode(cap, tmp_path, *only))] == [
+        ("debezium_signal", "c"), ("a", "r")]

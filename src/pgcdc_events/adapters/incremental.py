@@ -809,7 +809,8 @@ class IncrementalCapture:
         """Take the oldest blocking snapshot waiting, as a snapshot block given to ``emit``
         (:func:`~pgcdc_events.adapters.snapshot.read_blocking_snapshot`), and drop it from
         the queue. A table that does not exist or is in none of the publications read is
-        named in a warning and left out. ``None`` when nothing was read: no table left, or
+        named in a warning and left out, and so is one the table filters leave out
+        (``table.include.list``...). ``None`` when nothing was read: no table left, or
         the server refused a statement (a bad ``SELECT``; named in a warning): the caller
         then drops what ``emit`` was given. A lost connection raises
         :class:`~pgcdc_events.adapters.errors.ConnectionLostError` with the snapshot still
@@ -826,6 +827,9 @@ class IncrementalCapture:
             if table is None:
                 _LOG.warning("skipped %s in blocking snapshot %r: no such table", name,
                              signal_id)
+            elif not self.config.includes_table(table.namespace, table.name):
+                _LOG.warning("skipped %s in blocking snapshot %r: the table filters leave it "
+                             "out (table.include.list...)", name, signal_id)
             elif published is not None and name not in published:
                 _LOG.warning("skipped %s in blocking snapshot %r: the table is in none of "
                              "the publications read", name, signal_id)
