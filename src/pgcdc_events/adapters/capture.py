@@ -48,7 +48,7 @@ from pgcdc_events.adapters.rotating import RotatingOutput
 from pgcdc_events.adapters.snapshot import SNAPSHOT_MODES, read_snapshot
 from pgcdc_events.adapters.units import SchemaTracker, Unit
 from pgcdc_events.errors import ConfigurationError, PgCdcError
-from pgcdc_events.protocol.capture import CaptureRow, dump_capture_row
+from pgcdc_events.protocol.capture import SNAPSHOT_MARK, CaptureRow, dump_capture_row
 from pgcdc_events.protocol.lsn import Lsn
 
 if TYPE_CHECKING:  # the event layer is imported by EventSink alone (a capture starts faster)
@@ -389,6 +389,8 @@ class _Read:
     reached_max: bool = False
     #: Stopped because the rotating output's file is full (commit here, read on).
     rotate: bool = False
+    #: Stopped after a unit that asked for a blocking snapshot (commit here, take it).
+    blocking: bool = False
 
 
 class _CaptureRun:
@@ -542,10 +544,13 @@ class _CaptureRun:
         stats = self.stats
         if self.incremental is not None:
             self.incremental.poll()  # signal.file
+            self.blocking()  # asked for by signal.file, or committed by a run that stopped
         read = self.read()
         batch = self.reader.last_batch
-        self.delivered.read_ended(batch.hit_limit)
+        self.delivered.read_ended(batch.hit_limit or read.blocking)
         self.commit(read)
+        if read.blocking:
+            self.blocking()
         stats.batches += 1
         moved = self.acknowledge()
         self.failing_since, self.backoff = None, 0.1
@@ -558,7 +563,7 @@ class _CaptureRun:
         confirmed = self.reader.confirmed_lsn
         held = self.after is not None and (confirmed is None or confirmed < self.after)
         next_limit = self.batch_rows + (batch.rows_at_last_unit if held else 0)
-        if batch.hit_limit or read.rotate:
+        if batch.hit_limit or read.rotate or read.blocking:
             # More is waiting. A read that delivered nothing new and could not move the
             # slot stopped inside one big transaction: read more rows next time.
             self.limit = (next_limit if (read.written_end is not None or moved)
@@ -597,6 +602,9 @@ class _CaptureRun:
                     read.written_end = unit.end_lsn
                 finally:
                     unit.close()
+                if self.incremental is not None and self.incremental.blocking:
+                    read.blocking = True  # the stream pauses after the signal's unit
+                    break
                 if max_changes is not None and stats.changes + read.changes >= max_changes:
                     read.reached_max = True
                     break
@@ -625,6 +633,29 @@ class _CaptureRun:
         stats.units += read.units
         stats.changes += read.changes
         stats.lsn = Lsn(self.after)
+
+    def blocking(self) -> None:
+        """The blocking snapshots the signals asked for (``execute-snapshot`` of type
+        ``blocking``), each written as a snapshot block after the unit that held its signal
+        and committed alone, with the queue's new state; nothing of the stream is read
+        meanwhile (the connector pauses its streaming). The queue is committed with that
+        unit, so a process killed during the snapshot takes it again from the start when
+        it restarts (the output's uncommitted block is cut at the restart). A snapshot the
+        server refuses (a bad ``SELECT``) writes nothing: its rows are dropped and the
+        stream resumes. Not before the output holds a unit (the block needs a place)."""
+        incremental, output, sink = self.incremental, self.output, self.sink
+        if incremental is None or self.after is None:
+            return
+        while incremental.blocking:
+            result = incremental.run_blocking(lambda row: sink.write_row(row, output),
+                                              self.after)
+            if result is None:
+                output.rollback()  # the rows of a failed snapshot, if any
+            assert isinstance(output, (DurableOutput, StreamOutput))
+            output.stage_incremental(incremental.state())
+            rows = 0 if result is None else result.rows
+            output.commit(self.after, 0, rows)
+            self.stats.changes += rows
 
     def acknowledge(self) -> bool:
         """Advance the slot to what is durable (a rotating output's settled files, never
@@ -800,8 +831,8 @@ class DeliveredCheck:
                 or output.checkpoint.lsn != unit.end_lsn:
             return True  # only the LSN can be compared
         line = last_line()
-        if line is None:
-            return True
+        if line is None or SNAPSHOT_MARK in line:
+            return True  # a blocking snapshot's block after the unit: only the LSN counts
         try:
             mine = CaptureRow.from_line(line).data
         except PgCdcError:

@@ -682,6 +682,8 @@ def _unit_end(line: bytes) -> int | None:
         message = parse_message(row.data)
     except PgCdcError:
         return None
+    if row.snapshot:  # a snapshot block's Commit (a blocking snapshot's, after a unit)
+        return None
     if isinstance(message, (Commit, StreamCommit, CommitPrepared)):
         return int(message.end_lsn)
     if isinstance(message, LogicalMessage) and not message.transactional:

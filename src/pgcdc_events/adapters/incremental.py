@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -59,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from pgcdc_events.adapters.errors import CheckpointError
 from pgcdc_events.adapters.names import quote_ident
 from pgcdc_events.adapters.pg8000 import (
     ResolvedOptions,
@@ -66,6 +68,7 @@ from pgcdc_events.adapters.pg8000 import (
     server_fields,
     translate_error,
 )
+from pgcdc_events.adapters.snapshot import BlockingTable, SnapshotResult, read_blocking_snapshot
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.events.incremental import (
     INSERT_DELETE,
@@ -212,7 +215,8 @@ class IncrementalSnapshotter:
     def __init__(self, conn: Any, catalog: CatalogSnapshot, decoder: EventDecoder,
                  settings: IncrementalSettings, *, state: Mapping[str, Any] | None = None,
                  on_step: StepHook | None = None, on_chunk: ChunkHook | None = None,
-                 source_signals: bool = True) -> None:
+                 source_signals: bool = True,
+                 on_blocking: Callable[[ExecuteSnapshot], None] | None = None) -> None:
         self.conn = conn
         self.catalog = catalog
         self.decoder = decoder
@@ -222,6 +226,9 @@ class IncrementalSnapshotter:
         #: Whether signal rows of the signalling table are acted on (``signal.enabled.channels``
         #: has ``source``); its watermark rows always are.
         self.source_signals = source_signals
+        #: Given each ``execute-snapshot`` signal of type ``blocking`` (``None``: such a
+        #: signal is named in a warning and skipped).
+        self.on_blocking = on_blocking
         context = IncrementalSnapshotContext.from_offset(state or {})
         self.window: ChunkWindow
         if settings.read_only:
@@ -317,6 +324,9 @@ class IncrementalSnapshotter:
         elif isinstance(signal, ExecuteSnapshot):
             for warning in signal.warnings:
                 _LOG.warning("%s", warning)
+            if signal.snapshot_type == "blocking" and self.on_blocking is not None:
+                self.on_blocking(signal)
+                return
             if signal.snapshot_type != "incremental":
                 _LOG.warning("skipped execute-snapshot signal %r: %s snapshots are not "
                              "supported by pgcdc-events yet", signal.id, signal.snapshot_type)
@@ -577,6 +587,42 @@ class IncrementalSnapshotter:
             self.on_step(step, chunk_id)
 
 
+def _expand_blocking(patterns: Iterable[str], tables: Iterable[CatalogTable]) -> list[str]:
+    """A blocking signal's ``data-collections`` expanded: as an incremental signal's
+    (:func:`~pgcdc_events.events.incremental.expand_data_collections`), and a regular
+    expression also matches a table by its double-quoted name, ``"schema"."table"``
+    (``AbstractSnapshotChangeEventSource.tableNameMatcher``, DBZ-7718)."""
+    names = {f"{t.namespace}.{t.name}": '"{}"."{}"'.format(t.namespace.replace('"', '""'),
+                                                           t.name.replace('"', '""'))
+             for t in tables}
+    out: dict[str, None] = {}
+    for pattern in patterns:
+        try:
+            regex = re.compile(pattern)
+        except re.error:
+            matched: list[str] = []
+        else:
+            matched = [n for n, q in names.items() if regex.fullmatch(n) or regex.fullmatch(q)]
+        for name in matched or [pattern]:
+            out.setdefault(name, None)
+    return list(out)
+
+
+def _blocking_state(value: object) -> list[dict[str, Any]]:
+    """The blocking snapshots waiting, as a checkpoint keeps them; anything else is
+    refused by name."""
+    if value is None:
+        return []
+    if isinstance(value, list) and all(
+            isinstance(b, dict) and isinstance(b.get("id"), str)
+            and isinstance(b.get("tables"), list)
+            and all(isinstance(t, str) for t in b["tables"])
+            and isinstance(b.get("filters", {}), dict) for b in value):
+        return [{"id": b["id"], "tables": list(b["tables"]),
+                 "filters": dict(b.get("filters", {}))} for b in value]
+    raise CheckpointError(f"field 'incremental.blocking' is malformed: {value!r}")
+
+
 def _channels(properties: Mapping[str, str]) -> tuple[bool, str | None]:
     """``signal.enabled.channels``: whether the ``source`` channel is on, and the file of
     the ``file`` channel (``signal.file``); any other channel is refused by name."""
@@ -708,6 +754,11 @@ class IncrementalCapture:
         self.lsn = 0
         self._rows: dict[str, int] = {}
         self._chunks: dict[str, int] = {}
+        #: The blocking snapshots asked for and not written yet, oldest first, each
+        #: ``{"id", "tables": [schema.table...], "filters": {schema.table: SELECT}}``: in the
+        #: checkpoint (``state()["blocking"]``) from the commit of the unit that held the
+        #: signal to the commit of its snapshot block.
+        self.blocking: list[dict[str, Any]] = []
 
     # -- the capture's steps -------------------------------------------------------------
     def start(self, output: Any, lsn: int | None, state: Mapping[str, Any], *,
@@ -730,9 +781,11 @@ class IncrementalCapture:
             self._feed = _SignalFeed(decoder, self.signal, catalog)
         self._output = output
         self.lsn = lsn or 0
+        state = dict(state)
+        self.blocking = _blocking_state(state.pop("blocking", None))
         self.snapshotter = IncrementalSnapshotter(
             self.conn, catalog, decoder, self.settings, state=state, on_step=self.on_step,
-            on_chunk=self._chunk, source_signals=self.source)
+            on_chunk=self._chunk, source_signals=self.source, on_blocking=self._on_blocking)
         self.snapshotter.start()
 
     def written(self, unit: Unit) -> None:
@@ -785,8 +838,97 @@ class IncrementalCapture:
             self.snapshotter.signal(parse_signal(signal_id, signal_type, text_data))
 
     def state(self) -> dict[str, Any]:
-        """The progress to commit with the output."""
-        return {} if self.snapshotter is None else self.snapshotter.state()
+        """The progress to commit with the output (the blocking snapshots waiting too)."""
+        state = {} if self.snapshotter is None else self.snapshotter.state()
+        if self.blocking:
+            state["blocking"] = [dict(b) for b in self.blocking]
+        return state
+
+    # -- blocking snapshots ----------------------------------------------------------------
+    def _on_blocking(self, signal: ExecuteSnapshot) -> None:
+        """An ``execute-snapshot`` of type ``blocking``: queued, its tables expanded now
+        (regular expressions against the known tables) with their ``additional-conditions``
+        (a whole ``SELECT`` each); the capture takes it after the unit that held it."""
+        assert self.snapshotter is not None
+        tables = _expand_blocking(signal.data_collections, self.snapshotter.catalog.tables)
+        filters = {t: c for t in tables if (c := signal.condition_for(t)) is not None}
+        self.blocking.append({"id": signal.id, "tables": tables, "filters": filters})
+        _LOG.info("blocking snapshot %r: %s", signal.id, ", ".join(tables))
+
+    def run_blocking(self, emit: Callable[[CaptureRow], None], line_lsn: int
+                     ) -> SnapshotResult | None:
+        """Take the oldest blocking snapshot waiting, as a snapshot block given to ``emit``
+        (:func:`~pgcdc_events.adapters.snapshot.read_blocking_snapshot`), and drop it from
+        the queue. A table that does not exist or is in none of the publications read is
+        named in a warning and left out, and so is one the table filters leave out
+        (``table.include.list``...). ``None`` when nothing was read: no table left, or
+        the server refused a statement (a bad ``SELECT``; named in a warning): the caller
+        then drops what ``emit`` was given. A lost connection raises
+        :class:`~pgcdc_events.adapters.errors.ConnectionLostError` with the snapshot still
+        queued."""
+        assert self.conn is not None, "start() first"
+        request = self.blocking[0]
+        signal_id = request["id"]
+        catalog = fetch_catalog(self.conn)  # tables created since the capture began too
+        published = self._published()
+        items: list[BlockingTable] = []
+        for name in request["tables"]:
+            parts = name.split(".")
+            table = catalog.table(*parts) if len(parts) == 2 else None
+            if table is None:
+                _LOG.warning("skipped %s in blocking snapshot %r: no such table", name,
+                             signal_id)
+            elif not self.config.includes_table(table.namespace, table.name):
+                _LOG.warning("skipped %s in blocking snapshot %r: the table filters leave it "
+                             "out (table.include.list...)", name, signal_id)
+            elif published is not None and name not in published:
+                _LOG.warning("skipped %s in blocking snapshot %r: the table is in none of "
+                             "the publications read", name, signal_id)
+            else:
+                items.append(BlockingTable(table, request["filters"].get(name)))
+        if not items:
+            _LOG.warning("blocking snapshot %r: no table to read", signal_id)
+            self.blocking.pop(0)
+            return None
+        if self.progress is not None:
+            self.progress(f"blocking snapshot {signal_id!r}: reading "
+                          f"{', '.join(i.where for i in items)} (the stream is paused)")
+        try:
+            result = read_blocking_snapshot(self.conn, items, emit, line_lsn=line_lsn,
+                                            run=self._run)
+        except Exception as exc:
+            if not is_driver_error(exc):
+                raise
+            code, message = server_fields(exc)
+            if code is None or code.startswith(("08", "57P")):
+                raise translate_error(exc, slot=None, action="read a blocking snapshot"
+                                      ) from None
+            _LOG.warning("blocking snapshot %r failed, nothing of it is written and the "
+                         "stream resumes: %s (SQLSTATE %s)", signal_id, message, code)
+            self.blocking.pop(0)
+            return None
+        self.blocking.pop(0)
+        if self.progress is not None:
+            self.progress(f"blocking snapshot {signal_id!r}: {result.rows:,} rows of "
+                          f"{result.tables} tables; the stream resumes")
+        return result
+
+    def _run(self, sql: str, action: str, **params: Any) -> Any:
+        try:
+            return self.conn.run(sql, **params)
+        except Exception as exc:
+            if not is_driver_error(exc):
+                raise
+            raise translate_error(exc, slot=None, action=action) from None
+
+    def _published(self) -> set[str] | None:
+        """The tables of the publications read (``None``: no publication given)."""
+        if not self.publications:
+            return None
+        rows = self._run("SELECT schemaname, tablename FROM pg_publication_tables WHERE "
+                         "pubname = ANY(CAST(:p AS text[]))", "list the published tables",
+                         p=list(self.publications))
+        return {f"{schema}.{table}" for schema, table in rows}
 
     @property
     def busy(self) -> bool:

@@ -49,9 +49,11 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SNAPSHOT_MODE",
     "SNAPSHOT_MODES",
+    "BlockingTable",
     "CopyTextRows",
     "SnapshotResult",
     "TableRows",
+    "read_blocking_snapshot",
     "read_snapshot",
 ]
 
@@ -575,3 +577,99 @@ def _copy_parallel(reader: SlotReader, name: str, work: list[_Table], threads: i
             pool.shutdown(wait=True, cancel_futures=True)
             raise
     return count
+
+
+# -- a blocking snapshot, mid-stream ---------------------------------------------------------
+
+@attrs.frozen
+class BlockingTable:
+    """A table of a blocking snapshot, with the ``SELECT`` statement that reads it (the
+    signal's ``additional-conditions`` filter, a whole statement; ``None``: every row)."""
+
+    table: CatalogTable
+    select: str | None = None
+
+    @property
+    def where(self) -> str:
+        """``schema.table``."""
+        return f"{self.table.namespace}.{self.table.name}"
+
+
+def _blocking_copy_sql(item: BlockingTable, relation: Relation) -> str:
+    """``COPY (SELECT columns FROM ...) TO STDOUT``: the table (with its partitions or
+    inherited rows, as the connector's ``SELECT * FROM`` reads it) or the user's statement,
+    of which the relation's columns are taken by name, in its order."""
+    columns = ", ".join(quote_ident(c.name) for c in relation.columns)
+    if item.select is None:
+        source = f"{quote_ident(item.table.namespace)}.{quote_ident(item.table.name)}"
+    else:
+        source = f"({item.select.strip().rstrip(';').strip()}) AS blocking_snapshot"
+    return f"COPY (SELECT {columns} FROM {source}) TO STDOUT"
+
+
+def read_blocking_snapshot(conn: Any, tables: list[BlockingTable],
+                           emit: Callable[[CaptureRow], None], *, line_lsn: int,
+                           run: Callable[..., Any]) -> SnapshotResult:
+    """Read ``tables`` on ``conn`` (an ordinary pg8000 native connection) in one
+    ``REPEATABLE READ`` transaction, as a snapshot block of capture rows given to
+    ``emit``: Begin, per table its Type and Relation messages and one Insert a row,
+    Commit, exactly the initial snapshot's block (:func:`read_snapshot`), so that the
+    rows decode with the initial snapshot's markers.
+
+    The block's lines are at ``line_lsn`` (where the capture paused the stream); its
+    Begin carries the server's WAL position when the snapshot began
+    (``pg_current_wal_lsn()``, what the connector's blocking snapshot gives as
+    ``source.lsn``) and the snapshot transaction's id. ``run(sql, action, **params)``
+    runs a statement, translating the driver's errors. A table's COPY the server
+    refuses raises ``pg8000``'s error; when anything fails after the Begin was emitted,
+    the block is closed (a Commit emitted) before the error goes on, so that a decoder
+    fed with it is not left inside a block: the caller drops what was written.
+    """
+    from pgcdc_events.adapters.pg8000 import copy_out  # noqa: PLC0415 - the 'pg' extra
+    from pgcdc_events.events.snapshot import relation_from_catalog  # noqa: PLC0415 - start-up
+
+    at = Lsn(line_lsn)
+    run("BEGIN ISOLATION LEVEL REPEATABLE READ", "start the blocking snapshot")
+    commit_row: CaptureRow | None = None
+    try:
+        xid_text, now_us, lsn_text = run(
+            "SELECT txid_current()::text, (EXTRACT(EPOCH FROM now()) * 1000000)::bigint, "
+            "pg_current_wal_lsn()::text", "start the blocking snapshot")[0]
+        xid32 = int(xid_text) & 0xFFFFFFFF
+        pg_time = int(now_us) - _PG_EPOCH_US
+        lsn = int(Lsn.parse(lsn_text))
+
+        def row(message: Any) -> CaptureRow:
+            return CaptureRow(at, xid32, encode_message(message), snapshot=True)
+
+        emit(row(Begin(lsn, pg_time, xid32)))
+        commit_row = row(Commit(0, lsn, lsn, pg_time))
+        sent_types: set[int] = set()
+        count = 0
+        for item in tables:
+            relation = relation_from_catalog(item.table)
+            types = sorted({c.type_oid for c in relation.columns
+                            if c.type_oid >= _FIRST_NON_BUILTIN_OID} - sent_types)
+            if types:
+                for oid, type_ns, type_name in run(_TYPES_SQL, "read column types", oids=types):
+                    emit(row(Type(int(oid), type_ns, type_name)))
+                sent_types.update(types)
+            emit(row(relation))
+            rows = TableRows(relation.relation_id, len(relation.columns), item.where)
+
+            def sink(data: bytes, rows: TableRows = rows) -> None:
+                for message in rows.messages(rows.whole(data)):
+                    emit(CaptureRow(at, xid32, message, snapshot=True))
+
+            copy_out(conn, _blocking_copy_sql(item, relation), sink)
+            rows.close()
+            count += rows.rows
+        last, commit_row = commit_row, None
+        emit(last)
+        return SnapshotResult(Lsn(lsn), int(xid_text), len(tables), count)
+    finally:
+        if commit_row is not None:  # failed inside the block: close it for the decoder
+            with contextlib.suppress(Exception):
+                emit(commit_row)
+        with contextlib.suppress(Exception):
+            conn.run("ROLLBACK")
