@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, Final
 
 from pgcdc_events.events.config import JsonConverterConfig
 from pgcdc_events.events.records import ChangeRecord, Header
+from pgcdc_events.events.source import SHARED_FIELD_NAMES, SOURCE_SCHEMA
 from pgcdc_events.types.javafmt import jackson_string, java_double, upper_escape
 from pgcdc_events.types.jsonvalue import DECIMAL_LOGICAL, decimal_to_bytes, unscaled_value
-from pgcdc_events.types.schema import Schema
+from pgcdc_events.types.schema import Field, Schema
 
 __all__ = ["JsonRecordWriter", "jackson_string", "json_text", "record_to_json"]
 
@@ -164,16 +165,28 @@ class _Compiler:
                 # f-string (a single allocation, where a chain of + builds one a field)
                 names = ", ".join(f"x{i}" for i in range(len(fields)))
                 lines.append(f"    {names}{',' if len(fields) == 1 else ''} = v.values")
+                runs = dict(_shared_runs(schema))
                 parts = []
-                for i, field in enumerate(fields):
-                    null = repr(self._null(field.schema))
-                    value = self._value(field.schema, f"x{i}")
-                    conversion = ""
-                    if value == f"_str(x{i})":  # an integer: str() by the f-string's !s
-                        value, conversion = f"x{i}", "!s"
-                    lines.append(f"    y{i} = {null} if x{i} is None else {value}")
-                    prefix = ("{" if i == 0 else ",") + jackson_string(field.name) + ":"
-                    parts.append(_fstring_literal(prefix) + f"{{y{i}{conversion}}}")
+                i = 0
+                while i < len(fields):
+                    if i in runs:  # a run of shared fields: its text reused (_shared_runs)
+                        end = runs[i]
+                        memo = f"_m{name[2:]}_{i}"
+                        self.namespace[memo] = [()]
+                        held = ", ".join(f"x{j}" for j in range(i, end))
+                        checks = " and ".join(f"x{j} is m[{j - i}]" for j in range(i, end))
+                        lines.append(f"    m = {memo}[0]")
+                        lines.append(f"    if m and {checks}:")
+                        lines.append(f"        z{i} = m[{end - i}]")
+                        lines.append("    else:")
+                        text = self._fields(fields, range(i, end), lines, "        ")
+                        lines.append(f"        z{i} = f{text!r}")
+                        lines.append(f"        {memo}[0] = ({held}, z{i})")
+                        parts.append(f"{{z{i}}}")
+                        i = end
+                    else:
+                        parts.append(self._fields(fields, (i,), lines, "    "))
+                        i += 1
                 lines.append("    return f" + repr("".join(parts) + "}}"))
         elif kind == "array":
             assert schema.items is not None
@@ -195,6 +208,54 @@ class _Compiler:
         else:
             lines.append(f"    return {self._value(schema, 'v')}")
         return "\n".join(lines) + "\n"
+
+
+    def _fields(self, fields: tuple[Field, ...], at: Iterable[int], lines: list[str],
+                indent: str) -> str:
+        """Lines setting ``y<i>`` to each field's JSON text (``x<i>`` holds its value), and
+        the f-string body writing those fields with their names and separators."""
+        parts = []
+        for i in at:
+            field = fields[i]
+            null = repr(self._null(field.schema))
+            value = self._value(field.schema, f"x{i}")
+            conversion = ""
+            if value == f"_str(x{i})":  # an integer: str() by the f-string's !s
+                value, conversion = f"x{i}", "!s"
+            lines.append(f"{indent}y{i} = {null} if x{i} is None else {value}")
+            prefix = ("{" if i == 0 else ",") + jackson_string(field.name) + ":"
+            parts.append(_fstring_literal(prefix) + f"{{y{i}{conversion}}}")
+        return "".join(parts)
+
+
+#: The names of the fields whose values are shared by many records, by struct schema
+#: name (the source block's: :data:`~pgcdc_events.events.source.SHARED_FIELD_NAMES`).
+_SHARED: Final = {SOURCE_SCHEMA.name: SHARED_FIELD_NAMES}
+_PLAIN_TYPES: Final = frozenset({"int8", "int16", "int32", "int64", "string", "boolean"})
+
+
+def _shared_runs(schema: Schema) -> list[tuple[int, int]]:
+    """``(start, end)`` of each run of two or more adjacent fields of ``schema`` whose values
+    are shared by many records (``_SHARED``) and immutable (integers, strings, booleans):
+    their writer renders such a run once and reuses its text while the run's values are the
+    same objects as the last time (an identity check, so the text is always that of the
+    values; a run that changes costs the check)."""
+    shared = _SHARED.get(schema.name or "")
+    if not shared:
+        return []
+    runs: list[tuple[int, int]] = []
+    start = None
+    fields = schema.fields or ()
+    for i, field in enumerate((*fields, None)):
+        ok = (field is not None and field.name in shared and field.schema.type in _PLAIN_TYPES
+              and field.schema.name != DECIMAL_LOGICAL)
+        if ok and start is None:
+            start = i
+        elif not ok and start is not None:
+            if i - start >= 2:
+                runs.append((start, i))
+            start = None
+    return runs
 
 
 def _fstring_literal(text: str) -> str:
