@@ -136,3 +136,22 @@ def test_source_blocks_reuse_shared_runs_only_for_the_same_values(picks) -> None
     memos = [v for k, v in writer._compiler.namespace.items() if k.startswith("_m")]
     assert len(memos) == 3  # the three runs of shared fields
     assert all(memo[0] for memo in memos)  # each holds the last block's run and its text
+
+
+def test_one_writer_keeps_the_topics_of_records_with_the_same_schemas_apart() -> None:
+    """Transaction records of two topic prefixes share their schemas and their (empty)
+    headers: a writer that reuses the last record's frame must
+    still write each record's own topic."""
+    from pgcdc_events.events.special import transaction_record  # noqa: PLC0415
+    from pgcdc_events.events.transactions import TransactionContext  # noqa: PLC0415
+
+    configs = [EventConfig.from_properties({"topic.prefix": prefix})
+               for prefix in ("one", "two")]
+    txn = TransactionContext(7, 1_700_000_000_000_000, 100)
+    records = [transaction_record(config, status, txn, 100, ())
+               for status in ("BEGIN", "END") for config in configs]
+    assert len({(id(r.key_schema), id(r.value_schema), id(r.headers)) for r in records}) == 1
+    fast, slow = _both(configs[0], records)
+    assert fast == slow
+    assert [json.loads(line)["topic"] for line in fast.splitlines()] == [
+        "one.transaction", "two.transaction"] * 2

@@ -32,8 +32,11 @@ __all__ = ["JsonRecordWriter", "jackson_string", "json_text", "record_to_json"]
 _b64 = base64.b64encode
 Writer = Callable[[Any], str]
 #: key schema, value schema, headers (identities checked), key writer, line start, value
-#: writer, between key and value, line end (writers None: no fast path for these schemas)
-_Frame = tuple[Any, Any, Any, "Writer | None", bytes, "Writer | None", bytes, bytes]
+#: writer, between key and value, line end (writers None: no fast path for these schemas),
+#: topic (the one the frame was made for: an identity check for the last frame used)
+_Frame = tuple[Any, Any, Any, "Writer | None", bytes, "Writer | None", bytes, bytes, str]
+#: What no record's frame is: the last frame used before the first record.
+_NO_FRAME: _Frame = (object(), None, None, None, b"", None, b"", b"", "")
 
 
 def json_text(obj: Any) -> str:
@@ -284,6 +287,7 @@ class JsonRecordWriter:
         self._compiler = _Compiler(self.config)
         self._headers: dict[int, tuple[tuple[Header, ...], str]] = {}
         self._frames: dict[tuple[str, int, int, int], _Frame] = {}
+        self._last_frame = _NO_FRAME
         self._key = self if key is None or key == self.config else JsonRecordWriter(key)
         self._header_writer = (self if headers is None or headers == self.config
                                else JsonRecordWriter(headers))
@@ -342,10 +346,15 @@ class JsonRecordWriter:
         headers, and shared from record to record."""
         key, value = record.key, record.value
         key_schema, value_schema, headers = record.key_schema, record.value_schema, record.headers
-        frame = self._frames.get((record.topic, id(key_schema), id(value_schema), id(headers)))
-        if (frame is None or frame[0] is not key_schema or frame[1] is not value_schema
-                or frame[2] is not headers):
-            frame = self._frame(record)
+        frame = self._last_frame  # most records are of the same topic as the one before
+        if (frame[0] is not key_schema or frame[1] is not value_schema
+                or frame[2] is not headers or frame[8] is not record.topic):
+            found = self._frames.get((record.topic, id(key_schema), id(value_schema),
+                                      id(headers)))
+            if (found is None or found[0] is not key_schema or found[1] is not value_schema
+                    or found[2] is not headers):
+                found = self._frame(record)
+            self._last_frame = frame = found
         key_writer, value_writer = frame[3], frame[5]
         if key is None or value is None or key_writer is None or value_writer is None:
             parts.append(self.record_line(record).encode() + b"\n")
@@ -365,7 +374,7 @@ class JsonRecordWriter:
         key_schema, value_schema, headers = record.key_schema, record.value_schema, record.headers
         frame: _Frame
         if key_schema is None or value_schema is None:
-            frame = (key_schema, value_schema, headers, None, b"", None, b"", b"")
+            frame = (key_schema, value_schema, headers, None, b"", None, b"", b"", record.topic)
         else:
             key_writer, value_writer = self._key._compiler, self._compiler
             key_open, key_close = self._key._envelope(key_schema)
@@ -374,7 +383,8 @@ class JsonRecordWriter:
                      f'{{"topic":{jackson_string(record.topic)},"key":{key_open}'.encode(),
                      value_writer.writer(value_schema),
                      f'{key_close},"value":{value_open}'.encode(),
-                     f'{value_close},"headers":{{{self._header_text(headers)}}}}}\n'.encode())
+                     f'{value_close},"headers":{{{self._header_text(headers)}}}}}\n'.encode(),
+                     record.topic)
         if len(self._frames) >= 4096:
             self._frames.clear()
         self._frames[record.topic, id(key_schema), id(value_schema), id(headers)] = frame
