@@ -709,37 +709,27 @@ def _dml(self: EventDecoder, message: Any, lsn: int) -> list[ChangeRecord]:
     return self._change(message, lsn)
 
 
-def _row_change(emit: Callable[[EventDecoder, TableSchema, Any, int], list[ChangeRecord]]
-                ) -> Callable[[EventDecoder, Any, int], list[ChangeRecord]]:
-    """The direct path of Inserts (``emit`` is ``_insert``), Updates or Deletes outside any
-    buffered transaction: :meth:`EventDecoder._emit_row` for one message type, without
-    its dispatch on the type (this runs for every change)."""
-
-    def direct(self: EventDecoder, message: Insert | Update | Delete, lsn: int
-               ) -> list[ChangeRecord]:
-        tx = self._tx
-        if tx.block is not None or tx.preparing:
-            return self._change(message, lsn)
-        try:
-            table = self._tables[message.relation_id]
-        except KeyError:
-            return self._change(message, lsn)  # raises the protocol error
-        if table is None:
-            self.metrics.events_filtered += 1
-            return []
-        try:
-            return emit(self, table, message, lsn)
-        except ConversionError as error:
-            return self.event_failed(error, table, lsn)
-
-    return direct
+def _row_change(self: EventDecoder, message: Insert | Update | Delete, lsn: int
+                ) -> list[ChangeRecord]:
+    """Insert, Update and Delete outside any buffered transaction take this direct path
+    (through ``_emit_row``, which a subclass may extend: YugabyteDB's decoder does)."""
+    tx = self._tx
+    if tx.block is not None or tx.preparing:
+        return self._change(message, lsn)
+    try:
+        table = self._tables[message.relation_id]
+    except KeyError:
+        return self._change(message, lsn)  # raises the protocol error
+    if table is None:
+        self.metrics.events_filtered += 1
+        return []
+    return self._emit_row(table, message, lsn)
 
 
 _HANDLERS: Final[dict[type, Callable[..., list[ChangeRecord]]]] = {
     Begin: EventDecoder._begin, Commit: EventDecoder._commit, Origin: EventDecoder._origin,
-    Relation: EventDecoder._relation, Type: EventDecoder._type,
-    Insert: _row_change(EventDecoder._insert), Update: _row_change(EventDecoder._update),
-    Delete: _row_change(EventDecoder._delete), Truncate: _dml, LogicalMessage: _dml,
+    Relation: EventDecoder._relation, Type: EventDecoder._type, Insert: _row_change,
+    Update: _row_change, Delete: _row_change, Truncate: _dml, LogicalMessage: _dml,
     StreamStart: EventDecoder._stream_start, StreamStop: EventDecoder._stream_stop,
     StreamCommit: EventDecoder._stream_commit, StreamAbort: EventDecoder._stream_abort,
     BeginPrepare: EventDecoder._begin_prepare, Prepare: EventDecoder._prepare,
