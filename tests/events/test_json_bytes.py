@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.events.jsonconv import json_text
 from pgcdc_events.events.records import ChangeRecord
+from pgcdc_events.events.source import SOURCE_SCHEMA
 from pgcdc_events.testing.strategies import workloads
 from pgcdc_events.types.schema import Schema, Struct, struct_schema
 from support.golden import recordings
@@ -101,3 +102,56 @@ def test_payload_writer_equals_a_plain_writer(fields) -> None:  # type: ignore[n
     nested = struct_schema("n", [("inner", schema), ("n", Schema("int32", True))])
     assert JsonRecordWriter().payload(nested, Struct(nested, (value, 7))) == (
         '{"inner":' + expected + ',"n":7}')
+
+
+def _pool(value: object) -> list[object]:
+    """``value``, and an equal value that is another object (or another value)."""
+    if isinstance(value, str):
+        return [value, "".join(list(value + "x"))[:-1], value + "é"]
+    if isinstance(value, int):
+        return [value, int(str(value + 2**70)) - 2**70, value + 1]
+    return [value, None]
+
+
+_SOURCE_VALUES = ("3.6.3.Final", "postgresql", "pgcdc", 1_700_000_000_000, None, "db",
+                  '["1","2"]', 1_700_000_000_000_000, 1_700_000_000_000_000_000, "public", "t",
+                  742, 2, None, None, None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 2), min_size=16, max_size=16), min_size=1,
+                max_size=12))
+def test_source_blocks_reuse_shared_runs_only_for_the_same_values(picks) -> None:  # type: ignore[no-untyped-def]
+    """The source block's writer reuses the text of its shared fields (version..db,
+    ts_us..txId, xmin..origin_lsn) while they are the same objects: one writer over a
+    sequence of blocks whose fields change, or are equal but other objects, writes what a
+    new writer writes for each block (no text reused)."""
+    pools = [_pool(v) for v in _SOURCE_VALUES]
+    writer = JsonRecordWriter()
+    for pick in picks:
+        values = tuple(pool[i % len(pool)] for pool, i in zip(pools, pick, strict=True))
+        block = Struct(SOURCE_SCHEMA, values)
+        assert writer.payload(SOURCE_SCHEMA, block) == JsonRecordWriter().payload(
+            SOURCE_SCHEMA, block)
+    memos = [v for k, v in writer._compiler.namespace.items() if k.startswith("_m")]
+    assert len(memos) == 3  # the three runs of shared fields
+    assert all(memo[0] for memo in memos)  # each holds the last block's run and its text
+
+
+def test_one_writer_keeps_the_topics_of_records_with_the_same_schemas_apart() -> None:
+    """Transaction records of two topic prefixes share their schemas and their (empty)
+    headers: a writer that reuses the last record's frame must
+    still write each record's own topic."""
+    from pgcdc_events.events.special import transaction_record  # noqa: PLC0415
+    from pgcdc_events.events.transactions import TransactionContext  # noqa: PLC0415
+
+    configs = [EventConfig.from_properties({"topic.prefix": prefix})
+               for prefix in ("one", "two")]
+    txn = TransactionContext(7, 1_700_000_000_000_000, 100)
+    records = [transaction_record(config, status, txn, 100, ())
+               for status in ("BEGIN", "END") for config in configs]
+    assert len({(id(r.key_schema), id(r.value_schema), id(r.headers)) for r in records}) == 1
+    fast, slow = _both(configs[0], records)
+    assert fast == slow
+    assert [json.loads(line)["topic"] for line in fast.splitlines()] == [
+        "one.transaction", "two.transaction"] * 2

@@ -743,7 +743,8 @@ def _dml(self: EventDecoder, message: Any, lsn: int) -> list[ChangeRecord]:
 
 def _row_change(self: EventDecoder, message: Insert | Update | Delete, lsn: int
                 ) -> list[ChangeRecord]:
-    """Insert, Update and Delete outside any buffered transaction take this direct path."""
+    """Insert, Update and Delete outside any buffered transaction take this direct path
+    (through ``_emit_row``, which a subclass may extend: YugabyteDB's decoder does)."""
     tx = self._tx
     if tx.block is not None or tx.preparing:
         return self._change(message, lsn)

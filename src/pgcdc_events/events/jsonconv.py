@@ -15,24 +15,28 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, Final
 
 from pgcdc_events.events.config import JsonConverterConfig
 from pgcdc_events.events.records import ChangeRecord, Header
+from pgcdc_events.events.source import SHARED_FIELD_NAMES, SOURCE_SCHEMA
 from pgcdc_events.types.javafmt import jackson_string, java_double, upper_escape
 from pgcdc_events.types.jsonvalue import DECIMAL_LOGICAL, decimal_to_bytes, unscaled_value
-from pgcdc_events.types.schema import Schema
+from pgcdc_events.types.schema import Field, Schema
 
 __all__ = ["JsonRecordWriter", "jackson_string", "json_text", "record_to_json"]
 
 _b64 = base64.b64encode
 Writer = Callable[[Any], str]
 #: key schema, value schema, headers (identities checked), key writer, line start, value
-#: writer, between key and value, line end (writers None: no fast path for these schemas)
-_Frame = tuple[Any, Any, Any, "Writer | None", bytes, "Writer | None", bytes, bytes]
+#: writer, between key and value, line end (writers None: no fast path for these schemas),
+#: topic (the one the frame was made for: an identity check for the last frame used)
+_Frame = tuple[Any, Any, Any, "Writer | None", bytes, "Writer | None", bytes, bytes, str]
+#: What no record's frame is: the last frame used before the first record.
+_NO_FRAME: _Frame = (object(), None, None, None, b"", None, b"", b"", "")
 
 
 def json_text(obj: Any) -> str:
@@ -164,16 +168,28 @@ class _Compiler:
                 # f-string (a single allocation, where a chain of + builds one a field)
                 names = ", ".join(f"x{i}" for i in range(len(fields)))
                 lines.append(f"    {names}{',' if len(fields) == 1 else ''} = v.values")
+                runs = dict(_shared_runs(schema))
                 parts = []
-                for i, field in enumerate(fields):
-                    null = repr(self._null(field.schema))
-                    value = self._value(field.schema, f"x{i}")
-                    conversion = ""
-                    if value == f"_str(x{i})":  # an integer: str() by the f-string's !s
-                        value, conversion = f"x{i}", "!s"
-                    lines.append(f"    y{i} = {null} if x{i} is None else {value}")
-                    prefix = ("{" if i == 0 else ",") + jackson_string(field.name) + ":"
-                    parts.append(_fstring_literal(prefix) + f"{{y{i}{conversion}}}")
+                i = 0
+                while i < len(fields):
+                    if i in runs:  # a run of shared fields: its text reused (_shared_runs)
+                        end = runs[i]
+                        memo = f"_m{name[2:]}_{i}"
+                        self.namespace[memo] = [()]
+                        held = ", ".join(f"x{j}" for j in range(i, end))
+                        checks = " and ".join(f"x{j} is m[{j - i}]" for j in range(i, end))
+                        lines.append(f"    m = {memo}[0]")
+                        lines.append(f"    if m and {checks}:")
+                        lines.append(f"        z{i} = m[{end - i}]")
+                        lines.append("    else:")
+                        text = self._fields(fields, range(i, end), lines, "        ")
+                        lines.append(f"        z{i} = f{text!r}")
+                        lines.append(f"        {memo}[0] = ({held}, z{i})")
+                        parts.append(f"{{z{i}}}")
+                        i = end
+                    else:
+                        parts.append(self._fields(fields, (i,), lines, "    "))
+                        i += 1
                 lines.append("    return f" + repr("".join(parts) + "}}"))
         elif kind == "array":
             assert schema.items is not None
@@ -195,6 +211,54 @@ class _Compiler:
         else:
             lines.append(f"    return {self._value(schema, 'v')}")
         return "\n".join(lines) + "\n"
+
+
+    def _fields(self, fields: tuple[Field, ...], at: Iterable[int], lines: list[str],
+                indent: str) -> str:
+        """Lines setting ``y<i>`` to each field's JSON text (``x<i>`` holds its value), and
+        the f-string body writing those fields with their names and separators."""
+        parts = []
+        for i in at:
+            field = fields[i]
+            null = repr(self._null(field.schema))
+            value = self._value(field.schema, f"x{i}")
+            conversion = ""
+            if value == f"_str(x{i})":  # an integer: str() by the f-string's !s
+                value, conversion = f"x{i}", "!s"
+            lines.append(f"{indent}y{i} = {null} if x{i} is None else {value}")
+            prefix = ("{" if i == 0 else ",") + jackson_string(field.name) + ":"
+            parts.append(_fstring_literal(prefix) + f"{{y{i}{conversion}}}")
+        return "".join(parts)
+
+
+#: The names of the fields whose values are shared by many records, by struct schema
+#: name (the source block's: :data:`~pgcdc_events.events.source.SHARED_FIELD_NAMES`).
+_SHARED: Final = {SOURCE_SCHEMA.name: SHARED_FIELD_NAMES}
+_PLAIN_TYPES: Final = frozenset({"int8", "int16", "int32", "int64", "string", "boolean"})
+
+
+def _shared_runs(schema: Schema) -> list[tuple[int, int]]:
+    """``(start, end)`` of each run of two or more adjacent fields of ``schema`` whose values
+    are shared by many records (``_SHARED``) and immutable (integers, strings, booleans):
+    their writer renders such a run once and reuses its text while the run's values are the
+    same objects as the last time (an identity check, so the text is always that of the
+    values; a run that changes costs the check)."""
+    shared = _SHARED.get(schema.name or "")
+    if not shared:
+        return []
+    runs: list[tuple[int, int]] = []
+    start = None
+    fields = schema.fields or ()
+    for i, field in enumerate((*fields, None)):
+        ok = (field is not None and field.name in shared and field.schema.type in _PLAIN_TYPES
+              and field.schema.name != DECIMAL_LOGICAL)
+        if ok and start is None:
+            start = i
+        elif not ok and start is not None:
+            if i - start >= 2:
+                runs.append((start, i))
+            start = None
+    return runs
 
 
 def _fstring_literal(text: str) -> str:
@@ -223,6 +287,7 @@ class JsonRecordWriter:
         self._compiler = _Compiler(self.config)
         self._headers: dict[int, tuple[tuple[Header, ...], str]] = {}
         self._frames: dict[tuple[str, int, int, int], _Frame] = {}
+        self._last_frame = _NO_FRAME
         self._key = self if key is None or key == self.config else JsonRecordWriter(key)
         self._header_writer = (self if headers is None or headers == self.config
                                else JsonRecordWriter(headers))
@@ -281,10 +346,15 @@ class JsonRecordWriter:
         headers, and shared from record to record."""
         key, value = record.key, record.value
         key_schema, value_schema, headers = record.key_schema, record.value_schema, record.headers
-        frame = self._frames.get((record.topic, id(key_schema), id(value_schema), id(headers)))
-        if (frame is None or frame[0] is not key_schema or frame[1] is not value_schema
-                or frame[2] is not headers):
-            frame = self._frame(record)
+        frame = self._last_frame  # most records are of the same topic as the one before
+        if (frame[0] is not key_schema or frame[1] is not value_schema
+                or frame[2] is not headers or frame[8] is not record.topic):
+            found = self._frames.get((record.topic, id(key_schema), id(value_schema),
+                                      id(headers)))
+            if (found is None or found[0] is not key_schema or found[1] is not value_schema
+                    or found[2] is not headers):
+                found = self._frame(record)
+            self._last_frame = frame = found
         key_writer, value_writer = frame[3], frame[5]
         if key is None or value is None or key_writer is None or value_writer is None:
             parts.append(self.record_line(record).encode() + b"\n")
@@ -304,7 +374,7 @@ class JsonRecordWriter:
         key_schema, value_schema, headers = record.key_schema, record.value_schema, record.headers
         frame: _Frame
         if key_schema is None or value_schema is None:
-            frame = (key_schema, value_schema, headers, None, b"", None, b"", b"")
+            frame = (key_schema, value_schema, headers, None, b"", None, b"", b"", record.topic)
         else:
             key_writer, value_writer = self._key._compiler, self._compiler
             key_open, key_close = self._key._envelope(key_schema)
@@ -313,7 +383,8 @@ class JsonRecordWriter:
                      f'{{"topic":{jackson_string(record.topic)},"key":{key_open}'.encode(),
                      value_writer.writer(value_schema),
                      f'{key_close},"value":{value_open}'.encode(),
-                     f'{value_close},"headers":{{{self._header_text(headers)}}}}}\n'.encode())
+                     f'{value_close},"headers":{{{self._header_text(headers)}}}}}\n'.encode(),
+                     record.topic)
         if len(self._frames) >= 4096:
             self._frames.clear()
         self._frames[record.topic, id(key_schema), id(value_schema), id(headers)] = frame

@@ -6,8 +6,8 @@ from typing import Any, Final
 
 from pgcdc_events.types.schema import Schema, Struct, make_struct, struct_schema
 
-__all__ = ["SNAPSHOT_VALUES", "SOURCE_SCHEMA", "from_shared", "narrowed", "sequence",
-           "sequence_head", "shared_fields", "source_struct"]
+__all__ = ["SHARED_FIELD_NAMES", "SNAPSHOT_VALUES", "SOURCE_SCHEMA", "from_shared", "narrowed",
+           "sequence", "sequence_head", "shared_fields", "source_struct"]
 
 SNAPSHOT_VALUES: Final = ("true", "first", "first_in_data_collection", "last_in_data_collection",
                           "last", "false", "incremental")
@@ -54,6 +54,15 @@ def sequence(last_commit_lsn: int | None, lsn: int | None) -> str:
         first = "null" if last_commit_lsn is None else f'"{last_commit_lsn}"'
         return f"[{first},null]"
     return f'{sequence_head(last_commit_lsn)}{lsn}"]'
+
+
+#: The fields of :data:`SOURCE_SCHEMA` that the changes of one transaction to one table
+#: share (:func:`shared_fields`, and ``snapshot``, the same for a whole stream), by name:
+#: a JSON writer may render each run of adjacent ones once and reuse the text for as long
+#: as their values are the same objects (``pgcdc_events.events.jsonconv``).
+SHARED_FIELD_NAMES: Final = frozenset({
+    "version", "connector", "name", "ts_ms", "snapshot", "db", "ts_us", "ts_ns", "schema",
+    "table", "txId", "xmin", "origin", "origin_lsn"})
 
 
 def shared_fields(*, version: str, name: str, ts_us: int, db: str, schema: str, table: str,

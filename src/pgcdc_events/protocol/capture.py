@@ -137,7 +137,12 @@ def read_canonical(line: bytes, *, max_message_size: int = MAX_MESSAGE_SIZE
         return None
     match, data, snapshot = canonical
     hi, lo, _ = match.groups()
-    return Lsn((int(hi, 16) << 32) | int(lo, 16)), data, snapshot
+    return _lsn(Lsn, (int(hi, 16) << 32) | int(lo, 16)), data, snapshot
+
+
+#: ``_lsn(Lsn, value)`` is ``Lsn(value)`` without its range check, for an LSN read from a
+#: canonical line: two halves of at most eight hex digits each are always in range.
+_lsn: Final = int.__new__
 
 
 def canonical_head(line: bytes, size: int) -> bytes | None:

@@ -23,11 +23,14 @@ ASCII-only case folding come out exactly.
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Iterable
-from typing import Final
+from types import ModuleType
+from typing import TYPE_CHECKING, Final
 
-import re2
+if TYPE_CHECKING:
+    import re2
 
 from pgcdc_events.errors import ConfigurationError
 
@@ -677,14 +680,16 @@ class JavaPattern:
         return f"JavaPattern({self.pattern!r})"
 
 
-def _options() -> re2.Options:
+@functools.cache
+def _engine() -> tuple[ModuleType, re2.Options]:
+    """RE2 and the options filters are compiled with, loaded with the first filter (a
+    process that compiles none, such as most ``decode`` runs, never loads the library)."""
+    import re2  # noqa: PLC0415 - see above
+
     options = re2.Options()
     options.log_errors = False
     options.never_capture = True
-    return options
-
-
-_OPTIONS: Final = _options()
+    return re2, options
 
 
 def compile_java(pattern: str, name: str | None = None) -> JavaPattern:
@@ -695,9 +700,10 @@ def compile_java(pattern: str, name: str | None = None) -> JavaPattern:
     the construct itself.
     """
     where = f"{name}: " if name else ""
+    engine, options = _engine()
     try:
         translated = _emit(_Parser(pattern).parse(), True)
-        regex = re2.compile(translated, _OPTIONS)
+        regex = engine.compile(translated, options)
     except _RefusedError as exc:
         raise ConfigurationError(
             f"{where}regular expression {pattern!r} uses {exc.construct}, which pgcdc-events "
@@ -706,7 +712,7 @@ def compile_java(pattern: str, name: str | None = None) -> JavaPattern:
     except _InvalidError as exc:
         raise ConfigurationError(f"{where}invalid regular expression {pattern!r}: {exc}"
                                  ) from None
-    except re2.error as exc:
+    except engine.error as exc:
         detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
         raise ConfigurationError(f"{where}invalid regular expression {pattern!r}: {detail}"
                                  ) from None

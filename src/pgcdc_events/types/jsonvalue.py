@@ -40,12 +40,13 @@ def decimal_to_bytes(unscaled: int) -> bytes:
 
 def decimal_from_bytes(raw: bytes, scale: int) -> Decimal:
     """The inverse of :func:`decimal_to_bytes` with the given scale."""
-    return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale, context=_CONTEXT)
+    # the context passed by position: C decimal parses a keyword argument at some cost
+    return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-scale, _CONTEXT)
 
 
 def unscaled_value(value: Decimal, scale: int) -> int:
     """``value`` times ``10**scale`` as an integer (digits beyond ``scale`` are truncated)."""
-    return int(value.scaleb(scale, context=_CONTEXT))
+    return int(value.scaleb(scale, _CONTEXT))  # by position: cheaper than context=
 
 
 def _float(value: float) -> Any:
