@@ -34,7 +34,8 @@ def test_each_property_sets_a_field_and_its_default_is_the_fields() -> None:
 def test_every_field_comes_from_the_table_or_a_named_source() -> None:
     from_table = {p.field for p in PROPERTIES if p.field}
     elsewhere = {"types", "json", "json_key", "json_headers", "mask_with_chars",
-                 "mask_with_hash", "truncate_to_chars", "version", "not_applicable"}
+                 "mask_with_hash", "truncate_to_chars", "version", "not_applicable",
+                 "signal_tables"}  # signal.data.collection, parsed into (schema, table)
     assert set(FIELDS) == from_table | elsewhere
     assert set(TYPE_PROPERTIES) <= {p.name for p in PROPERTIES if p.field is None}
 

@@ -36,14 +36,13 @@ import tempfile
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.events.chunks import CutPlanner, prime
-from pgcdc_events.events.incremental import RecordedChunks
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.yugabyte import make_decoder
 from pgcdc_events.protocol import CaptureError, CaptureRow, wire
@@ -55,6 +54,9 @@ from pgcdc_events.protocol.capture import (
 )
 from pgcdc_events.protocol.transactions import Prelude, Row
 from pgcdc_events.types.catalog import CatalogSnapshot
+
+if TYPE_CHECKING:
+    from pgcdc_events.events.incremental import RecordedChunks
 
 __all__ = ["DecodeJob", "default_workers", "record_label", "run_decode"]
 
@@ -183,7 +185,12 @@ def _chunk_line(decoder: EventDecoder, chunks: RecordedChunks | None, line: byte
     chunk = read_chunk_line(line, line_number=number)
     if chunk is None:
         return None
-    window = chunks if chunks is not None else RecordedChunks(decoder)
+    if chunks is None:
+        # the first chunk line: the incremental-snapshot modules load only for a capture
+        # that has one (tests/cli/test_decode_startup.py)
+        from pgcdc_events.events.incremental import RecordedChunks  # noqa: PLC0415
+        chunks = RecordedChunks(decoder)
+    window = chunks
     try:
         window.chunk(chunk.chunk, where=f"line {number}")
     except PgCdcError as exc:
