@@ -55,3 +55,16 @@ def test_the_lazy_names_of_the_event_layer_are_still_there() -> None:
     from pgcdc_events.events.incremental import ChunkWindow as Same  # noqa: PLC0415
 
     assert ChunkWindow is Same and callable(parse_signal)
+
+
+def test_capture_without_decode_loads_no_event_layer() -> None:
+    """``capture`` (no ``--decode``, no signals) starts without the event layer, nor RE2:
+    the incremental snapshots' modules load when ``signal.data.collection`` is set (a
+    top-level import of them made every capture 0.1 s slower in benchmarks/bench_ab.py)."""
+    probe = ("import json, sys; import pgcdc_events.cli, pgcdc_events.cli.capture_cmd; "
+             "print(json.dumps(sorted(m for m in sys.modules if m == 're2' or "
+             "m.startswith('pgcdc_events.events'))))")
+    env = {**os.environ, "PYTHONPATH": SRC}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                         text=True, check=True)
+    assert json.loads(out.stdout) == []

@@ -32,7 +32,6 @@ from pgcdc_events.adapters import (
 )
 from pgcdc_events.adapters.capture import IDLE_ACK_INTERVAL, ActionQuery, Heartbeat
 from pgcdc_events.adapters.connection import parse_conninfo
-from pgcdc_events.adapters.incremental import IncrementalCapture
 from pgcdc_events.adapters.names import split_identifiers
 from pgcdc_events.adapters.rotating import RotatingOutput
 from pgcdc_events.adapters.snapshot import DEFAULT_SNAPSHOT_MODE, SNAPSHOT_MODES
@@ -41,7 +40,8 @@ from pgcdc_events.cli._io import add_dsn_arguments, count
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.protocol.lsn import Lsn
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the event layer loads with --decode or signals only (start-up time)
+    from pgcdc_events.adapters.incremental import IncrementalCapture
     from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = ["register", "register_tail"]
@@ -344,6 +344,7 @@ def _incremental(args: argparse.Namespace, name: str, properties: dict[str, str]
                  reader: SlotReader, publications: tuple[str, ...], decode: bool
                  ) -> IncrementalCapture:
     """The incremental snapshots of ``signal.data.collection`` (see docs/snapshots.md)."""
+    from pgcdc_events.adapters.incremental import IncrementalCapture  # noqa: PLC0415
     from pgcdc_events.cli.decode_cmd import load_config  # noqa: PLC0415 - start-up
 
     settings = reader.settings or parse_conninfo({})
