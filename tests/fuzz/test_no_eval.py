@@ -47,6 +47,10 @@ AUDITED = {
     ("_frozen.py", "compile"): "same generator",
     ("testing/__init__.py", "importlib"): "lazy import of module names from a constant table",
     ("testing/__init__.py", "import_module"): "same",
+    ("events/__init__.py", "importlib"): "lazy import of the incremental-snapshot modules named "
+                                         "in the constant _LAZY table (an attribute name only "
+                                         "selects a row)",
+    ("events/__init__.py", "import_module"): "same",
     ("cli/__init__.py", "importlib"): "lazy import of the subcommand modules named in the "
                                       "constant _COMMANDS table (argv only selects a row)",
     ("cli/__init__.py", "import_module"): "same",
