@@ -31,23 +31,14 @@ from pgcdc_events.events import EventConfig
 from pgcdc_events.protocol.capture import CaptureRow
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.testing.cluster import TempCluster
+from support.signals import PROPS, capture, decode, signal_url
 
 ROOT = Path(__file__).resolve().parents[2]
-SIGNAL_DDL = ("CREATE TABLE debezium_signal (id varchar(64) PRIMARY KEY, type varchar(32) "
-              "NOT NULL, data varchar(2048) NULL)")
-PROPS = ["-c", "signal.data.collection=public.debezium_signal"]
 
 
 @pytest.fixture
 def url(pg_cluster: TempCluster, pg_conn: Any) -> str:
-    database = pg_conn.run("SELECT current_database()")[0][0]
-    pg_conn.run(SIGNAL_DDL)
-    return f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{database}"
-
-
-def capture(url: str, out: Path, *extra: str, slot: str = "s") -> int:
-    return main(["capture", "--dsn", url, "--slot", slot, "--publication", "p",
-                 "--output", str(out), "--snapshot-mode", "no_data", "-q", *PROPS, *extra])
+    return signal_url(pg_cluster, pg_conn)
 
 
 def blocking(conn: Any, signal_id: str, collections: list[str],
@@ -58,13 +49,6 @@ def blocking(conn: Any, signal_id: str, collections: list[str],
                                          for k, v in conditions.items()]
     conn.run("INSERT INTO debezium_signal VALUES (:i, 'execute-snapshot', :d)", i=signal_id,
              d=json.dumps(data))
-
-
-def decode(capture_file: Path, tmp_path: Path, *extra: str) -> list[dict[str, Any]]:
-    out = tmp_path / f"records-{len(list(tmp_path.iterdir()))}.jsonl"
-    assert main(["decode", "--capture", str(capture_file), "--output", str(out), "-q",
-                 *PROPS, *extra]) == 0
-    return [json.loads(line) for line in out.read_text().splitlines()]
 
 
 def events(records: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
