@@ -240,25 +240,26 @@ def test_read_capture_refuses_what_is_not_a_capture(tmp_path: Path, spark: Spark
         read_capture(spark, str(parquet))
 
 
-def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pgcdc_events.cli", *args],
-                          capture_output=True, text=True, timeout=300, check=False,
-                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+def _start_cli(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "pgcdc_events.cli", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+
+
+def _finish(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def test_quiet_prints_nothing_and_errors_are_one_line(tmp_path: Path) -> None:
     """In a process of its own (a JVM of its own): -q silences Spark's log lines and
-    progress bars; a message the decoder refuses is one line, not a Java stack trace."""
-    ok = _run_cli("spark", "decode", "--capture", CAPTURE, "--catalog", CATALOG,
-                  "--output", str(tmp_path / "out"), "-q", "--master", "local[1]")
-    assert ok.returncode == 0, ok.stderr
-    assert ok.stderr == "" and ok.stdout == ""
-    assert_private(tmp_path / "out")
-    flat = _run_cli("spark", "decode", "--capture", CAPTURE, "--catalog", CATALOG,
-                    "--output", str(tmp_path / "flat"), "-q", "--master", "local[1]",
-                    "--flatten", "--format", "json")
-    assert flat.returncode == 0, flat.stderr
-    assert_private(tmp_path / "flat")
+    progress bars; a message the decoder refuses is one line, not a Java stack trace.
+    (The three commands run side by side: each JVM's start-up is most of its time.)"""
     lines = Path(CAPTURE).read_text().splitlines()
     at = next(i for i, line in enumerate(lines) if '"data": "49' in line)  # an Insert
     bad = json.loads(lines[at])
@@ -266,8 +267,20 @@ def test_quiet_prints_nothing_and_errors_are_one_line(tmp_path: Path) -> None:
     lines[at] = json.dumps(bad)
     broken = tmp_path / "broken.jsonl"
     broken.write_text("\n".join(lines) + "\n")
-    failed = _run_cli("spark", "decode", "--capture", str(broken), "--catalog", CATALOG,
-                      "--output", str(tmp_path / "out2"), "-q", "--master", "local[1]")
+    started = [
+        _start_cli("spark", "decode", "--capture", CAPTURE, "--catalog", CATALOG,
+                   "--output", str(tmp_path / "out"), "-q", "--master", "local[1]"),
+        _start_cli("spark", "decode", "--capture", CAPTURE, "--catalog", CATALOG,
+                   "--output", str(tmp_path / "flat"), "-q", "--master", "local[1]",
+                   "--flatten", "--format", "json"),
+        _start_cli("spark", "decode", "--capture", str(broken), "--catalog", CATALOG,
+                   "--output", str(tmp_path / "out2"), "-q", "--master", "local[1]")]
+    ok, flat, failed = (_finish(proc) for proc in started)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stderr == "" and ok.stdout == ""
+    assert_private(tmp_path / "out")
+    assert flat.returncode == 0, flat.stderr
+    assert_private(tmp_path / "flat")
     assert failed.returncode == 1
     err = failed.stderr.strip().splitlines()
     assert len(err) == 1, failed.stderr[:3000]
