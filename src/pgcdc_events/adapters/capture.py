@@ -676,20 +676,21 @@ class _CaptureRun:
     def idle(self) -> bool:
         """A read-only snapshot's idle poll (the read brought nothing new): the windows it
         closes, their ``r`` events (``--decode``) or the capture's idle line and next
-        chunks, committed with the progress; whether a window closed. Not before the
-        output holds a unit (the commit needs a position)."""
+        chunks, committed with the progress (so are chunk lines a ``signal.file`` signal
+        made read); whether a window closed. Not before the output holds a unit (the
+        commit needs a position)."""
         incremental, output, sink = self.incremental, self.output, self.sink
         if incremental is None or not incremental.read_only or self.after is None:
             return False
         closed, records = incremental.idle()
-        if not closed:
-            return False
+        if not closed and not incremental.unsaved:
+            return False  # (chunk lines written since the last commit: made durable now)
         if isinstance(sink, EventSink):
             sink.write_records(records, output)
         assert isinstance(output, (DurableOutput, StreamOutput))
         output.stage_incremental(incremental.state())
         output.commit(self.after, 0, 0)
-        return True
+        return closed
 
     def acknowledge(self) -> bool:
         """Advance the slot to what is durable (a rotating output's settled files, never

@@ -122,6 +122,8 @@ StepHook = Callable[[str, str], None]
 ChunkHook = Callable[[str, CatalogTable, list[str], list[list[str | None]]], None]
 
 _TRUE: Final = ("true", "1", "yes", "on")
+#: ``read.only``: the checkpoint's key for the last transaction id of the stream.
+_LAST_TX: Final = "txId"
 # PostgresReadOnlyIncrementalSnapshotChangeEventSource's queries (Debezium 3.6).
 _FORCE_NEW_TRANSACTION: Final = ("SELECT (CASE pg_is_in_recovery() WHEN 't' THEN NULL::xid8 "
                                  "ELSE pg_current_xact_id() END) AS txid")
@@ -800,6 +802,13 @@ class IncrementalCapture:
         #: signal to the commit of its snapshot block.
         self.blocking: list[dict[str, Any]] = []
         self._fresh = False  # read.only: the next chunk line is the first of this start()
+        #: ``read.only``: the id of the last transaction of the stream (kept in the
+        #: checkpoint while a snapshot runs, as the connector's offset keeps ``txId``): what
+        #: an idle poll compares with the watermarks, a restarted capture too.
+        self.last_tx: int | None = None
+        #: ``read.only``: lines written (chunks, idle lines) since :meth:`state` was last
+        #: taken: an idle poll commits them, with the progress.
+        self.unsaved = False
 
     @property
     def read_only(self) -> bool:
@@ -831,6 +840,12 @@ class IncrementalCapture:
         self.lsn = lsn or 0
         state = dict(state)
         self.blocking = _blocking_state(state.pop("blocking", None))
+        last_tx = state.pop(_LAST_TX, None)
+        if last_tx is not None:
+            if isinstance(last_tx, bool) or not isinstance(last_tx, int) or last_tx < 0:
+                raise CheckpointError(f"field 'incremental.{_LAST_TX}' is malformed: "
+                                      f"{last_tx!r}")
+            self.last_tx = last_tx
         self.snapshotter = IncrementalSnapshotter(
             self.conn, catalog, decoder, self.settings, state=state, on_step=self.on_step,
             on_chunk=self._chunk, source_signals=self.source, on_blocking=self._on_blocking)
@@ -855,8 +870,10 @@ class IncrementalCapture:
         assert snapshotter is not None, "start() first"
         if not self.settings.read_only or unit.kind not in ("transaction", "streamed"):
             return []
-        return snapshotter.commit(snapshotter.decoder.metrics.last_transaction_id,
-                                  unit.end_lsn)
+        tx_id = snapshotter.decoder.metrics.last_transaction_id
+        if tx_id is not None:
+            self.last_tx = tx_id
+        return snapshotter.commit(tx_id, unit.end_lsn)
 
     def idle(self) -> tuple[bool, list[ChangeRecord]]:
         """``read.only``: an idle poll (the stream had nothing new): with the id of the last
@@ -868,7 +885,7 @@ class IncrementalCapture:
         snapshotter = self.snapshotter
         if not self.settings.read_only or snapshotter is None:
             return False, []
-        tx_id = snapshotter.decoder.metrics.last_transaction_id
+        tx_id = self.last_tx
         chunk_id = snapshotter.window.pending_chunk
         closed: list[bool] = []
 
@@ -878,6 +895,7 @@ class IncrementalCapture:
                 line = {"id": chunk_id, "idle": tx_id,
                         "signal": ".".join(self.signal)}
                 self._output.write(dump_chunk_line(self.lsn, line).encode("ascii") + b"\n")
+                self.unsaved = True
 
         records = snapshotter.commit(tx_id, closing=closing)
         return bool(closed), records
@@ -924,7 +942,10 @@ class IncrementalCapture:
 
     def state(self) -> dict[str, Any]:
         """The progress to commit with the output (the blocking snapshots waiting too)."""
+        self.unsaved = False
         state = {} if self.snapshotter is None else self.snapshotter.state()
+        if state and self.settings.read_only and self.last_tx is not None:
+            state[_LAST_TX] = self.last_tx
         if self.blocking:
             state["blocking"] = [dict(b) for b in self.blocking]
         return state
@@ -1077,6 +1098,7 @@ class IncrementalCapture:
                     chunk["start"], self._fresh = True, False
                 if snapshotter.again is not None:
                     chunk["again"] = snapshotter.again
+                self.unsaved = True
             self._output.write(dump_chunk_line(self.lsn, chunk).encode("ascii") + b"\n")
         if self.progress is None:
             return
