@@ -133,6 +133,36 @@ def test_snapshot_only_capture_then_decode(url: str, pg_conn: Any, tmp_path: Pat
     assert "incremental" not in json.loads((tmp_path / "cap.jsonl.checkpoint.json").read_text())
 
 
+def test_a_damaged_read_only_chunk_line_is_named(url: str, pg_conn: Any, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A chunk line whose watermark does not parse, or an idle line before any chunk: one
+    line on stderr naming the line of the capture, no traceback."""
+    pg_conn.run("CREATE TABLE t (id int PRIMARY KEY)")
+    pg_conn.run("INSERT INTO t SELECT generate_series(1, 3)")
+    cap = tmp_path / "cap.jsonl"
+    assert capture(url, cap, "--create-slot", "--create-publication", *RO) == 0
+    pg_conn.run("INSERT INTO debezium_signal VALUES ('ad-hoc', 'execute-snapshot', "
+                "'{\"data-collections\": [\"public.t\"]}')")
+    assert capture(url, cap, *RO) == 0
+    lines = cap.read_text().splitlines()
+    first = next(n for n, x in enumerate(lines) if '"low": ' in x or '"low":"' in x)
+    bad = tmp_path / "bad.jsonl"
+    damaged = json.loads(lines[first])
+    damaged["chunk"]["low"] = "12:x:"
+    bad.write_text("\n".join([*lines[:first], json.dumps(damaged), *lines[first + 1:]]) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["decode", "--capture", str(bad), "--output", str(out), "-q", *PROPS, *RO]) == 1
+    err = capsys.readouterr().err
+    assert f"line {first + 1}" in err and "'12:x:'" in err and "pg_current_snapshot" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    idle = {"lsn": "0/0", "xid": None, "data": "x",
+            "chunk": {"id": "c", "idle": 7, "signal": "public.debezium_signal"}}
+    bad.write_text(json.dumps(idle) + "\n")
+    assert main(["decode", "--capture", str(bad), "--output", str(out), "-q", *PROPS, *RO]) == 1
+    err = capsys.readouterr().err
+    assert "line 1" in err and "idle poll" in err and "Traceback" not in err
+
+
 def test_a_workload_during_the_snapshot(url: str, pg_conn: Any, tmp_path: Path) -> None:
     """Inserts, updates and deletes while the capture runs the read-only snapshot, then
     ``decode``: the last event per key is the table's row, every row the workload never
