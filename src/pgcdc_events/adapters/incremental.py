@@ -37,7 +37,8 @@ its :class:`~pgcdc_events.events.decoder.EventDecoder` makes of the stream to
 writes nothing; :class:`~pgcdc_events.events.incremental.ReadOnlyChunkWindow` recognises
 the window in the stream by transaction ids, and the embedder calls
 :meth:`IncrementalSnapshotter.commit` after each Commit and at each idle poll (see
-docs/snapshots.md). :class:`IncrementalCapture` refuses it (not driven by ``capture`` yet).
+docs/snapshots.md); it reads the next chunk at a transaction's commit, not in the middle
+of its changes, and gives the chunks to ``on_chunk`` once both watermarks are taken.
 
 :class:`IncrementalCapture` is what ``pgcdc-events capture`` runs around it: with
 ``--decode`` the records go through the snapshotter; without, a second decoder reads
@@ -118,7 +119,8 @@ _LOG: Final = logging.getLogger("pgcdc_events")
 StepHook = Callable[[str, str], None]
 #: ``on_chunk(chunk_id, table, chunk_key, rows)``: the rows of a chunk as they were handed to
 #: the window (every table begun in the window, an empty chunk too), before its close
-#: watermark is written: what a capture records (a chunk line) for ``decode`` to replay.
+#: watermark is written (``read.only``: once the high watermark is taken): what a capture
+#: records (a chunk line) for ``decode`` to replay.
 ChunkHook = Callable[[str, CatalogTable, list[str], list[list[str | None]]], None]
 
 _TRUE: Final = ("true", "1", "yes", "on")
@@ -759,11 +761,15 @@ class IncrementalCapture:
     ``connect()`` opens the ordinary connection the chunks are read and the watermarks
     written on; ``properties`` are the connector's (``signal.data.collection``,
     ``signal.enabled.channels``, ``signal.file``, ``incremental.snapshot.*``,
-    ``read.only``: refused); ``config`` keys the events (``message.key.columns``, column
+    ``read.only``); ``config`` keys the events (``message.key.columns``, column
     filters); ``decode`` says whether the capture writes records (the records then go
-    through :meth:`receive`) or capture lines (each unit written goes to :meth:`written`,
-    and each chunk read is written into the output as a chunk line). ``progress(text)``
-    is told of each chunk and each table finished.
+    through :meth:`receive`, and :meth:`end_unit` after each unit's) or capture lines
+    (each unit written goes to :meth:`written`, and each chunk read is written into the
+    output as a chunk line). ``progress(text)`` is told of each chunk and each table
+    finished. With ``read.only`` (``pg_current_snapshot()`` as the watermarks, nothing
+    written), the capture calls :meth:`idle` when a read brought nothing new; each chunk
+    line carries the two watermarks, and an idle poll that closed a window writes an idle
+    line, from which ``decode`` replays the windows.
 
     The progress is the connector's offset form (:meth:`state`), committed with the output
     (``Checkpoint.incremental``); :meth:`start`, at each connection, makes the snapshotter
