@@ -29,8 +29,11 @@ from typing import Any
 
 import pytest
 
+from pgcdc_events.adapters import CaptureSink, DurableOutput, SlotReader, run_capture
 from pgcdc_events.adapters.connection import parse_conninfo
+from pgcdc_events.adapters.incremental import IncrementalCapture
 from pgcdc_events.cli import main
+from pgcdc_events.events import EventConfig
 from pgcdc_events.testing.cluster import TempCluster
 from support.signals import PROPS, capture, decode, signal_url
 
@@ -130,6 +133,8 @@ def test_snapshot_only_capture_then_decode(url: str, pg_conn: Any, tmp_path: Pat
     assert signals == ["ad-hoc"]  # no watermark row in the stream
     live = [json.loads(x) for x in events.read_text().splitlines()]
     assert keyed(live, "t") == keyed(records, "t")
+    # decoded on two cores: the window's part in one process, the same records
+    assert keyed(decode(cap, tmp_path, *props, workers=2), "t") == keyed(records, "t")
     assert "incremental" not in json.loads((tmp_path / "cap.jsonl.checkpoint.json").read_text())
 
 
@@ -364,3 +369,88 @@ def test_sigkill_mid_table_resumes_after_the_last_durable_chunk(
 @pytest.mark.slow
 def test_sigkill_again_and_again(url: str, pg_conn: Any, tmp_path: Path) -> None:
     _kill_and_resume(url, pg_conn, tmp_path, 5)
+
+
+def test_decode_replays_the_windows_the_capture_closed(url: str, pg_conn: Any,
+                                                        tmp_path: Path) -> None:
+    """Deterministic windows (``IncrementalCapture(on_step=...)``): changes committed right
+    after a chunk's low watermark and right before its high one, some in a transaction
+    left open across the watermarks. The capture's own snapshotter makes the ``r`` events
+    too (and drops them: ``decode`` makes them from the chunk lines): ``decode`` gives
+    exactly those, in the same order, and the invariants hold. Ports ``inserts``,
+    ``updates``, ``deletes`` with the change placed in the window, as
+    ``ReadOnlyIncrementalSnapshotIT`` runs them."""
+    pg_conn.run("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    pg_conn.run("INSERT INTO t SELECT g, g FROM generate_series(1, 40) g")
+    cap = tmp_path / "cap.jsonl"
+    props = (*RO, "-c", "incremental.snapshot.chunk.size=6")
+    assert capture(url, cap, "--create-slot", "--create-publication", *props) == 0
+    pg_conn.run("INSERT INTO debezium_signal VALUES ('ad-hoc', 'execute-snapshot', "
+                "'{\"data-collections\": [\"public.t\"]}')")
+    other = parse_conninfo(url).connect()[0]
+    chunks: list[str] = []
+    sql = {(0, "after_open"): ["UPDATE t SET v = 100 WHERE id = 2", "DELETE FROM t WHERE id = 3"],
+           (0, "before_close"): ["UPDATE t SET v = 200 WHERE id = 1"],
+           (1, "after_open"): ["DELETE FROM t WHERE id = 8"],
+           (1, "before_close"): ["INSERT INTO t VALUES (41, 41)", "BEGIN",
+                                 "UPDATE t SET v = 300 WHERE id = 10"],
+           (2, "after_open"): ["COMMIT", "UPDATE t SET v = 400 WHERE id = 15"],
+           (3, "before_close"): ["DELETE FROM t WHERE id = 20", "INSERT INTO t VALUES (0, 0)"]}
+
+    def on_step(step: str, chunk_id: str) -> None:
+        if step == "after_open":
+            chunks.append(chunk_id)
+        for statement in sql.get((len(chunks) - 1, step), ()):
+            # a transaction left open across chunk 1's high watermark, on its own session
+            (other if statement in ("BEGIN", "COMMIT") or "300" in statement
+             else pg_conn).run(statement)
+
+    touched = {1, 2, 3, 8, 41, 10, 15, 20, 0}
+
+    properties = {"topic.prefix": "pgcdc", "signal.data.collection": "public.debezium_signal",
+                  "incremental.snapshot.chunk.size": "6", "read.only": "true"}
+    settings = parse_conninfo(url)
+    incremental = IncrementalCapture(lambda: settings.connect()[0], properties,
+                                     EventConfig.from_properties(properties), decode=False,
+                                     publications=["p"], on_step=on_step)
+    made: list[Any] = []  # the r events the capture's window made (and dropped)
+    start = incremental.start
+
+    def started(*args: Any, **kwargs: Any) -> None:
+        start(*args, **kwargs)
+        snapshotter = incremental.snapshotter
+        assert snapshotter is not None
+        receive, commit = snapshotter.receive, snapshotter.commit
+
+        def kept(records: list[Any]) -> list[Any]:
+            made.extend(r for r in records if r.op == "r")
+            return records
+
+        snapshotter.receive = lambda record: kept(receive(record))  # type: ignore[method-assign]
+        snapshotter.commit = lambda *a, **k: kept(commit(*a, **k))  # type: ignore[method-assign]
+
+    incremental.start = started  # type: ignore[method-assign]
+    try:
+        for _ in range(10):
+            reader = SlotReader(url, slot="s", publications=["p"])
+            output = DurableOutput(cap, kind="capture", slot="s", publications=("p",))
+            output.open()
+            try:
+                run_capture(reader, output, CaptureSink(), incremental=incremental)
+            finally:
+                output.close()
+                reader.close()
+            if "incremental" not in json.loads(
+                    (tmp_path / "cap.jsonl.checkpoint.json").read_text()):
+                break
+    finally:
+        incremental.close()
+        other.close()
+    assert len(chunks) >= 4
+    records = decode(cap, tmp_path, *props)
+    replayed = [(r["key"]["payload"]["id"], r["value"]["payload"]["after"]["v"])
+                for r in records if r["topic"] == "pgcdc.public.t" and r["value"]
+                and r["value"]["payload"]["op"] == "r"]
+    assert replayed == [(r.key["id"], r.value["after"]["v"]) for r in made]
+    assert len(replayed) >= 40 - len(touched)
+    check_invariants(records, "t", pg_conn, touched)
