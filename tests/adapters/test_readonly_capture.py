@@ -290,8 +290,10 @@ def test_a_quiet_database_closes_its_windows_at_the_heartbeat(
 def test_pause_stop_and_resume_across_runs(url: str, pg_conn: Any, tmp_path: Path) -> None:
     """``pause-snapshot`` in the signal's transaction: a read-only capture acts on the
     signals at the transaction's commit, so no chunk is read; a capture without
-    ``--follow`` then stops, its progress in the checkpoint. The next run, after
-    ``stop-snapshot`` of a queued table and ``resume-snapshot``, reads the rest. Ports
+    ``--follow`` then stops, its progress in the checkpoint (with the last transaction
+    id, ``txId``). The next run, given ``stop-snapshot`` of a queued table and
+    ``resume-snapshot`` by ``signal.file`` (no transaction since), closes its windows at
+    its idle polls with that id, and reads the rest. Ports
     ``testPauseDuringSnapshot`` and
     ``removeNotYetCapturedCollectionFromInProgressIncrementalSnapshot``
     (``AbstractIncrementalSnapshotTest``, as ``ReadOnlyIncrementalSnapshotIT`` runs them)."""
@@ -299,8 +301,9 @@ def test_pause_stop_and_resume_across_runs(url: str, pg_conn: Any, tmp_path: Pat
     pg_conn.run("INSERT INTO t SELECT g, g FROM generate_series(1, 10) g")
     pg_conn.run("CREATE TABLE u (id int PRIMARY KEY, v int)")
     pg_conn.run("INSERT INTO u VALUES (1, 1)")
-    cap = tmp_path / "cap.jsonl"
-    props = (*RO, "-c", "incremental.snapshot.chunk.size=2")
+    cap, signals = tmp_path / "cap.jsonl", tmp_path / "signals.jsonl"
+    props = (*RO, "-c", "incremental.snapshot.chunk.size=2", "-c",
+             "signal.enabled.channels=source,file", "-c", f"signal.file={signals}")
     assert capture(url, cap, "--create-slot", "--create-publication", *props) == 0
     pg_conn.run("START TRANSACTION")
     pg_conn.run("INSERT INTO debezium_signal VALUES ('go', 'execute-snapshot', "
@@ -311,16 +314,15 @@ def test_pause_stop_and_resume_across_runs(url: str, pg_conn: Any, tmp_path: Pat
     state = json.loads((tmp_path / "cap.jsonl.checkpoint.json").read_text())["incremental"]
     assert state["incremental_snapshot_primary_key"] is None and "txId" in state
     assert chunk_lines(cap) == []
-    pg_conn.run("INSERT INTO debezium_signal VALUES ('drop-u', 'stop-snapshot', "
-                "'{\"data-collections\": [\"public.u\"], \"type\": \"incremental\"}')")
-    pg_conn.run("INSERT INTO debezium_signal VALUES ('again', 'resume-snapshot', NULL)")
-    for _ in range(3):
-        assert capture(url, cap, *props) == 0
+    signals.write_text('{"id": "drop-u", "type": "stop-snapshot", "data": '
+                       '{"data-collections": ["public.u"], "type": "incremental"}}\n'
+                       '{"id": "again", "type": "resume-snapshot"}\n')
+    assert capture(url, cap, *props) == 0
     assert "incremental" not in json.loads((tmp_path / "cap.jsonl.checkpoint.json").read_text())
     records = decode(cap, tmp_path, *props)
     assert reads_of(records, "t") == list(range(1, 11))
     assert reads_of(records, "u") == []
-    assert writes_to_signal_table(pg_conn) == 4
+    assert writes_to_signal_table(pg_conn) == 2
 
 
 def _kill_and_resume(url: str, pg_conn: Any, tmp_path: Path, kills: int) -> None:
