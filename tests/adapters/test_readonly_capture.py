@@ -287,7 +287,8 @@ def test_a_quiet_database_closes_its_windows_at_the_heartbeat(
     assert writes_to_signal_table(pg_conn) == 0
 
 
-def test_pause_stop_and_resume_across_runs(url: str, pg_conn: Any, tmp_path: Path) -> None:
+def test_pause_stop_and_resume_across_runs(url: str, pg_conn: Any, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     """``pause-snapshot`` in the signal's transaction: a read-only capture acts on the
     signals at the transaction's commit, so no chunk is read; a capture without
     ``--follow`` then stops, its progress in the checkpoint (with the last transaction
@@ -314,6 +315,16 @@ def test_pause_stop_and_resume_across_runs(url: str, pg_conn: Any, tmp_path: Pat
     state = json.loads((tmp_path / "cap.jsonl.checkpoint.json").read_text())["incremental"]
     assert state["incremental_snapshot_primary_key"] is None and "txId" in state
     assert chunk_lines(cap) == []
+    saved = (tmp_path / "cap.jsonl.checkpoint.json").read_text()
+    damaged = json.loads(saved)
+    damaged["incremental"]["txId"] = "twelve"
+    (tmp_path / "cap.jsonl.checkpoint.json").write_text(json.dumps(damaged))
+    capsys.readouterr()
+    assert capture(url, cap, *props) == 1
+    err = capsys.readouterr().err
+    assert "incremental.txId" in err and "'twelve'" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    (tmp_path / "cap.jsonl.checkpoint.json").write_text(saved)
     signals.write_text('{"id": "drop-u", "type": "stop-snapshot", "data": '
                        '{"data-collections": ["public.u"], "type": "incremental"}}\n'
                        '{"id": "again", "type": "resume-snapshot"}\n')
