@@ -18,6 +18,7 @@ dropped and the read starts again after the checkpoint.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -199,7 +200,13 @@ class EventSink:
         incremental = self.incremental
         if incremental is not None:
             receive = incremental.receive
-            records = (out for record in records for out in receive(record))
+            records = itertools.chain((out for record in records for out in receive(record)),
+                                      _then(incremental.end_unit, unit))
+        self._write(records, output)
+
+    def write_records(self, records: Iterable[ChangeRecord], output: Output) -> None:
+        """Records made outside a unit (a read-only snapshot's window closed at an idle
+        poll) as JSON lines."""
         self._write(records, output)
 
     def write_row(self, row: CaptureRow, output: Output) -> None:
@@ -220,6 +227,11 @@ class EventSink:
         if not unit.partial:
             for _ in self._records(unit):
                 pass
+
+
+def _then(call: Callable[[Unit], list[ChangeRecord]], unit: Unit) -> Iterator[ChangeRecord]:
+    """``call(unit)``'s records, once the records before them were taken (lazily)."""
+    yield from call(unit)
 
 
 class ActionQuery:
@@ -551,6 +563,7 @@ class _CaptureRun:
         self.commit(read)
         if read.blocking:
             self.blocking()
+        closed = read.written_end is None and self.idle()
         stats.batches += 1
         moved = self.acknowledge()
         self.failing_since, self.backoff = None, 0.1
@@ -571,6 +584,9 @@ class _CaptureRun:
             return False
         self.limit = next_limit
         busy = self.incremental is not None and self.incremental.busy
+        if busy and not self.follow and read.written_end is None and not closed \
+                and self.incremental is not None and self.incremental.read_only:
+            busy = False  # read.only: no window closes on a quiet stream (the next run goes on)
         if not self.follow and not busy:
             stats.stopped_by = "caught-up"
             return True
@@ -656,6 +672,25 @@ class _CaptureRun:
             rows = 0 if result is None else result.rows
             output.commit(self.after, 0, rows)
             self.stats.changes += rows
+
+    def idle(self) -> bool:
+        """A read-only snapshot's idle poll (the read brought nothing new): the windows it
+        closes, their ``r`` events (``--decode``) or the capture's idle line and next
+        chunks, committed with the progress (so are chunk lines a ``signal.file`` signal
+        made read); whether a window closed. Not before the output holds a unit (the
+        commit needs a position)."""
+        incremental, output, sink = self.incremental, self.output, self.sink
+        if incremental is None or not incremental.read_only or self.after is None:
+            return False
+        closed, records = incremental.idle()
+        if not closed and not incremental.unsaved:
+            return False  # (chunk lines written since the last commit: made durable now)
+        if isinstance(sink, EventSink):
+            sink.write_records(records, output)
+        assert isinstance(output, (DurableOutput, StreamOutput))
+        output.stage_incremental(incremental.state())
+        output.commit(self.after, 0, 0)
+        return closed
 
     def acknowledge(self) -> bool:
         """Advance the slot to what is durable (a rotating output's settled files, never

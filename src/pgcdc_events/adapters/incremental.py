@@ -37,7 +37,8 @@ its :class:`~pgcdc_events.events.decoder.EventDecoder` makes of the stream to
 writes nothing; :class:`~pgcdc_events.events.incremental.ReadOnlyChunkWindow` recognises
 the window in the stream by transaction ids, and the embedder calls
 :meth:`IncrementalSnapshotter.commit` after each Commit and at each idle poll (see
-docs/snapshots.md). :class:`IncrementalCapture` refuses it (not driven by ``capture`` yet).
+docs/snapshots.md); it reads the next chunk at a transaction's commit, not in the middle
+of its changes, and gives the chunks to ``on_chunk`` once both watermarks are taken.
 
 :class:`IncrementalCapture` is what ``pgcdc-events capture`` runs around it: with
 ``--decode`` the records go through the snapshotter; without, a second decoder reads
@@ -49,6 +50,7 @@ the window (:class:`~pgcdc_events.events.incremental.RecordedChunks`).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -117,10 +119,13 @@ _LOG: Final = logging.getLogger("pgcdc_events")
 StepHook = Callable[[str, str], None]
 #: ``on_chunk(chunk_id, table, chunk_key, rows)``: the rows of a chunk as they were handed to
 #: the window (every table begun in the window, an empty chunk too), before its close
-#: watermark is written: what a capture records (a chunk line) for ``decode`` to replay.
+#: watermark is written (``read.only``: once the high watermark is taken): what a capture
+#: records (a chunk line) for ``decode`` to replay.
 ChunkHook = Callable[[str, CatalogTable, list[str], list[list[str | None]]], None]
 
 _TRUE: Final = ("true", "1", "yes", "on")
+#: ``read.only``: the checkpoint's key for the last transaction id of the stream.
+_LAST_TX: Final = "txId"
 # PostgresReadOnlyIncrementalSnapshotChangeEventSource's queries (Debezium 3.6).
 _FORCE_NEW_TRANSACTION: Final = ("SELECT (CASE pg_is_in_recovery() WHEN 't' THEN NULL::xid8 "
                                  "ELSE pg_current_xact_id() END) AS txid")
@@ -244,6 +249,12 @@ class IncrementalSnapshotter:
         self._signal_sql = f"{quote_ident(schema)}.{quote_ident(table)}"
         self._pending: str | None = None  # the chunk whose close watermark is awaited
         self._catalog_refreshed = False
+        #: ``read.only``: the transaction id of the commit or idle poll whose loop reads the
+        #: chunk being read (``None``: read elsewhere), for :attr:`on_chunk`'s embedder.
+        self.again: int | None = None
+        # read.only: the chunks handed to the window, given to on_chunk once the high
+        # watermark is taken (a chunk line carries both watermarks)
+        self._read: list[tuple[str, CatalogTable, list[str], list[list[str | None]]]] = []
 
     @classmethod
     def from_properties(cls, conn: Any, catalog: CatalogSnapshot, decoder: EventDecoder,
@@ -289,24 +300,38 @@ class IncrementalSnapshotter:
         for signal in self.window.signals():
             if self.source_signals:
                 self._on_signal(signal)
-        self._advance()
+        if not self.settings.read_only:
+            # read.only: at the transaction's commit (commit()), so that a chunk is never
+            # read in the middle of a transaction's changes (see docs/snapshots.md)
+            self._advance()
         return out
 
-    def commit(self, tx_id: int | None, lsn: int | None = None) -> list[ChangeRecord]:
+    def commit(self, tx_id: int | None, lsn: int | None = None, *,
+               closing: Callable[[], None] | None = None) -> list[ChangeRecord]:
         """``read.only``: transaction ``tx_id`` committed (at ``lsn``), or an idle poll or
         heartbeat after it (``tx_id`` the last transaction seen); returns the ``r`` events
         of the chunks whose window closes here (``readUntilNewTransactionChange``), reading
-        the next chunk after each. Nothing without ``read.only``."""
+        the next chunk after each, and then the next chunk when none is in flight (a
+        window closed by a change of the transaction, a signal it held). ``closing()`` is
+        called once, when a window closes here, before the next chunk is read. Nothing
+        without ``read.only``."""
         window = self.window
         if not isinstance(window, ReadOnlyChunkWindow):
             return []
         out: list[ChangeRecord] = []
         records = window.commit(tx_id, lsn)
+        if records is not None and closing is not None:
+            closing()
         while records is not None:
             out += records
             self._pending = None
-            self._advance()
+            self.again = tx_id
+            try:
+                self._advance()
+            finally:
+                self.again = None
             records = window.commit_again(tx_id)
+        self._advance()
         return out
 
     def signal(self, signal: object) -> None:
@@ -459,6 +484,20 @@ class IncrementalSnapshotter:
         self._step("before_close", chunk_id)
         self._watermark(chunk_id, opens=False)
         self._pending = chunk_id
+        self._give_read()
+
+    def _give_read(self) -> None:
+        """``read.only``: the chunks read in this window to :attr:`on_chunk`, now that both
+        watermarks are taken (``again`` on the last one only)."""
+        read, self._read = self._read, []
+        again = self.again
+        try:
+            for n, item in enumerate(read, 1):  # read.only: now, both watermarks taken
+                self.again = again if n == len(read) else None  # the window's last chunk
+                if self.on_chunk is not None:
+                    self.on_chunk(*item)
+        finally:
+            self.again = again
 
     def _rows(self, table: ChunkTable, keys: list[str], condition: str | None,
               surrogate_key: str | None) -> list[list[str | None]]:
@@ -579,7 +618,11 @@ class IncrementalSnapshotter:
 
     def _chunk_read(self, chunk_id: str, table: CatalogTable, keys: list[str],
                     rows: list[list[str | None]]) -> None:
-        if self.on_chunk is not None:
+        if self.on_chunk is None:
+            return
+        if self.settings.read_only:
+            self._read.append((chunk_id, table, keys, rows))
+        else:
             self.on_chunk(chunk_id, table, keys, rows)
 
     def _step(self, step: str, chunk_id: str) -> None:
@@ -651,9 +694,12 @@ class _SignalFeed:
     Commit, stream blocks, Relation and Type messages kept)."""
 
     def __init__(self, decoder: EventDecoder, signal: tuple[str, str],
-                 catalog: CatalogSnapshot) -> None:
+                 catalog: CatalogSnapshot, *, everything: bool = False) -> None:
         self.decoder = decoder
         self.signal = signal
+        #: ``read.only``: every row decoded (the window follows every change's transaction
+        #: id, and dedups the chunk's table).
+        self.everything = everything
         table = catalog.table(*signal)
         self.oids: set[int] = {table.oid} if table is not None else set()
 
@@ -674,6 +720,11 @@ class _SignalFeed:
 
     def records(self, unit: Unit) -> Iterator[ChangeRecord]:
         """The records of the signalling table's rows in ``unit``."""
+        if self.everything:
+            feed = self.decoder.iter_feed
+            for row in itertools.chain(unit.schema, unit):
+                yield from feed(row.data, row.lsn)
+            return
         self._learn(unit.schema)
         self._learn(unit.marks if unit.rendered else unit)
         if not self.oids:
@@ -710,11 +761,15 @@ class IncrementalCapture:
     ``connect()`` opens the ordinary connection the chunks are read and the watermarks
     written on; ``properties`` are the connector's (``signal.data.collection``,
     ``signal.enabled.channels``, ``signal.file``, ``incremental.snapshot.*``,
-    ``read.only``: refused); ``config`` keys the events (``message.key.columns``, column
+    ``read.only``); ``config`` keys the events (``message.key.columns``, column
     filters); ``decode`` says whether the capture writes records (the records then go
-    through :meth:`receive`) or capture lines (each unit written goes to :meth:`written`,
-    and each chunk read is written into the output as a chunk line). ``progress(text)``
-    is told of each chunk and each table finished.
+    through :meth:`receive`, and :meth:`end_unit` after each unit's) or capture lines
+    (each unit written goes to :meth:`written`, and each chunk read is written into the
+    output as a chunk line). ``progress(text)`` is told of each chunk and each table
+    finished. With ``read.only`` (``pg_current_snapshot()`` as the watermarks, nothing
+    written), the capture calls :meth:`idle` when a read brought nothing new; each chunk
+    line carries the two watermarks, and an idle poll that closed a window writes an idle
+    line, from which ``decode`` replays the windows.
 
     The progress is the connector's offset form (:meth:`state`), committed with the output
     (``Checkpoint.incremental``); :meth:`start`, at each connection, makes the snapshotter
@@ -727,13 +782,6 @@ class IncrementalCapture:
                  progress: Callable[[str], None] | None = None,
                  on_step: StepHook | None = None) -> None:
         self.settings = IncrementalSettings.from_properties(properties)
-        if self.settings.read_only:
-            raise ConfigurationError(
-                "read.only=true: read-only incremental snapshots (pg_current_snapshot() as the "
-                "watermarks) are not supported by capture yet (the library's "
-                "IncrementalSnapshotter runs them); set read.only=false and "
-                f"give the capture user INSERT on {self.settings.signal_data_collection} "
-                "(see docs/snapshots.md)")
         parts = self.settings.signal_data_collection.split(".")
         if len(parts) not in (2, 3) or not all(parts):
             raise ConfigurationError(
@@ -759,6 +807,19 @@ class IncrementalCapture:
         #: checkpoint (``state()["blocking"]``) from the commit of the unit that held the
         #: signal to the commit of its snapshot block.
         self.blocking: list[dict[str, Any]] = []
+        self._fresh = False  # read.only: the next chunk line is the first of this start()
+        #: ``read.only``: the id of the last transaction of the stream (kept in the
+        #: checkpoint while a snapshot runs, as the connector's offset keeps ``txId``): what
+        #: an idle poll compares with the watermarks, a restarted capture too.
+        self.last_tx: int | None = None
+        #: ``read.only``: lines written (chunks, idle lines) since :meth:`state` was last
+        #: taken: an idle poll commits them, with the progress.
+        self.unsaved = False
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the snapshots are read-only (``read.only=true``)."""
+        return self.settings.read_only
 
     # -- the capture's steps -------------------------------------------------------------
     def start(self, output: Any, lsn: int | None, state: Mapping[str, Any], *,
@@ -778,11 +839,19 @@ class IncrementalCapture:
             decoder = EventDecoder(self.config, catalog=catalog,
                                    proto_version=options.proto_version,
                                    streaming=options.streaming)
-            self._feed = _SignalFeed(decoder, self.signal, catalog)
+            self._feed = _SignalFeed(decoder, self.signal, catalog,
+                                     everything=self.settings.read_only)
         self._output = output
+        self._fresh = True
         self.lsn = lsn or 0
         state = dict(state)
         self.blocking = _blocking_state(state.pop("blocking", None))
+        last_tx = state.pop(_LAST_TX, None)
+        if last_tx is not None:
+            if isinstance(last_tx, bool) or not isinstance(last_tx, int) or last_tx < 0:
+                raise CheckpointError(f"field 'incremental.{_LAST_TX}' is malformed: "
+                                      f"{last_tx!r}")
+            self.last_tx = last_tx
         self.snapshotter = IncrementalSnapshotter(
             self.conn, catalog, decoder, self.settings, state=state, on_step=self.on_step,
             on_chunk=self._chunk, source_signals=self.source, on_blocking=self._on_blocking)
@@ -796,6 +865,46 @@ class IncrementalCapture:
         receive = self.snapshotter.receive
         for record in self._feed.records(unit):
             receive(record)  # the r events are decode's to make, from the chunk lines
+        self.end_unit(unit)
+
+    def end_unit(self, unit: Unit) -> list[ChangeRecord]:
+        """``read.only``: after the records of ``unit``, its commit (a transaction's, or a
+        streamed one's): the ``r`` events of the windows it closes (the records to write
+        after the unit's, with ``--decode``), the next chunk read (``decode`` replays the
+        same at the unit's Commit or Stream Commit message). Nothing otherwise."""
+        snapshotter = self.snapshotter
+        assert snapshotter is not None, "start() first"
+        if not self.settings.read_only or unit.kind not in ("transaction", "streamed"):
+            return []
+        tx_id = snapshotter.decoder.metrics.last_transaction_id
+        if tx_id is not None:
+            self.last_tx = tx_id
+        return snapshotter.commit(tx_id, unit.end_lsn)
+
+    def idle(self) -> tuple[bool, list[ChangeRecord]]:
+        """``read.only``: an idle poll (the stream had nothing new): with the id of the last
+        transaction seen, the windows that close now (``readUntilNewTransactionChange``);
+        whether one did, and their ``r`` events (to write, with ``--decode``). Without
+        ``--decode`` the capture then holds an idle line (a chunk line with ``idle``: the
+        transaction id), written before the next chunk's line, for ``decode`` to close
+        the window at the same place."""
+        snapshotter = self.snapshotter
+        if not self.settings.read_only or snapshotter is None:
+            return False, []
+        tx_id = self.last_tx
+        chunk_id = snapshotter.window.pending_chunk
+        closed: list[bool] = []
+
+        def closing() -> None:
+            closed.append(True)
+            if not self.decode:
+                line = {"id": chunk_id, "idle": tx_id,
+                        "signal": ".".join(self.signal)}
+                self._output.write(dump_chunk_line(self.lsn, line).encode("ascii") + b"\n")
+                self.unsaved = True
+
+        records = snapshotter.commit(tx_id, closing=closing)
+        return bool(closed), records
 
     def receive(self, record: ChangeRecord) -> list[ChangeRecord]:
         """A record decoded from the stream (``--decode``): the records to write."""
@@ -839,7 +948,10 @@ class IncrementalCapture:
 
     def state(self) -> dict[str, Any]:
         """The progress to commit with the output (the blocking snapshots waiting too)."""
+        self.unsaved = False
         state = {} if self.snapshotter is None else self.snapshotter.state()
+        if state and self.settings.read_only and self.last_tx is not None:
+            state[_LAST_TX] = self.last_tx
         if self.blocking:
             state["blocking"] = [dict(b) for b in self.blocking]
         return state
@@ -979,9 +1091,20 @@ class IncrementalCapture:
                rows: list[list[str | None]]) -> None:
         name = f"{table.namespace}.{table.name}"
         if not self.decode:
-            chunk = {"id": chunk_id, "table": catalog_table_to_json(table), "key": keys,
-                     "signal": ".".join(self.signal),
-                     "strategy": self.settings.watermarking_strategy, "rows": rows}
+            chunk: dict[str, Any] = {
+                "id": chunk_id, "table": catalog_table_to_json(table), "key": keys,
+                "signal": ".".join(self.signal),
+                "strategy": self.settings.watermarking_strategy, "rows": rows}
+            snapshotter = self.snapshotter
+            if self.settings.read_only and snapshotter is not None:
+                window = snapshotter.window
+                assert isinstance(window, ReadOnlyChunkWindow)
+                chunk["low"], chunk["high"] = str(window.low), str(window.high)
+                if self._fresh:
+                    chunk["start"], self._fresh = True, False
+                if snapshotter.again is not None:
+                    chunk["again"] = snapshotter.again
+                self.unsaved = True
             self._output.write(dump_chunk_line(self.lsn, chunk).encode("ascii") + b"\n")
         if self.progress is None:
             return

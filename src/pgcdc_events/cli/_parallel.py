@@ -138,24 +138,28 @@ def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, bytes]],
     error: CaptureError | None = None
     # the incremental snapshot's window, from the first chunk line on
     chunks: RecordedChunks | None = None
+    decoded: Iterable[ChangeRecord]
     try:
         for number, line in lines:
             canonical = read_canonical(line)
             if canonical is None:
                 window = _chunk_line(decoder, chunks, line, number)
                 if window is not None:
-                    chunks = window
-                    messages += 1
-                    continue
-                row = _general_row(line, number)
-                if row is None:
-                    continue
-                canonical = row.lsn, row.data, row.snapshot
-            lsn, data, snapshot = canonical
+                    # a read-only window the capture closed here: its r events
+                    chunks, decoded = window
+                else:
+                    row = _general_row(line, number)
+                    if row is None:
+                        continue
+                    canonical = row.lsn, row.data, row.snapshot
             try:
-                # lazily: a big streamed transaction is written as it is read back
-                decoded = feed(data, lsn, snapshot=snapshot)
-                for record in decoded if chunks is None else chunks.through(decoded):
+                if canonical is not None:
+                    # lazily: a big streamed transaction is written as it is read back
+                    lsn, data, snapshot = canonical
+                    decoded = feed(data, lsn, snapshot=snapshot)
+                    if chunks is not None:
+                        decoded = _through(chunks, decoded, data, lsn)
+                for record in decoded:
                     line_parts(record, parts)
                     records += 1
                     if tally is not None:
@@ -178,10 +182,21 @@ def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, bytes]],
     return messages, records, error
 
 
+def _through(chunks: RecordedChunks, decoded: Iterable[ChangeRecord], data: bytes | memoryview,
+             lsn: int) -> Iterable[ChangeRecord]:
+    """A message's records through the incremental snapshot's window, if any: a Commit or
+    Stream Commit may close a read-only window after them."""
+    out: Iterable[ChangeRecord] = chunks.through(decoded)
+    if data[:1] in (b"C", b"c"):
+        out = itertools.chain(out, chunks.committed(int(lsn)))
+    return out
+
+
 def _chunk_line(decoder: EventDecoder, chunks: RecordedChunks | None, line: bytes,
-                number: int) -> RecordedChunks | None:
+                number: int) -> tuple[RecordedChunks, list[ChangeRecord]] | None:
     """An incremental snapshot's chunk line given to the window (``chunks``, made at the
-    first one) that replays it; ``None`` when ``line`` is not a chunk line."""
+    first one) that replays it, and the records it makes there; ``None`` when ``line``
+    is not a chunk line."""
     chunk = read_chunk_line(line, line_number=number)
     if chunk is None:
         return None
@@ -190,12 +205,11 @@ def _chunk_line(decoder: EventDecoder, chunks: RecordedChunks | None, line: byte
         # that has one (tests/cli/test_decode_startup.py)
         from pgcdc_events.events.incremental import RecordedChunks  # noqa: PLC0415
         chunks = RecordedChunks(decoder)
-    window = chunks
     try:
-        window.chunk(chunk.chunk, where=f"line {number}")
+        made = chunks.chunk(chunk.chunk, where=f"line {number}")
     except PgCdcError as exc:
         raise CaptureError(str(exc), line=number) from None
-    return window
+    return chunks, made
 
 
 def _general_row(line: bytes, number: int) -> CaptureRow | None:

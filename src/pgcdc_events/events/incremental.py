@@ -714,6 +714,13 @@ class ReadOnlyChunkWindow(ChunkWindow):
         return self._read_events(chunk, self._sequence, self._lsn)
 
 
+def _tx_id(value: Any) -> int:
+    """A transaction id as a chunk line holds it (a non-negative integer)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise IncrementalSnapshotError(f"{value!r} is not a transaction id")
+    return value
+
+
 def _event_key_positions(table: TableSchema) -> tuple[int, ...]:
     """Positions (in the relation's columns) of the columns that key the table's events."""
     if table.key_schema is None or not table.key_schema.fields:
@@ -759,8 +766,12 @@ class RecordedChunks:
         self.decoder = decoder
         self.window: ChunkWindow | None = None
 
-    def chunk(self, chunk: Mapping[str, Any], *, where: str = "") -> None:
-        """One chunk line's object; ``where`` names it in errors (``line 12``)."""
+    def chunk(self, chunk: Mapping[str, Any], *, where: str = "") -> list[ChangeRecord]:
+        """One chunk line's object; ``where`` names it in errors (``line 12``). Returns the
+        records to emit at the line: a read-only window's ``r`` events when the capture
+        closed it here (an idle poll, or a chunk read and closed at once), else none."""
+        if "low" in chunk or "idle" in chunk:
+            return self._read_only(chunk, where)
         try:
             chunk_id = str(chunk["id"])
             table = catalog_table_from_json(chunk["table"])
@@ -784,6 +795,66 @@ class RecordedChunks:
         window.begin_chunk(chunk_id, table)
         window.chunk(chunk_id, table, rows, chunk_key=key)
         window.signals()
+        return []
+
+    def _read_only(self, chunk: Mapping[str, Any], where: str) -> list[ChangeRecord]:
+        """A line of a read-only snapshot (``read.only=true``): the chunk with its two
+        watermarks (``low``, ``high``), given to a :class:`ReadOnlyChunkWindow` as the
+        capture gave it (``start``: the first chunk of a capture that started again, whose
+        window was made afresh; ``again``: the chunk was read where a commit or idle poll
+        closed a window, and :meth:`ReadOnlyChunkWindow.commit_again` is tried with that
+        transaction id), or an idle poll that closed a window (``idle``: the transaction
+        id it gave :meth:`ReadOnlyChunkWindow.commit`)."""
+        prefix = f"{where}: " if where else ""
+        try:
+            signal = str(chunk["signal"])
+            if "idle" in chunk:
+                window = self.window
+                if not isinstance(window, ReadOnlyChunkWindow):
+                    raise IncrementalSnapshotError(
+                        f"{prefix}an idle poll of a read-only snapshot before its first chunk")
+                return window.commit(_tx_id(chunk["idle"])) or []
+            chunk_id = str(chunk["id"])
+            table = catalog_table_from_json(chunk["table"])
+            key = [str(k) for k in chunk.get("key") or ()]
+            rows = chunk["rows"]
+            low, high = PgSnapshot.parse(chunk["low"]), PgSnapshot.parse(chunk["high"])
+            again = chunk.get("again")
+            again_tx = None if again is None else _tx_id(again)
+        except (KeyError, TypeError) as error:
+            raise IncrementalSnapshotError(f"{prefix}the chunk line lacks {error}") from None
+        except IncrementalSnapshotError as error:
+            raise IncrementalSnapshotError(f"{prefix}{error}") from None
+        window = self.window
+        if not isinstance(window, ReadOnlyChunkWindow) or chunk.get("start") \
+                or window.signal_table != tuple(signal.split(".")[-2:]):
+            context = window.context if window is not None else None
+            if context is not None:
+                context.window_opened = False
+            window = self.window = ReadOnlyChunkWindow(
+                self.decoder, signal_data_collection=signal, context=context)
+        window.begin_chunk(chunk_id, table)
+        window.chunk(chunk_id, table, rows, chunk_key=key)
+        window.set_low_watermark(low)
+        window.set_high_watermark(high)
+        window.signals()
+        if again_tx is None:
+            return []
+        return window.commit_again(again_tx) or []
+
+    def commit(self, tx_id: int | None, lsn: int | None = None) -> list[ChangeRecord]:
+        """A Commit (or Stream Commit) of the capture's stream, of transaction ``tx_id``
+        at ``lsn``: a read-only window's ``r`` events when it closes there, as the capture
+        closed it (:meth:`ReadOnlyChunkWindow.commit`); none otherwise."""
+        window = self.window
+        if not isinstance(window, ReadOnlyChunkWindow):
+            return []
+        return window.commit(tx_id, lsn) or []
+
+    def committed(self, lsn: int | None = None) -> Iterator[ChangeRecord]:
+        """After a Commit or Stream Commit message at ``lsn`` was decoded (lazily: once the
+        records before are taken): :meth:`commit` with the decoder's last transaction id."""
+        yield from self.commit(self.decoder.metrics.last_transaction_id, lsn)
 
     def receive(self, record: ChangeRecord) -> list[ChangeRecord]:
         """A record decoded from the capture's stream: the records to emit in its place."""

@@ -311,8 +311,16 @@ class ChunkLine:
     ``<id>-open`` and ``<id>-close``), ``table`` (the table as the catalog snapshot
     describes it), ``key`` (the columns the chunk is ordered by), ``signal`` (the
     signalling table, ``schema.table``), ``strategy`` (the watermarking strategy) and
-    ``rows`` (each row's values as text in column order, ``null`` for NULL). The event
-    layer reads it (:class:`pgcdc_events.events.incremental.RecordedChunks`).
+    ``rows`` (each row's values as text in column order, ``null`` for NULL).
+
+    A read-only snapshot's chunk (``read.only=true``) also has ``low`` and ``high``, its
+    two watermarks (``pg_current_snapshot()`` before and after the read, as text), and
+    may have ``start`` (``true``: the first chunk since the capture started again, its
+    window made afresh) and ``again`` (the transaction id of the commit or idle poll
+    that closed the previous window and read this chunk: the window may close at once).
+    An *idle line* has only ``id`` (the chunk whose window closed), ``signal`` and
+    ``idle``: the transaction id of an idle poll that closed a read-only window there.
+    The event layer reads them (:class:`pgcdc_events.events.incremental.RecordedChunks`).
     """
 
     lsn: Lsn
@@ -340,8 +348,9 @@ def read_chunk_line(line: str | bytes, *, line_number: int = 0) -> ChunkLine | N
     if not isinstance(obj, dict) or "chunk" not in obj:
         return None
     chunk = obj["chunk"]
-    if not isinstance(chunk, dict) or not isinstance(chunk.get("id"), str) \
-            or not isinstance(chunk.get("rows"), list) or not isinstance(chunk.get("table"), dict):
+    idle = isinstance(chunk, dict) and "idle" in chunk
+    if not isinstance(chunk, dict) or not isinstance(chunk.get("id"), str) or (not idle and (
+            not isinstance(chunk.get("rows"), list) or not isinstance(chunk.get("table"), dict))):
         raise CaptureError("an incremental snapshot chunk line with its id, table and rows",
                            line=line_number, detail=repr(chunk)[:80])
     lsn = obj.get("lsn")
