@@ -20,7 +20,12 @@ from hypothesis import strategies as st
 
 from pgcdc_events.adapters import StreamReader
 from pgcdc_events.adapters.errors import SnapshotError
-from pgcdc_events.adapters.snapshot import CopyTextRows, TableRows, read_snapshot
+from pgcdc_events.adapters.snapshot import (
+    LINE_PIECES,
+    CopyTextRows,
+    TableRows,
+    read_snapshot,
+)
 from pgcdc_events.events.snapshot import snapshot_tuple
 from pgcdc_events.protocol import CaptureRow
 from pgcdc_events.protocol.capture import dump_capture_row, read_canonical
@@ -119,6 +124,44 @@ def test_long_values_and_a_row_cut_anywhere() -> None:
     expected = _reference(16400, 2, data)
     pieces = [data[:3], data[3:70001], data[70001:]]
     assert _rows(16400, 2, pieces, lines=False) == expected
+
+
+def _table_lines(width: int, data: bytes, cut: int) -> tuple[bytes, TableRows]:
+    probe = _line(b"")
+    head = probe.index(b'"data": "') + len(b'"data": "')
+    table = TableRows(16400, width, "s.t", line_head=probe[:head], line_tail=probe[head:])
+    out = b"".join(table.lines(table.whole(data[i:i + cut])) for i in range(0, len(data), cut))
+    table.close()
+    return out, table
+
+
+def test_the_lines_are_built_in_bulk() -> None:
+    """NULLs, escapes (a piece with NULLs only, and with both), long values, rows cut
+    anywhere: each piece's lines are built by the bulk path (one hex conversion a
+    piece), the same bytes as the reference."""
+    rows: list[list[bytes | None]] = [
+        [None, b"a\tb\\N", b"\\N"], [b"x" * 70000, None, b""], [b"\n\\", b"N", "ü".encode()],
+        [b"\\", b"\t", b"\n"], [b"t", b"\x05\x00", None]]
+    for data in (_copy_text(rows * 30), _copy_text([[None, b"1", None]] * 90)):
+        expected = b"".join(map(_line, _reference(16400, 3, data)))
+        for cut in (7, 100, 5000, len(data)):
+            out, table = _table_lines(3, data, cut)
+            assert out == expected, cut
+            assert table.value_pieces == 0 and table.bulk_pieces > 0, cut
+
+
+def test_a_value_holding_the_row_mark() -> None:
+    """The bulk path cuts the hex of a piece into lines where it put a mark after each
+    row: a value holding the mark's bytes (not UTF-8 text, but a SQL_ASCII database's
+    text may hold any byte) makes the piece's lines be built a value at a time; a value
+    that only touches a mark does not confuse the cut. The same bytes either way."""
+    mark = b"\xff" * 5 + b"\xfe"
+    for value, bulk in ((mark, False), (b"a" + mark + mark[:3], False),
+                        (b"\xff" * 5, True), (b"\xff" * 11, True), (b"\xfe" + b"\xff" * 4, True)):
+        data = _copy_text([[b"1", value], [value, b"2"], [value, value]])
+        out, table = _table_lines(2, data, len(data))
+        assert out == b"".join(map(_line, _reference(16400, 2, data))), value
+        assert (table.bulk_pieces, table.value_pieces) == ((1, 0) if bulk else (0, 1)), value
 
 
 def test_a_row_with_a_wrong_number_of_values_is_named() -> None:
@@ -261,8 +304,12 @@ def _parsed(lines: list[bytes]) -> list[CaptureRow]:
 def test_every_type_family_as_the_reference_builds_it(families: str, pg_conn: Any) -> None:
     """Lines written (one and three threads) and rows emitted: every Insert is the
     reference path's message, in the tables' order, with the same schema messages."""
+    pieces = dict(LINE_PIECES)
     one, _ = _snapshot(families, "s1")
     three, _ = _snapshot(families, "s3", threads=3)
+    # every table's lines were built in bulk (the piece count: at least one a table)
+    assert LINE_PIECES["values"] == pieces["values"]
+    assert LINE_PIECES["bulk"] - pieces["bulk"] >= 2 * len(FAMILIES)
     _, emitted = _snapshot(families, "se", lines=False)
     runs = {"one thread": _parsed(one), "three threads": _parsed(three), "emitted": emitted}
     first = runs["one thread"]

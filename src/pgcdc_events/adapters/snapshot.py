@@ -187,14 +187,28 @@ class _Prefixes(list[bytes]):
         longest = max(lengths, default=0)
         if longest >= len(self):
             if longest < 65536:
-                self.extend(map(self.make, range(len(self), longest + 1)))
+                with _GROWING:  # the tables of a parallel snapshot share the list
+                    if longest >= len(self):
+                        self.extend([self.make(n) for n in range(len(self), longest + 1)])
             else:
                 return list(map(self.make, lengths))
         return list(map(self.__getitem__, lengths))
 
 
+_GROWING: Final = threading.Lock()
+
+
 _HEX_PREFIX: Final = _Prefixes(hexed=True)
 _RAW_PREFIX: Final = _Prefixes(hexed=False)
+#: Put after each row's values before the piece is converted to hex, where the hex is
+#: then cut into lines: bytes that no UTF-8 text holds, whose hex (``ff..fe``) no two
+#: occurrences can share a part of, so that a value holding it anyway adds to the
+#: piece's count of marks (and the piece is built a value at a time).
+_ROW_MARK: Final = b"\xff\xff\xff\xff\xff\xfe"
+_HEX_ROW_MARK: Final = hexlify(_ROW_MARK)
+#: How many pieces of COPY data the snapshots of this process turned into capture lines
+#: in bulk (``"bulk"``) and a value at a time (``"values"``): added to as each table ends.
+LINE_PIECES: Final[dict[str, int]] = {"bulk": 0, "values": 0}
 
 
 class TableRows:
@@ -214,7 +228,14 @@ class TableRows:
         self.where = where
         self.line_head = line_head + hexlify(self.head)
         self.line_tail = line_tail
+        # between two lines of a piece: a line's end, the next line's start
+        self._between = line_tail + self.line_head
         self.rows = 0
+        #: Pieces of rows :meth:`lines` turned into lines in bulk (one hex conversion of
+        #: the piece), and pieces it built a value at a time (a value holding the row
+        #: mark: see :meth:`_lines_in_bulk`).
+        self.bulk_pieces = 0
+        self.value_pieces = 0
         self._tail = b""
 
     def whole(self, data: bytes) -> bytes:
@@ -227,9 +248,78 @@ class TableRows:
 
     def close(self) -> None:
         """The COPY ended: a partial row left over means the data was cut."""
+        with _GROWING:
+            LINE_PIECES["bulk"] += self.bulk_pieces
+            LINE_PIECES["values"] += self.value_pieces
         if self._tail:
             raise SnapshotError(f"COPY data of table {self.where} ended inside a row "
                                 f"({len(self._tail)} bytes)")
+
+    def _lines_in_bulk(self, rows: bytes) -> bytes | None:
+        """Whole rows (a width of one column or more) as capture lines, converted to hex
+        in one call; None when a value holds :data:`_ROW_MARK` (the caller builds the
+        lines a value at a time)."""
+        width, count = self.width, rows.count(b"\n")
+        step = width + 1
+        # every value, and after each row's values a b"\n" of its own: where the rows
+        # end is then checked with one comparison a row
+        fields = rows.replace(b"\n", b"\t\n\t").split(b"\t")
+        fields.pop()  # after the last newline
+        if len(fields) != count * step or fields[width::step].count(b"\n") != count:
+            self._miscounted(rows)
+        try:
+            prefixes = list(map(_RAW_PREFIX.__getitem__, map(len, fields)))
+        except IndexError:  # a value longer than any before: the prefixes grown
+            prefixes = _RAW_PREFIX.of(list(map(len, fields)))
+        backslashes = rows.count(b"\\")
+        if backslashes:
+            self._unescape(rows, fields, prefixes, backslashes == rows.count(_NULL_TEXT))
+        fields[width::step] = repeat(_ROW_MARK, count)
+        prefixes[width::step] = repeat(b"", count)
+        flat = [b""] * (2 * len(fields))
+        flat[0::2] = prefixes
+        flat[1::2] = fields
+        hexed = hexlify(b"".join(flat))
+        if hexed.count(_HEX_ROW_MARK) != count:  # the mark inside a value
+            return None
+        self.rows += count
+        between = self._between
+        return b"".join((self.line_head, hexed[:-len(_HEX_ROW_MARK)].replace(
+            _HEX_ROW_MARK, between), self.line_tail))
+
+    @staticmethod
+    def _unescape(rows: bytes, fields: list[bytes], prefixes: list[bytes], nulls_only: bool
+                  ) -> None:
+        """The NULLs (``\\N``) and escaped values of ``rows`` (split into ``fields``, a
+        ``b"\\n"`` after each row's values) replaced in ``fields`` and ``prefixes``: found
+        from the backslashes' positions, so that a piece with a few escapes costs a few
+        steps more, not one a value."""
+        if nulls_only:  # every backslash starts a \N (COPY doubles the data's backslashes)
+            find = fields.index
+            at = -1
+            with contextlib.suppress(ValueError):
+                while True:
+                    at = find(_NULL_TEXT, at + 1)
+                    fields[at], prefixes[at] = b"", _RAW_PREFIX.null
+            return
+        count = rows.count
+        at = last = 0
+        done = -1
+        position = rows.find(b"\\")
+        while position >= 0:
+            # the field's index: the tabs before it, and two more for each newline
+            at += count(b"\t", last, position) + 2 * count(b"\n", last, position)
+            last = position
+            if at != done:
+                done = at
+                field = fields[at]
+                if field == _NULL_TEXT:
+                    fields[at], prefixes[at] = b"", _RAW_PREFIX.null
+                else:
+                    value = _ESCAPE.sub(_unescape, field)
+                    fields[at] = value
+                    prefixes[at] = _RAW_PREFIX.of([len(value)])[0]
+            position = rows.find(b"\\", position + 2)  # an escape is two bytes
 
     def _columns(self, rows: bytes, prefix: _Prefixes) -> tuple[int, list[tuple[list[bytes],
                                                                              list[bytes]]]]:
@@ -282,6 +372,12 @@ class TableRows:
 
     def lines(self, rows: bytes) -> bytes:
         """Whole rows as capture lines."""
+        if self.width and rows:
+            out = self._lines_in_bulk(rows)
+            if out is not None:
+                self.bulk_pieces += 1
+                return out
+            self.value_pieces += 1
         count, columns = self._columns(rows, _HEX_PREFIX)
         step = 2 * self.width + 2
         flat = [b""] * (count * step)
