@@ -280,7 +280,10 @@ class TableRows:
         flat[0::2] = prefixes
         flat[1::2] = fields
         hexed = hexlify(b"".join(flat))
-        if hexed.count(_HEX_ROW_MARK) != count:  # the mark inside a value
+        # the mark's hex inside a value, or across a value and a mark, needs five 0xFF
+        # bytes in a row: never in a piece without 0xFF (values' length prefixes hold
+        # three at most, next to a value without any), else counted
+        if _ROW_MARK[0] in rows and hexed.count(_HEX_ROW_MARK) != count:
             return None
         self.rows += count
         between = self._between
