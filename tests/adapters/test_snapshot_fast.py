@@ -5,6 +5,7 @@ at once and leaves an output the next run takes the snapshot again into."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -361,27 +362,36 @@ def test_parallel_tables_write_the_same_lines(pg_cluster: TempCluster, pg_conn: 
     assert len(outputs[0]) == 4 + 120000
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 def test_ctrl_c_stops_a_snapshot_at_once(pg_cluster: TempCluster, pg_conn: Any,
-                                         tmp_path: Path) -> None:
-    """SIGINT while a large snapshot is being written: the capture exits (interrupted)
-    within a couple of seconds; the output holds nothing of it and says it is unfinished;
-    the next run takes it whole."""
-    pg_conn.run("CREATE TABLE t (id int PRIMARY KEY, v text)")
-    pg_conn.run("INSERT INTO t SELECT g, repeat('x', 60) FROM generate_series(1, 1000000) g")
+                                         tmp_path: Path, threads: int) -> None:
+    """SIGINT while a snapshot of 1.5M rows in two tables is being written (one thread, and
+    two: the tables read at once): the capture exits (interrupted) at once; the output holds
+    nothing of it and says it is unfinished; the next run takes it whole."""
+    for name in ("t", "u"):
+        pg_conn.run(f"CREATE TABLE {name} (id int PRIMARY KEY, v text)")
+        pg_conn.run(f"INSERT INTO {name} SELECT g, repeat('x', 60) FROM "
+                    "generate_series(1, 750000) g")
     pg_conn.run("CREATE PUBLICATION p FOR ALL TABLES")
     database = pg_conn.run("SELECT current_database()")[0][0]
     url = f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{database}"
     out = tmp_path / "o"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     command = [sys.executable, "-m", "pgcdc_events", "capture", "--dsn", url, "--slot", "s",
-               "--publication", "p", "--output", f"{out}/", "--create-slot"]
+               "--publication", "p", "--output", f"{out}/", "-c",
+               f"snapshot.max.threads={threads}", "--create-slot"]
     proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     path = out / "capture.jsonl"
     deadline = time.monotonic() + 120
     waited: float | None = None
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            if path.exists() and path.stat().st_size > 3_000_000:
+            # one thread: lines are being written; two: the tables are being read into
+            # their temporary files (nothing is written before the first table is done)
+            files = [] if threads == 1 else _snapshot_files(proc.pid)
+            started = path.exists() and (path.stat().st_size > 3_000_000 if threads == 1
+                                         else bool(files))
+            if started:
                 proc.send_signal(signal.SIGINT)
                 sent = time.monotonic()
                 proc.wait(timeout=30)
@@ -395,17 +405,31 @@ def test_ctrl_c_stops_a_snapshot_at_once(pg_cluster: TempCluster, pg_conn: Any,
     assert waited is not None, "the snapshot ended before it could be interrupted"
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr
-    print(f"\nCtrl-C during the snapshot: exited {waited:.2f} s after SIGINT")
+    # measured here, not asserted to the second (a shared machine): 0.1 s when idle
+    print(f"\nCtrl-C during the snapshot ({threads} threads): exited {waited:.2f} s after SIGINT")
     assert waited < 3.0, f"the capture took {waited:.1f} s to stop"
     checkpoint = json.loads((out / "capture.jsonl.checkpoint.json").read_text())
     assert checkpoint["snapshot"]["state"] == "running" and checkpoint["offset"] == 0
+    assert not any(os.path.exists(os.path.dirname(name)) for name in files)  # cleaned up
     rerun = subprocess.run([*command[:-1], "-q", "--snapshot-mode", "initial_only"], env=env,
                            check=False, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr
     with open(path, encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh]
-    assert len(rows) == 1_000_000 + 3 and all(r["snapshot"] for r in rows)
-    assert sum(r["data"].startswith("49") for r in rows) == 1_000_000
+    assert len(rows) == 1_500_000 + 4 and all(r["snapshot"] for r in rows)
+    assert sum(r["data"].startswith("49") for r in rows) == 1_500_000
+
+
+def _snapshot_files(pid: int) -> list[str]:
+    """The files process ``pid`` holds open in a parallel snapshot's temporary directory."""
+    found = []
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if "pgcdc-snapshot-" in target and os.path.getsize(target) > 1_000_000:
+                    found.append(target)
+    return found
 
 
 # -- the COPY protocol read in bulk ----------------------------------------------------------
