@@ -167,6 +167,8 @@ def _literal(value: str) -> str:
 # it is ``\N``; other pieces are unescaped a value at a time.
 
 _NULL_TEXT: Final = b"\\N"
+_N: Final = ord("N")
+_SEPARATORS: Final = b"\t\n"
 
 
 class _Prefixes(list[bytes]):
@@ -273,7 +275,7 @@ class TableRows:
             prefixes = _RAW_PREFIX.of(list(map(len, fields)))
         backslashes = rows.count(b"\\")
         if backslashes:
-            self._unescape(rows, fields, prefixes, backslashes == rows.count(_NULL_TEXT))
+            self._unescape(rows, fields, prefixes, backslashes, step)
         fields[width::step] = repeat(_ROW_MARK, count)
         prefixes[width::step] = repeat(b"", count)
         flat = [b""] * (2 * len(fields))
@@ -291,38 +293,46 @@ class TableRows:
             _HEX_ROW_MARK, between), self.line_tail))
 
     @staticmethod
-    def _unescape(rows: bytes, fields: list[bytes], prefixes: list[bytes], nulls_only: bool
-                  ) -> None:
-        """The NULLs (``\\N``) and escaped values of ``rows`` (split into ``fields``, a
-        ``b"\\n"`` after each row's values) replaced in ``fields`` and ``prefixes``: found
-        from the backslashes' positions, so that a piece with a few escapes costs a few
-        steps more, not one a value."""
-        if nulls_only:  # every backslash starts a \N (COPY doubles the data's backslashes)
+    def _unescape(rows: bytes, fields: list[bytes], prefixes: list[bytes], backslashes: int,
+                  step: int) -> None:
+        """The NULLs (``\\N``) and escaped values of ``rows`` (holding ``backslashes``;
+        split into ``fields``, ``step`` a row: its values and a ``b"\\n"``) replaced in
+        ``fields`` and ``prefixes``: the NULLs found by a scan of ``fields``, the escaped
+        values from the backslashes' positions, so that a piece with a few escapes costs
+        a few steps more, not one a value."""
+        nulls = rows.count(_NULL_TEXT)
+        found = 0
+        if nulls:
             find = fields.index
             at = -1
             with contextlib.suppress(ValueError):
                 while True:
                     at = find(_NULL_TEXT, at + 1)
                     fields[at], prefixes[at] = b"", _RAW_PREFIX.null
+                    found += 1
+        if backslashes == nulls == found:  # every backslash started a NULL
             return
-        count = rows.count
-        at = last = 0
+        count, before = rows.count, rows.rfind
+        row = last = 0
         done = -1
+        end = len(rows)
         position = rows.find(b"\\")
         while position >= 0:
-            # the field's index: the tabs before it, and two more for each newline
-            at += count(b"\t", last, position) + 2 * count(b"\n", last, position)
+            after = position + 2
+            if rows[position + 1] == _N and (position == 0 or rows[position - 1] in _SEPARATORS
+                                             ) and (after == end or rows[after] in _SEPARATORS):
+                position = rows.find(b"\\", after)  # a NULL: done above
+                continue
+            # the field's index: its row's (the newlines before it), and its column's
+            row += count(b"\n", last, position)
             last = position
+            at = row * step + count(b"\t", before(b"\n", 0, position) + 1, position)
             if at != done:
                 done = at
-                field = fields[at]
-                if field == _NULL_TEXT:
-                    fields[at], prefixes[at] = b"", _RAW_PREFIX.null
-                else:
-                    value = _ESCAPE.sub(_unescape, field)
-                    fields[at] = value
-                    prefixes[at] = _RAW_PREFIX.of([len(value)])[0]
-            position = rows.find(b"\\", position + 2)  # an escape is two bytes
+                value = _ESCAPE.sub(_unescape, fields[at])
+                fields[at] = value
+                prefixes[at] = _RAW_PREFIX.of([len(value)])[0]
+            position = rows.find(b"\\", after)  # an escape is two bytes
 
     def _columns(self, rows: bytes, prefix: _Prefixes) -> tuple[int, list[tuple[list[bytes],
                                                                              list[bytes]]]]:
