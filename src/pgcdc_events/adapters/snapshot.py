@@ -165,6 +165,13 @@ def _literal(value: str) -> str:
 # piece whose only backslashes start ``\N`` fields (COPY doubles a backslash of the data,
 # so any other backslash starts an escape), a field is its value as it is, or NULL when
 # it is ``\N``; other pieces are unescaped a value at a time.
+#
+# Capture lines (:meth:`TableRows.lines`) go further: the piece's fields (a ``b"\n"`` of
+# its own after each row's, so that one comparison a row checks where rows end), the
+# values' raw length prefixes and a mark after each row are joined into one bytes
+# object, converted to hex in one call, and the hex cut into lines where the marks are.
+# NULLs are found by ``list.index`` and escaped values from their backslashes'
+# positions, so that a piece with a few escapes stays in bulk.
 
 _NULL_TEXT: Final = b"\\N"
 _N: Final = ord("N")
