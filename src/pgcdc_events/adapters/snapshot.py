@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SNAPSHOT_MODE",
+    "LINE_PIECES",
     "SNAPSHOT_MODES",
     "BlockingTable",
     "CopyTextRows",
