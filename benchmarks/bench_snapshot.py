@@ -11,8 +11,9 @@ process, into a file:
 - ``psql \\copy``: ``\\copy (SELECT columns FROM ONLY table) TO FILE`` for each table, in
   one ``psql`` (the COPY text, written by psql);
 - ``capture``: ``pgcdc-events capture --create-slot --snapshot-mode initial_only`` (a
-  durable output, as a user runs it: the snapshot's capture lines, checkpointed), with
-  the sink's row-at-a-time ``emit`` that ``run_capture`` passes today;
+  durable output, as a user runs it: the snapshot's capture lines, written in bulk,
+  checkpointed and fsynced); with ``--threads N`` above 1, also ``capture threads=N``
+  (``-c snapshot.max.threads=N``);
 - ``read_snapshot(write)`` and ``... threads=N``: the same snapshot taken by
   :func:`pgcdc_events.adapters.snapshot.read_snapshot` with ``write`` (lines in bulk, what
   the capture does once it passes its output's ``write``), into a file, whole process;
@@ -23,13 +24,16 @@ Every contender has its own slot, created by itself (the snapshot a slot exports
 one it reads). The contenders run in turn, ``--repeat`` rounds (3), and the fastest run
 of each is reported (the machine is shared: a round's contenders run under like load).
 Reported: seconds, rows/s, the ratio to ``psql \\copy``'s rows/s (the
-goal is 0.5x or more), peak RSS, output size. The processes start from compiled
-bytecode, as in ``bench_capture.py``.
+goal is 0.5x or more), peak RSS, output size, and the CPU seconds the contender's process
+used (its user and system time: on a shared machine the wall time counts the other
+processes' share too, and ``uptime`` is printed before and after). The processes start
+from compiled bytecode, as in ``bench_capture.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -41,7 +45,32 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _common import SIX_COLUMN_TABLE  # noqa: E402
-from bench_capture import _measure  # noqa: E402
+
+#: Runs a command; prints its peak RSS (KiB), wall time and CPU time as JSON on stderr's
+#: last line.
+WRAPPER = (
+    "import json, resource, subprocess, sys, time\n"
+    "t = time.perf_counter()\n"
+    "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+    "e = time.perf_counter() - t\n"
+    "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(json.dumps({'rc': p.returncode, 'seconds': e, 'rss_kib': u.ru_maxrss,\n"
+    "                  'cpu': u.ru_utime + u.ru_stime}), file=sys.stderr)\n"
+)
+
+
+def _measure(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
+    proc = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], capture_output=True,
+                          text=True, env=env, check=False)
+    result: dict[str, float] = json.loads(proc.stderr.strip().splitlines()[-1])
+    if result["rc"] != 0:
+        raise SystemExit(f"{cmd[0]} failed: {proc.stderr[-2000:]}")
+    return result
+
+
+def _uptime() -> str:
+    with open("/proc/loadavg", encoding="ascii") as fh:
+        return "load average " + " ".join(fh.read().split()[:3])
 
 MIXED_TABLE = """
 CREATE TABLE mixed (
@@ -133,6 +162,13 @@ def run(rows: int, threads: list[int], baseline: str | None, repeat: int
                                 "--output", f"{tmp}/cli{round_}/"], env,
                     [f"{tmp}/cli{round_}/capture.jsonl"])]
             for n in threads:
+                if n > 1:
+                    out.append((f"capture threads={n}", [
+                        sys.executable, "-m", "pgcdc_events", "capture", "--dsn", dsn, "--slot",
+                        f"cli{n}_{round_}", "--publication", "bench_pub", "--quiet",
+                        "--create-slot", "--snapshot-mode", "initial_only", "--output",
+                        f"{tmp}/cli{n}_{round_}/", "-c", f"snapshot.max.threads={n}"], env,
+                        [f"{tmp}/cli{n}_{round_}/capture.jsonl"]))
                 name = "read_snapshot(write)" + (f" threads={n}" if n > 1 else "")
                 out.append((name, [sys.executable, "-c", LIBRARY, dsn, f"lib{n}_{round_}",
                                    f"{tmp}/lib{n}.jsonl", str(n)], env, [f"{tmp}/lib{n}.jsonl"]))
@@ -171,14 +207,16 @@ def main() -> None:
                         help="also run the capture of this src directory")
     args = parser.parse_args()
     print(f"{'rows':>9}  {'contender':<30} {'seconds':>8} {'rows/s':>10} {'ratio':>6} "
-          f"{'peak RSS':>9} {'output':>9}")
+          f"{'CPU s':>6} {'peak RSS':>9} {'output':>9}")
     for rows in args.rows:
         started = time.perf_counter()
+        print(f"   (before: {_uptime()})", flush=True)
         for name, r in run(rows, args.threads, args.baseline, args.repeat).items():
             print(f"{rows:>9,}  {name:<30} {r['seconds']:>8.2f} {r['rows_per_s']:>10,.0f} "
-                  f"{r['ratio']:>5.2f}x {r['rss_kib'] / 1024:>7.0f}MB "
+                  f"{r['ratio']:>5.2f}x {r['cpu']:>6.2f} {r['rss_kib'] / 1024:>7.0f}MB "
                   f"{r['bytes'] / 1e6:>7.0f}MB", flush=True)
-        print(f"   ({time.perf_counter() - started:.0f} s in all)", file=sys.stderr)
+        print(f"   (after: {_uptime()}; {time.perf_counter() - started:.0f} s in all)",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SNAPSHOT_MODE",
+    "LINE_PIECES",
     "SNAPSHOT_MODES",
     "BlockingTable",
     "CopyTextRows",
@@ -165,8 +166,17 @@ def _literal(value: str) -> str:
 # piece whose only backslashes start ``\N`` fields (COPY doubles a backslash of the data,
 # so any other backslash starts an escape), a field is its value as it is, or NULL when
 # it is ``\N``; other pieces are unescaped a value at a time.
+#
+# Capture lines (:meth:`TableRows.lines`) go further: the piece's fields (a ``b"\n"`` of
+# its own after each row's, so that one comparison a row checks where rows end), the
+# values' raw length prefixes and a mark after each row are joined into one bytes
+# object, converted to hex in one call, and the hex cut into lines where the marks are.
+# NULLs are found by ``list.index`` and escaped values from their backslashes'
+# positions, so that a piece with a few escapes stays in bulk.
 
 _NULL_TEXT: Final = b"\\N"
+_N: Final = ord("N")
+_SEPARATORS: Final = b"\t\n"
 
 
 class _Prefixes(list[bytes]):
@@ -187,14 +197,28 @@ class _Prefixes(list[bytes]):
         longest = max(lengths, default=0)
         if longest >= len(self):
             if longest < 65536:
-                self.extend(map(self.make, range(len(self), longest + 1)))
+                with _GROWING:  # the tables of a parallel snapshot share the list
+                    if longest >= len(self):
+                        self.extend([self.make(n) for n in range(len(self), longest + 1)])
             else:
                 return list(map(self.make, lengths))
         return list(map(self.__getitem__, lengths))
 
 
+_GROWING: Final = threading.Lock()
+
+
 _HEX_PREFIX: Final = _Prefixes(hexed=True)
 _RAW_PREFIX: Final = _Prefixes(hexed=False)
+#: Put after each row's values before the piece is converted to hex, where the hex is
+#: then cut into lines: bytes that no UTF-8 text holds, whose hex (``ff..fe``) no two
+#: occurrences can share a part of, so that a value holding it anyway adds to the
+#: piece's count of marks (and the piece is built a value at a time).
+_ROW_MARK: Final = b"\xff\xff\xff\xff\xff\xfe"
+_HEX_ROW_MARK: Final = hexlify(_ROW_MARK)
+#: How many pieces of COPY data the snapshots of this process turned into capture lines
+#: in bulk (``"bulk"``) and a value at a time (``"values"``): added to as each table ends.
+LINE_PIECES: Final[dict[str, int]] = {"bulk": 0, "values": 0}
 
 
 class TableRows:
@@ -214,7 +238,14 @@ class TableRows:
         self.where = where
         self.line_head = line_head + hexlify(self.head)
         self.line_tail = line_tail
+        # between two lines of a piece: a line's end, the next line's start
+        self._between = line_tail + self.line_head
         self.rows = 0
+        #: Pieces of rows :meth:`lines` turned into lines in bulk (one hex conversion of
+        #: the piece), and pieces it built a value at a time (a value holding the row
+        #: mark: see :meth:`_lines_in_bulk`).
+        self.bulk_pieces = 0
+        self.value_pieces = 0
         self._tail = b""
 
     def whole(self, data: bytes) -> bytes:
@@ -227,9 +258,89 @@ class TableRows:
 
     def close(self) -> None:
         """The COPY ended: a partial row left over means the data was cut."""
+        with _GROWING:
+            LINE_PIECES["bulk"] += self.bulk_pieces
+            LINE_PIECES["values"] += self.value_pieces
         if self._tail:
             raise SnapshotError(f"COPY data of table {self.where} ended inside a row "
                                 f"({len(self._tail)} bytes)")
+
+    def _lines_in_bulk(self, rows: bytes) -> bytes | None:
+        """Whole rows (a width of one column or more) as capture lines, converted to hex
+        in one call; None when a value holds :data:`_ROW_MARK` (the caller builds the
+        lines a value at a time)."""
+        width, count = self.width, rows.count(b"\n")
+        step = width + 1
+        # every value, and after each row's values a b"\n" of its own: where the rows
+        # end is then checked with one comparison a row
+        fields = rows.replace(b"\n", b"\t\n\t").split(b"\t")
+        fields.pop()  # after the last newline
+        if len(fields) != count * step or fields[width::step].count(b"\n") != count:
+            self._miscounted(rows)
+        try:
+            prefixes = list(map(_RAW_PREFIX.__getitem__, map(len, fields)))
+        except IndexError:  # a value longer than any before: the prefixes grown
+            prefixes = _RAW_PREFIX.of(list(map(len, fields)))
+        backslashes = rows.count(b"\\")
+        if backslashes:
+            self._unescape(rows, fields, prefixes, backslashes, step)
+        fields[width::step] = repeat(_ROW_MARK, count)
+        prefixes[width::step] = repeat(b"", count)
+        flat = [b""] * (2 * len(fields))
+        flat[0::2] = prefixes
+        flat[1::2] = fields
+        hexed = hexlify(b"".join(flat))
+        # the mark's hex inside a value, or across a value and a mark, needs five 0xFF
+        # bytes in a row: never in a piece without 0xFF (values' length prefixes hold
+        # three at most, next to a value without any), else counted
+        if _ROW_MARK[0] in rows and hexed.count(_HEX_ROW_MARK) != count:
+            return None
+        self.rows += count
+        between = self._between
+        return b"".join((self.line_head, hexed[:-len(_HEX_ROW_MARK)].replace(
+            _HEX_ROW_MARK, between), self.line_tail))
+
+    @staticmethod
+    def _unescape(rows: bytes, fields: list[bytes], prefixes: list[bytes], backslashes: int,
+                  step: int) -> None:
+        """The NULLs (``\\N``) and escaped values of ``rows`` (holding ``backslashes``;
+        split into ``fields``, ``step`` a row: its values and a ``b"\\n"``) replaced in
+        ``fields`` and ``prefixes``: the NULLs found by a scan of ``fields``, the escaped
+        values from the backslashes' positions, so that a piece with a few escapes costs
+        a few steps more, not one a value."""
+        nulls = rows.count(_NULL_TEXT)
+        found = 0
+        if nulls:
+            find = fields.index
+            at = -1
+            with contextlib.suppress(ValueError):
+                while True:
+                    at = find(_NULL_TEXT, at + 1)
+                    fields[at], prefixes[at] = b"", _RAW_PREFIX.null
+                    found += 1
+        if backslashes == nulls == found:  # every backslash started a NULL
+            return
+        count, before = rows.count, rows.rfind
+        row = last = 0
+        done = -1
+        end = len(rows)
+        position = rows.find(b"\\")
+        while position >= 0:
+            after = position + 2
+            if rows[position + 1] == _N and (position == 0 or rows[position - 1] in _SEPARATORS
+                                             ) and (after == end or rows[after] in _SEPARATORS):
+                position = rows.find(b"\\", after)  # a NULL: done above
+                continue
+            # the field's index: its row's (the newlines before it), and its column's
+            row += count(b"\n", last, position)
+            last = position
+            at = row * step + count(b"\t", before(b"\n", 0, position) + 1, position)
+            if at != done:
+                done = at
+                value = _ESCAPE.sub(_unescape, fields[at])
+                fields[at] = value
+                prefixes[at] = _RAW_PREFIX.of([len(value)])[0]
+            position = rows.find(b"\\", after)  # an escape is two bytes
 
     def _columns(self, rows: bytes, prefix: _Prefixes) -> tuple[int, list[tuple[list[bytes],
                                                                              list[bytes]]]]:
@@ -282,6 +393,12 @@ class TableRows:
 
     def lines(self, rows: bytes) -> bytes:
         """Whole rows as capture lines."""
+        if self.width and rows:
+            out = self._lines_in_bulk(rows)
+            if out is not None:
+                self.bulk_pieces += 1
+                return out
+            self.value_pieces += 1
         count, columns = self._columns(rows, _HEX_PREFIX)
         step = 2 * self.width + 2
         flat = [b""] * (count * step)
