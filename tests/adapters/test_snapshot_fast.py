@@ -413,13 +413,15 @@ def test_parallel_tables_write_the_same_lines(pg_cluster: TempCluster, pg_conn: 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_ctrl_c_stops_a_snapshot_at_once(pg_cluster: TempCluster, pg_conn: Any,
                                          tmp_path: Path, threads: int) -> None:
-    """SIGINT while a snapshot of 1.5M rows in two tables is being written (one thread, and
-    two: the tables read at once): the capture exits (interrupted) at once; the output holds
-    nothing of it and says it is unfinished; the next run takes it whole."""
+    """SIGINT while a snapshot of 600,000 rows in two tables is being written (one thread,
+    and two: the tables read at once): the capture exits (interrupted) at once; the output
+    holds nothing of it and says it is unfinished; the next run takes it whole. (The issue
+    measured 37 s on 1.5M rows: the wait does not depend on the size, so the suite keeps
+    the tables small enough to snapshot again quickly.)"""
     for name in ("t", "u"):
         pg_conn.run(f"CREATE TABLE {name} (id int PRIMARY KEY, v text)")
         pg_conn.run(f"INSERT INTO {name} SELECT g, repeat('x', 60) FROM "
-                    "generate_series(1, 750000) g")
+                    "generate_series(1, 300000) g")
     pg_conn.run("CREATE PUBLICATION p FOR ALL TABLES")
     database = pg_conn.run("SELECT current_database()")[0][0]
     url = f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{database}"
@@ -464,8 +466,8 @@ def test_ctrl_c_stops_a_snapshot_at_once(pg_cluster: TempCluster, pg_conn: Any,
     assert rerun.returncode == 0, rerun.stderr
     with open(path, encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh]
-    assert len(rows) == 1_500_000 + 4 and all(r["snapshot"] for r in rows)
-    assert sum(r["data"].startswith("49") for r in rows) == 1_500_000
+    assert len(rows) == 600_000 + 4 and all(r["snapshot"] for r in rows)
+    assert sum(r["data"].startswith("49") for r in rows) == 600_000
 
 
 def _snapshot_files(pid: int) -> list[str]:
