@@ -73,9 +73,10 @@ def _commit_ends(capture_file: Path) -> dict[int, int]:
 
 
 def _ours(cluster: TempCluster, conn: Any, recording: Recording, tmp_path: Path
-          ) -> tuple[list[dict[str, Any]], Path]:
-    """Our records for the recording's corpus, run live on ``conn``'s database, and the
-    capture file they were decoded from."""
+          ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Path]:
+    """Our records for the recording's corpus, run live on ``conn``'s database: those of
+    ``capture`` then ``decode``, those of ``capture --decode`` (its own slot), and the
+    capture file the first were decoded from."""
     setup, changes = _CHANGES.split((recording.path / "corpus.sql").read_text(), maxsplit=1)
     for statement in _statements(setup):
         conn.run(statement)
@@ -83,18 +84,24 @@ def _ours(cluster: TempCluster, conn: Any, recording: Recording, tmp_path: Path
     url = f"postgresql://{cluster.user}@{cluster.host}:{cluster.port}/{database}"
     props = tmp_path / "connector.properties"
     props.write_text((recording.path / "connector.properties").read_text())
-    out = tmp_path / "capture.jsonl"
-    assert capture(url, out, "--config", str(props), "--create-slot",
-                   "--create-publication") == 0
-    for statement in _statements(changes):
-        conn.run(statement)
-    assert capture(url, out, "--config", str(props)) == 0
-    checkpoint = json.loads((tmp_path / "capture.jsonl.checkpoint.json").read_text())
-    assert "blocking" not in checkpoint.get("incremental", {})
     # the catalog, as a user gives it to decode: the columns' NOT NULL (pgoutput has none)
     catalog = tmp_path / "catalog.json"
     assert main(["catalog", "--dsn", url, "--output", str(catalog)]) == 0
-    return decode(out, tmp_path, "--config", str(props), "--catalog", str(catalog)), out
+    out, live = tmp_path / "capture.jsonl", tmp_path / "live.jsonl"
+    assert capture(url, out, "--config", str(props), "--create-slot",
+                   "--create-publication") == 0
+    # (the recording's database.dbname is the recorder's, not the test database's)
+    live_args = ["--config", str(props), "--decode", "--catalog", str(catalog),
+                 "--catalog-from-another-database"]
+    assert capture(url, live, *live_args, "--create-slot", slot="s2") == 0
+    for statement in _statements(changes):
+        conn.run(statement)
+    assert capture(url, out, "--config", str(props)) == 0
+    assert capture(url, live, *live_args, slot="s2") == 0
+    checkpoint = json.loads((tmp_path / "capture.jsonl.checkpoint.json").read_text())
+    assert "blocking" not in checkpoint.get("incremental", {})
+    decoded = decode(out, tmp_path, "--config", str(props), "--catalog", str(catalog))
+    return decoded, [json.loads(x) for x in live.read_text().splitlines()], out
 
 
 def _theirs(recording: Recording) -> list[dict[str, Any]]:
@@ -165,14 +172,18 @@ def test_records_equal_the_connectors(pg_cluster: TempCluster, pg_conn: Any,
     is, then ``blk_b``: ``first``, ``true``, ``last_in_data_collection``,
     ``first_in_data_collection``, ``true``, ``last``), the second signal's event and its
     block (``blk_c`` filtered by the ``SELECT``: ``first``, ``last``); and the position
-    each ``r`` event carries."""
-    ours, capture_file = _ours(pg_cluster, pg_conn, recording, tmp_path)
+    each ``r`` event carries. The same from ``capture --decode``, whose records are
+    made as the stream is read (its commits are at the same LSNs: the same WAL)."""
+    decoded, live, capture_file = _ours(pg_cluster, pg_conn, recording, tmp_path)
     theirs = _theirs(recording)
     assert _positions_are_the_streams(theirs, _commit_ends(recording.path / "capture.jsonl")) \
         == 8
-    assert _positions_are_the_streams(ours, _commit_ends(capture_file)) == 8
-    ours, theirs = _normalised(ours), _normalised(theirs)
-    assert [(r["topic"], (_payload(r) or {}).get("op")) for r in ours] == [
-        (r["topic"], (_payload(r) or {}).get("op")) for r in theirs]
-    for mine, real in zip(ours, theirs, strict=True):
-        assert mine == real
+    commits = _commit_ends(capture_file)
+    theirs = _normalised(theirs)
+    for ours in (decoded, live):
+        assert _positions_are_the_streams(ours, commits) == 8
+        ours = _normalised(ours)
+        assert [(r["topic"], (_payload(r) or {}).get("op")) for r in ours] == [
+            (r["topic"], (_payload(r) or {}).get("op")) for r in theirs]
+        for mine, real in zip(ours, theirs, strict=True):
+            assert mine == real
