@@ -735,12 +735,14 @@ def read_blocking_snapshot(conn: Any, tables: list[BlockingTable],
 
     The block's lines are at ``line_lsn`` (where the capture paused the stream); its
     Begin carries the server's WAL position when the snapshot began
-    (``pg_current_wal_lsn()``, what the connector's blocking snapshot gives as
-    ``source.lsn``) and the snapshot transaction's id. ``run(sql, action, **params)``
-    runs a statement, translating the driver's errors. A table's COPY the server
-    refuses raises ``pg8000``'s error; when anything fails after the Begin was emitted,
-    the block is closed (a Commit emitted) before the error goes on, so that a decoder
-    fed with it is not left inside a block: the caller drops what was written.
+    (``pg_current_wal_lsn()``) and the snapshot transaction's id (the decoder gives the
+    read events of a block after streamed data the stream's position instead, as the
+    connector's blocking snapshot does: see ``EventDecoder``'s snapshot blocks).
+    ``run(sql, action, **params)`` runs a statement, translating the driver's errors. A
+    table's COPY the server refuses raises ``pg8000``'s error; when anything fails after
+    the Begin was emitted, the block is closed (a Commit emitted) before the error goes
+    on, so that a decoder fed with it is not left inside a block: the caller drops what
+    was written.
     """
     from pgcdc_events.adapters.pg8000 import copy_out  # noqa: PLC0415 - the 'pg' extra
     from pgcdc_events.events.snapshot import relation_from_catalog  # noqa: PLC0415 - start-up

@@ -255,9 +255,20 @@ class EventDecoder:
                 sequence_.start_table(table)
             return []
         if isinstance(message, Begin) and sequence_ is None:
-            self._snapshot = SnapshotSequence(
-                self, lsn=message.final_lsn, xid=message.xid,
-                ts_us=pg_timestamp_to_unix_us(message.commit_time))
+            streamed = self._last_commit_lsn
+            if streamed is None:  # the initial snapshot's block: its own position
+                self._snapshot = SnapshotSequence(
+                    self, lsn=message.final_lsn, xid=message.xid,
+                    ts_us=pg_timestamp_to_unix_us(message.commit_time))
+            else:
+                # a blocking snapshot's block, after streamed data: the connector's blocking
+                # snapshot keeps its streaming offset, so its read events carry the stream's
+                # position (the last commit's end LSN, the last transaction's id, and
+                # source.sequence [that LSN, that LSN]; tests/golden/events_blocking)
+                self._snapshot = SnapshotSequence(
+                    self, lsn=streamed, xid=self.metrics.last_transaction_id,
+                    ts_us=pg_timestamp_to_unix_us(message.commit_time),
+                    last_commit_lsn=streamed)
             return []
         if sequence_ is None:
             raise ProtocolError("a snapshot block opened by a Begin", offset=0,

@@ -87,10 +87,14 @@ class SnapshotSequence:
     """
 
     def __init__(self, decoder: RecordContext, *, lsn: int, xid: int | None = None,
-                 incremental: bool = False, ts_us: int | None = None) -> None:
+                 incremental: bool = False, ts_us: int | None = None,
+                 last_commit_lsn: int | None = None) -> None:
         self.decoder = decoder
         self.lsn = lsn
         self.xid = xid
+        #: The first half of ``source.sequence``: ``None`` for an initial snapshot (no
+        #: commit streamed yet), the stream's last commit LSN for a blocking one.
+        self.last_commit_lsn = last_commit_lsn
         self.incremental = incremental
         #: The snapshot's time (``source.ts_*``): one for the whole snapshot, as in the
         #: connector; the decoder's clock when it was not given.
@@ -136,7 +140,8 @@ class SnapshotSequence:
             return []
         table, row, first, first_in_table, last_in_table = pending
         marker = _marker(self.incremental, first, last, first_in_table, last or last_in_table)
-        return [_read(self.decoder, (table, row), self.lsn, self.xid, marker, self.ts_us)]
+        return [_read(self.decoder, (table, row), self.lsn, self.xid, marker, self.ts_us,
+                      self.last_commit_lsn)]
 
 
 def snapshot_records(
@@ -179,13 +184,15 @@ def _marker(incremental: bool, first: bool, last: bool, first_in_table: bool,
 
 
 def _read(decoder: RecordContext, item: tuple[TableSchema, tuple[Any, ...]], lsn: int,
-          xid: int | None, marker: str, ts_us: int) -> ChangeRecord:
+          xid: int | None, marker: str, ts_us: int, last_commit_lsn: int | None = None
+          ) -> ChangeRecord:
     table, row = item
     config = decoder.config
     now = decoder.clock()
     source = source_struct(
         version=config.version, name=config.topic_prefix, ts_us=ts_us, snapshot=marker,
-        db=config.database, sequence=None if marker == "incremental" else sequence(None, lsn),
+        db=config.database,
+        sequence=None if marker == "incremental" else sequence(last_commit_lsn, lsn),
         schema=table.schema_name, table=table.table_name,
         tx_id=None if marker == "incremental" else xid,
         lsn=None if marker == "incremental" else lsn,
