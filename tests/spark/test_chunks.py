@@ -244,3 +244,17 @@ def test_decode_stream_refuses_a_chunk_line(spark: SparkSession, recorded: Path,
         parse_capture_lines(frame, where="cap.jsonl").collect()
     with contextlib.suppress(Exception):
         spark.streams.resetTerminated()
+
+
+def test_decode_stream_refuses_a_chunk_column(spark: SparkSession, tmp_path: Path) -> None:
+    """A streaming DataFrame with the chunk lines' column is refused before it starts."""
+    from pgcdc_events.spark import SparkDecodeError  # noqa: PLC0415
+    from pgcdc_events.spark.stream import decode_stream  # noqa: PLC0415
+    from pgcdc_events.types.catalog import CatalogSnapshot  # noqa: PLC0415
+
+    (tmp_path / "in").mkdir()
+    stream_df = spark.readStream.schema(
+        "position long, lsn long, data binary, chunk string").parquet(str(tmp_path / "in"))
+    with pytest.raises(SparkDecodeError, match="column 'chunk' of incremental snapshot chunk"):
+        decode_stream(stream_df, load_config(None, OVERRIDES),
+                      catalog=CatalogSnapshot("db", "15", ()), checkpoint=str(tmp_path / "c"))
