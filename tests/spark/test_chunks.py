@@ -258,3 +258,23 @@ def test_decode_stream_refuses_a_chunk_column(spark: SparkSession, tmp_path: Pat
     with pytest.raises(SparkDecodeError, match="column 'chunk' of incremental snapshot chunk"):
         decode_stream(stream_df, load_config(None, OVERRIDES),
                       catalog=CatalogSnapshot("db", "15", ()), checkpoint=str(tmp_path / "c"))
+
+
+def test_a_malformed_chunk_line_is_named_before_spark_starts(recorded: Path,
+                                                             tmp_path: Path) -> None:
+    """``check_capture`` (what ``spark decode`` runs before the JVM) takes chunk lines and
+    names one that does not parse, by line."""
+    from pgcdc_events.spark import SparkDecodeError  # noqa: PLC0415
+    from pgcdc_events.spark.capture import check_capture  # noqa: PLC0415
+
+    assert check_capture(str(recorded)) == "jsonl"
+    lines = recorded.read_text().splitlines(keepends=True)
+    first = _chunk_positions(recorded)[0]
+    bad = json.loads(lines[first])
+    del bad["chunk"]["rows"]
+    lines[first] = json.dumps(bad) + "\n"
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("".join(lines))
+    with pytest.raises(SparkDecodeError, match=f"line {first + 1}: an incremental snapshot "
+                       "chunk line with its id, table and rows"):
+        check_capture(str(broken))
