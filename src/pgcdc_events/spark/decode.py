@@ -478,7 +478,9 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
 
     ``df`` has the capture columns ``lsn`` (``X/Y`` string or long), ``data`` (binary,
     or hex text) and the integer column ``order_by`` giving the stream order (an
-    ``xid`` column is not needed: the decoder finds transactions by stream order).
+    ``xid`` column is not needed: the decoder finds transactions by stream order); a
+    ``chunk`` column carries an incremental snapshot's chunk lines, whose windows are
+    replayed as ``pgcdc-events decode`` replays them (:mod:`pgcdc_events.spark.capture`).
     ``catalog`` is the snapshot the decoder reads NOT NULL, keys, defaults and enum
     labels from. ``flavour`` (or ``options``) chooses the Spark types of the row
     values; ``tombstones`` keeps the tombstone records in the tables' DataFrames;
