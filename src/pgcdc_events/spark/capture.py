@@ -5,14 +5,32 @@ A capture DataFrame has the columns of the capture interchange format — ``lsn`
 message: binary, or hex text), ``snapshot`` (boolean, optional: the rows of an initial
 snapshot block) — plus an explicit integer ordering column (``position`` here): the
 stream's order, which a DataFrame does not keep.
+
+A capture that ran an incremental snapshot also holds *chunk lines* (the rows of each
+chunk the capture read while it streamed, see :mod:`pgcdc_events.protocol.capture`). In
+a capture DataFrame a chunk line is a row whose column ``chunk`` (string, nullable,
+optional) holds the line itself as JSON text, with an empty ``data``; every other row has
+``chunk`` null. :func:`read_capture` of a JSON Lines capture adds the column; a DataFrame
+or Parquet dataset without it has no chunk lines, and reads as before. A reader that
+does not take chunk lines (:func:`parse_capture_lines` by default, which
+:func:`~pgcdc_events.spark.stream.decode_stream` uses) refuses the first one, naming it.
+
+:func:`~pgcdc_events.spark.decode.decode_capture` replays the windows with the event
+layer's :class:`~pgcdc_events.events.incremental.RecordedChunks` (its rules are not
+copied here): a window spans several transactions and carries state from chunk to chunk,
+so the span from the first chunk line to the last change of the signalling table after
+the last one (:func:`window_span`) is decoded in order by one decoder in one task
+(:class:`WindowDecoder`), and the rest of the capture in parallel as before.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, Final
 
+import attrs
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
 import pyarrow.compute as pc  # type: ignore[import-untyped]
@@ -30,14 +48,22 @@ from pyspark.sql.types import (
 )
 
 from pgcdc_events.errors import PgCdcError
-from pgcdc_events.protocol.capture import CaptureRow
+from pgcdc_events.events.chunks import ChunkDecoder, ChunkError, ChunkPlan
+from pgcdc_events.events.config import EventConfig
+from pgcdc_events.events.decoder import EventDecoder
+from pgcdc_events.events.records import ChangeRecord
+from pgcdc_events.events.tables import TableSchema
+from pgcdc_events.protocol import wire
+from pgcdc_events.protocol.capture import CaptureRow, read_chunk_line
+from pgcdc_events.protocol.messages import Message, Relation
 from pgcdc_events.spark._session import map_in_arrow
 from pgcdc_events.spark.columnar import binary_buffers
 from pgcdc_events.spark.errors import SparkDecodeError
 
-__all__ = ["CAPTURE_TYPE", "FileCapture", "capture_dataframe", "capture_table", "check_capture",
+__all__ = ["CAPTURE_TYPE", "CHUNK_COLUMN", "FileCapture", "WindowDecoder", "WindowSpan",
+           "capture_dataframe", "capture_table", "check_capture", "control_columns",
            "file_capture", "filesystem", "parse_capture_lines", "read_capture",
-           "write_capture_parquet"]
+           "window_span", "write_capture_parquet"]
 
 #: How many lines of a JSON Lines capture :func:`check_capture` parses before Spark starts.
 CHECKED_LINES: Final = 10_000
@@ -48,7 +74,15 @@ CAPTURE_TYPE: Final = StructType([
     StructField("xid", LongType(), True), StructField("data", BinaryType(), False),
     StructField("snapshot", BooleanType(), False),
 ])
-_JSON_FIELDS: Final = "lsn string, xid string, data string, snapshot boolean"
+_JSON_FIELDS: Final = "lsn string, xid string, data string, snapshot boolean, chunk string"
+#: The column of a capture DataFrame holding a chunk line (the line's JSON text; null on
+#: the other rows).
+CHUNK_COLUMN: Final = "chunk"
+#: Why a reader that does not take chunk lines refuses one.
+CHUNK_REFUSED: Final = (
+    "it holds an incremental snapshot chunk line (a line with \"chunk\"), which "
+    "decode_stream does not read: decode the capture with decode_capture, `pgcdc-events "
+    "spark decode` or `pgcdc-events decode`")
 #: Why :func:`~pgcdc_events.spark.stream.decode_stream` refuses a snapshot line.
 STREAM_SNAPSHOT_REFUSED: Final = (
     "it holds an initial snapshot (lines with \"snapshot\": true), which decode_stream does "
@@ -120,7 +154,8 @@ def check_capture(path: str, *, order_by: str = "position") -> str:
                 for number, line in enumerate(fh, 1):
                     if not line.strip():
                         continue
-                    CaptureRow.from_line(line, line_number=number)
+                    if read_chunk_line(line, line_number=number) is None:
+                        CaptureRow.from_line(line, line_number=number)
                     rows += 1
                     if rows >= CHECKED_LINES:
                         break
@@ -164,7 +199,7 @@ def read_capture(spark: SparkSession, path: str, *, order_by: str = "position") 
         lines = spark.read.text(path).filter(F.trim(F.col("value")) != "")
         return parse_capture_lines(
             lines.select(F.monotonically_increasing_id().alias("position"), F.col("value")),
-            where=path)
+            where=path, chunks=True)
     frame = spark.read.parquet(path)
     # the tasks may read the files themselves, by position (file_capture); a DataFrame
     # derived from this one is another DataFrame, without the mark
@@ -329,8 +364,8 @@ def file_capture(df: DataFrame, order_by: str) -> FileCapture | None:
     ``order_by`` and ``lsn``, binary ``data``), on a filesystem ``pyarrow`` knows; else
     ``None``."""
     path = getattr(df, _FILES, None)
-    if not isinstance(path, str):
-        return None
+    if not isinstance(path, str) or CHUNK_COLUMN in df.columns:
+        return None  # chunk lines go to the tasks through the DataFrame
     fields = {f.name: f.dataType for f in df.schema.fields}
     if not (isinstance(fields.get(order_by), IntegralType)
             and isinstance(fields.get("lsn"), IntegralType)
@@ -347,20 +382,27 @@ def file_capture(df: DataFrame, order_by: str) -> FileCapture | None:
     return files
 
 
-def parse_capture_lines(lines: DataFrame, *, where: str, snapshots: bool = True
-                        ) -> DataFrame:
+def parse_capture_lines(lines: DataFrame, *, where: str, snapshots: bool = True,
+                        chunks: bool = False) -> DataFrame:
     """Capture JSON Lines (column ``value``) as the capture columns ``lsn`` (text),
     ``xid``, ``data`` (binary) and ``snapshot`` (boolean), keeping the other columns; a
     line that is not one fails the job that reads it (naming ``where`` and the line), and
-    so does a snapshot line when ``snapshots`` is false (a reader that cannot take them)."""
+    so does a snapshot line when ``snapshots`` is false (a reader that cannot take them).
+    ``chunks`` adds the column :data:`CHUNK_COLUMN` (a chunk line's text, its ``data``
+    empty); without it a chunk line fails the job (:data:`CHUNK_REFUSED`)."""
     others = [c for c in lines.columns if c != "value"]
     parsed = F.from_json(F.col("value"), _JSON_FIELDS)
     rows = lines.select(*others, F.col("value"), parsed.alias("r"))
     snapshot = F.coalesce(F.col("r.snapshot"), F.lit(False))
+    is_chunk = F.col("r.chunk").isNotNull()
     # CaptureRow.from_json's rules (protocol.capture), as Spark SQL: the same lines are
     # refused, with the same words
     checked = None
-    for bad, expected in _line_rules():
+    if not chunks:
+        checked = F.when(is_chunk, F.raise_error(F.concat(
+            F.lit(f"{where}: {CHUNK_REFUSED}; the first such line: "),
+            F.substring(F.col("value"), 1, 120))))
+    for bad, expected in _line_rules(chunks):
         failure = F.raise_error(F.concat(F.lit(f"{where}: capture line: {expected}: "),
                                          F.substring(F.col("value"), 1, 120)))
         checked = F.when(bad, failure) if checked is None else checked.when(bad, failure)
@@ -369,18 +411,25 @@ def parse_capture_lines(lines: DataFrame, *, where: str, snapshots: bool = True
         checked = checked.when(snapshot, F.raise_error(F.concat(
             F.lit(f"{where}: {STREAM_SNAPSHOT_REFUSED}; the first such line: "),
             F.substring(F.col("value"), 1, 120))))
+    data = F.unhex(F.col("r.data"))
+    extra = []
+    if chunks:  # a chunk line: its text, and no message
+        data = F.when(is_chunk, F.unhex(F.lit(""))).otherwise(data)
+        extra = [F.when(is_chunk, F.col("value")).alias(CHUNK_COLUMN)]
     return rows.select(*others, F.coalesce(checked, F.col("r.lsn")).alias("lsn"),
                        F.col("r.xid").cast("long").alias("xid"),
-                       F.unhex(F.col("r.data")).alias("data"), snapshot.alias("snapshot"))
+                       data.alias("data"), snapshot.alias("snapshot"), *extra)
 
 
 _LSN_TEXT: Final = r"^([0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}|[0-9]{1,20})$"
 
 
-def _line_rules() -> list[tuple[Column, str]]:
+def _line_rules(chunks: bool) -> list[tuple[Column, str]]:
     """The checks of :func:`parse_capture_lines`, each with what a valid line has instead
-    (:meth:`~pgcdc_events.protocol.CaptureRow.from_json`'s wording)."""
+    (:meth:`~pgcdc_events.protocol.CaptureRow.from_json`'s wording); with ``chunks``, a
+    chunk line's ``data`` (a sentence) is not checked."""
     lsn, xid, data = F.col("r.lsn"), F.col("r.xid"), F.col("r.data")
+    hexed = F.col("r.chunk").isNull() if chunks else F.lit(True)
     return [
         # from_json reads what is not JSON as a row of nulls (a JSON object with none of
         # the keys reads the same, and is named the same here; from_json names its lsn)
@@ -392,7 +441,7 @@ def _line_rules() -> list[tuple[Column, str]]:
         # unhex gives null for a character that is not a hex digit (the data column's
         # own expression); a regex scan of the data cost about a third of the time
         # Spark took to read a capture file
-        (data.isNull() | (F.length(data) % 2 == 1) | F.unhex(data).isNull(),
+        (hexed & (data.isNull() | (F.length(data) % 2 == 1) | F.unhex(data).isNull()),
          "'data' as a hex string"),
     ]
 
@@ -400,3 +449,146 @@ def _line_rules() -> list[tuple[Column, str]]:
 def _is_parquet(path: str) -> bool:
     with open(path, "rb") as fh:
         return fh.read(4) == b"PAR1"
+
+
+# -- chunk lines: the span of the incremental snapshot's windows ---------------------------
+
+_CHANGE_TYPES: Final = (wire.INSERT, wire.UPDATE, wire.DELETE)
+
+
+def control_columns(raw: DataFrame, wanted: Column) -> tuple[Column, list[Column]]:
+    """What :func:`~pgcdc_events.spark.decode.decode_capture` collects of a normalized
+    capture ``raw`` to plan it: the filter (the control messages ``wanted``, and the chunk
+    lines) and the columns ``position``, ``lsn``, ``data``, ``snapshot``, with, when
+    ``raw`` has :data:`CHUNK_COLUMN`, ``_chunk`` (a chunk line), ``_signal`` (its
+    signalling table) and ``_table`` (the JSON of its table): not its rows."""
+    columns = [F.col("position"), F.col("lsn"), F.col("data"), F.col("snapshot")]
+    if CHUNK_COLUMN not in raw.columns:
+        return wanted, columns
+    chunk = F.col(CHUNK_COLUMN)
+    return wanted | chunk.isNotNull(), [
+        *columns, chunk.isNotNull().alias("_chunk"),
+        F.get_json_object(chunk, "$.chunk.signal").alias("_signal"),
+        F.get_json_object(chunk, "$.chunk.table").alias("_table")]
+
+
+@attrs.frozen
+class WindowSpan:
+    """The positions one decoder must see in order to replay an incremental snapshot's
+    windows: from the first chunk line (``first``) to ``last`` (``None``: the capture's
+    end); ``signal`` is the signalling table the chunk lines name, ``tables`` the JSON of
+    the tables they read (distinct, in order)."""
+
+    first: int
+    last: int | None
+    signal: str
+    tables: tuple[str, ...]
+
+    def plan(self, plan: ChunkPlan) -> ChunkPlan:
+        """``plan`` without its cuts inside the span: the span is in one chunk."""
+        last = self.last
+        cuts = tuple(c for c in plan.cuts
+                     if c.position < self.first or (last is not None and c.position >= last))
+        return ChunkPlan(plan.schema, cuts)
+
+    def table_schemas(self, config: EventConfig, catalog: Any) -> list[TableSchema]:
+        """The schemas of the tables the chunks read, as the window builds their ``r``
+        events (a table may have no Relation message in the capture)."""
+        from pgcdc_events.events.incremental import (  # noqa: PLC0415
+            ChunkWindow,
+            catalog_table_from_json,
+        )
+
+        window = ChunkWindow(EventDecoder(config, catalog=catalog),
+                             signal_data_collection=self.signal)
+        return [window.begin_chunk("", catalog_table_from_json(json.loads(text)))
+                for text in self.tables]
+
+
+def window_span(raw: DataFrame, control_rows: Sequence[Any],
+                control: Iterable[tuple[int, int, Message]]) -> WindowSpan | None:
+    """The span of the windows of a capture's chunk lines, ``None`` when it has none.
+
+    ``control_rows`` are the rows collected with :func:`control_columns`, ``control``
+    the parsed control messages. The window of the last chunk closes at a change of the
+    signalling table (its close watermark) after the last chunk line: the span ends at
+    the last such change, found by a Spark job over the rows after the last chunk line
+    by their type byte and relation id (a message of a streamed transaction, whose xid
+    comes first, too; a false match only lengthens the span). Without any, the span ends
+    at the last chunk line (no window closed after it: what follows goes out unchanged);
+    without a Relation message of the signalling table, at the capture's end."""
+    if CHUNK_COLUMN not in raw.columns:
+        return None
+    lines = sorted((r["position"], r["_signal"], r["_table"]) for r in control_rows
+                   if r["_chunk"])
+    if not lines:
+        return None
+    signals = {s for _, s, _ in lines if s}
+    signal = lines[0][1] or ""
+    tables = tuple(dict.fromkeys(t for _, _, t in lines if t))
+    names = {tuple(s.split(".")[-2:]) for s in signals}
+    relids = sorted({m.relation_id for _, _, m in control
+                     if isinstance(m, Relation) and (m.namespace, m.name) in names})
+    first, last_line = lines[0][0], lines[-1][0]
+    if not relids:
+        return WindowSpan(first, None, signal, tables)
+    data = F.col("data")
+    ids = [r.to_bytes(4, "big") for r in relids]
+    types = list(_CHANGE_TYPES)
+    heads = [t + i for t in types for i in ids]
+    change = (F.substring(data, 1, 5).isin(*heads)
+              | (F.substring(data, 1, 1).isin(*types) & F.substring(data, 6, 4).isin(*ids)))
+    found = (raw.filter((F.col("position") > F.lit(last_line)) & change)
+             .agg(F.max("position")).first())
+    last = found[0] if found is not None and found[0] is not None else last_line
+    return WindowSpan(first, int(last), signal, tables)
+
+
+class WindowDecoder:
+    """A task's decoder of the chunk ``chunk`` of ``plan`` that holds a :class:`WindowSpan`:
+    one :class:`~pgcdc_events.events.EventDecoder`, primed at the chunk's start, its
+    records passed through the event layer's
+    :class:`~pgcdc_events.events.incremental.RecordedChunks`, which takes the chunk lines.
+    Feed it the chunk's rows in position order (:meth:`feed`), then :meth:`finish`."""
+
+    def __init__(self, plan: ChunkPlan, chunk: int,
+                 make_decoder: Callable[[], EventDecoder]) -> None:
+        self.chunks = ChunkDecoder(plan, make_decoder)
+        self.chunk = chunk
+        self._recorded: Any = None
+
+    def feed(self, positions: Any, lsns: Any, data: Any, snapshot: Any, lines: Any
+             ) -> Iterator[tuple[int, int, ChangeRecord]]:
+        """The records of rows (numpy-convertible ``positions``, ``lsns``, ``snapshot`` or
+        ``None``, Arrow ``data`` and ``lines``: :data:`CHUNK_COLUMN`) as ``(position,
+        index, record)``; errors are :class:`~pgcdc_events.events.chunks.ChunkError`
+        naming the position."""
+        recorded = self._recorded
+        if recorded is None:
+            from pgcdc_events.events.incremental import RecordedChunks  # noqa: PLC0415
+
+            recorded = self._recorded = RecordedChunks(self.chunks.start(self.chunk))
+        decoder = recorded.decoder
+        flags = [False] * len(data) if snapshot is None else np.asarray(snapshot, np.bool_)
+        texts = lines.to_pylist() if lines is not None else [None] * len(data)
+        for position, lsn, raw, flag, text in zip(
+                np.asarray(positions, np.int64).tolist(), np.asarray(lsns, np.int64).tolist(),
+                data.to_pylist(), flags, texts, strict=True):
+            try:
+                if text is not None:
+                    line = read_chunk_line(text)
+                    if line is None:
+                        raise SparkDecodeError(f"not a chunk line: {text[:80]!r}")
+                    recorded.chunk(line.chunk, where=f"position {position}")
+                    continue
+                for index, record in enumerate(recorded.through(
+                        decoder.iter_feed(raw, lsn, snapshot=bool(flag)))):
+                    yield position, index, record
+            except PgCdcError as exc:
+                raise ChunkError(exc, position) from None
+
+    def finish(self) -> None:
+        """The chunk's rows were all fed."""
+        if self._recorded is not None:
+            self.chunks.end(self.chunk)
+            self._recorded = None

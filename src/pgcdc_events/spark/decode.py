@@ -51,7 +51,14 @@ from pgcdc_events.events.jsonconv import JsonRecordWriter
 from pgcdc_events.events.tables import TableSchema
 from pgcdc_events.protocol.messages import Relation
 from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
-from pgcdc_events.spark.capture import FileCapture, file_capture
+from pgcdc_events.spark.capture import (
+    CHUNK_COLUMN,
+    FileCapture,
+    WindowDecoder,
+    control_columns,
+    file_capture,
+    window_span,
+)
 from pgcdc_events.spark.columnar import MIN_RUN, ColumnarRun, RunDecoder
 from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.layout import (
@@ -97,6 +104,9 @@ class _Decode:
     def __init__(self, config: EventConfig, catalog: CatalogSnapshot | None,
                  clock: Callable[[], int], run_id: str) -> None:
         self.config, self.catalog, self.clock, self.run_id = config, catalog, clock, run_id
+        #: The chunk holding the incremental snapshot's windows (capture.WindowSpan), decoded
+        #: by a WindowDecoder; None: no chunk lines.
+        self.window: int | None = None
 
     def decoder(self) -> EventDecoder:
         return EventDecoder(self.config, catalog=self.catalog, clock=self.clock,
@@ -111,6 +121,7 @@ def decode_items(plan: ChunkPlan, make: _Decode, batches: Iterator[Any], *,
     (column ``id``) whose rows the task reads itself), the
     :class:`~pgcdc_events.spark.columnar.RunDecoder`'s items out, each with its chunk."""
     runner = RunDecoder(ChunkDecoder(plan, make.decoder), min_run=min_run, columnar=columnar)
+    window = None if make.window is None else WindowDecoder(plan, make.window, make.decoder)
     if files is not None:
         chunks = [int(c) for batch in batches for c in batch.column("id").to_pylist()]
         for chunk_ids, positions, lsns, data, snapshot in files.rows(plan.boundaries, chunks):
@@ -118,14 +129,35 @@ def decode_items(plan: ChunkPlan, make: _Decode, batches: Iterator[Any], *,
                 yield runner.chunk or 0, item
     else:
         for batch in batches:
-            for item in runner.feed(batch.column("_chunk").to_numpy(zero_copy_only=False),
-                                    batch.column("position").to_numpy(zero_copy_only=False),
-                                    batch.column("lsn").to_numpy(zero_copy_only=False),
-                                    batch.column("data"),
-                                    batch.column("snapshot").to_numpy(zero_copy_only=False)
-                                    if "snapshot" in batch.schema.names else None):
-                yield runner.chunk or 0, item
+            if window is not None:  # the window's chunk to its decoder, the rest as before
+                ids = batch.column("_chunk").to_numpy(zero_copy_only=False)
+                lo, hi = (int(i) for i in ids.searchsorted([window.chunk, window.chunk + 1]))
+                if lo < hi:
+                    yield from _fed(runner, batch.slice(0, lo))
+                    part = batch.slice(lo, hi - lo)
+                    for item in window.feed(*_columns(part)[1:], part.column(CHUNK_COLUMN)):
+                        yield window.chunk, item
+                    batch = batch.slice(hi)
+            yield from _fed(runner, batch)
+        if window is not None:
+            window.finish()
     runner.finish()
+
+
+def _columns(batch: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """A batch's ``_chunk``, ``position``, ``lsn`` (numpy), ``data`` (Arrow) and
+    ``snapshot`` (numpy, or None)."""
+    return (batch.column("_chunk").to_numpy(zero_copy_only=False),
+            batch.column("position").to_numpy(zero_copy_only=False),
+            batch.column("lsn").to_numpy(zero_copy_only=False), batch.column("data"),
+            batch.column("snapshot").to_numpy(zero_copy_only=False)
+            if "snapshot" in batch.schema.names else None)
+
+
+def _fed(runner: RunDecoder, batch: Any) -> Iterator[tuple[int, Any]]:
+    """The items of ``batch``'s rows fed to ``runner``, each with its chunk."""
+    for item in runner.feed(*_columns(batch)):
+        yield runner.chunk or 0, item
 
 
 def _plan(plan: Any) -> ChunkPlan:
@@ -446,7 +478,9 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
 
     ``df`` has the capture columns ``lsn`` (``X/Y`` string or long), ``data`` (binary,
     or hex text) and the integer column ``order_by`` giving the stream order (an
-    ``xid`` column is not needed: the decoder finds transactions by stream order).
+    ``xid`` column is not needed: the decoder finds transactions by stream order); a
+    ``chunk`` column carries an incremental snapshot's chunk lines, whose windows are
+    replayed as ``pgcdc-events decode`` replays them (:mod:`pgcdc_events.spark.capture`).
     ``catalog`` is the snapshot the decoder reads NOT NULL, keys, defaults and enum
     labels from. ``flavour`` (or ``options``) chooses the Spark types of the row
     values; ``tombstones`` keeps the tombstone records in the tables' DataFrames;
@@ -468,13 +502,15 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
             "a yboutput capture with pgcdc_events.events.yugabyte.YugabyteEventDecoder and "
             "pgcdc_events.spark.yugabyte (docs/yugabytedb.md)")
     config = config.with_catalog(catalog)
-    raw = normalize_capture(df, order_by)
+    keep = (CHUNK_COLUMN,) if CHUNK_COLUMN in df.columns else ()  # chunk lines (capture.py)
+    raw = normalize_capture(df, order_by, keep=keep)
     files = file_capture(df, order_by)
     if files is not None:  # the tasks read the files' row groups themselves
         control_rows = files.control(raw.sparkSession, CONTROL_TYPES)
     else:
         first = F.substring(F.col("data"), 1, 1)
-        control_rows = raw.filter(first.isin(*(bytes([t]) for t in CONTROL_TYPES))).collect()
+        wanted, columns = control_columns(raw, first.isin(*(bytes([t]) for t in CONTROL_TYPES)))
+        control_rows = raw.filter(wanted).select(*columns).collect()
     control = sorted((r["position"], r["lsn"], bytes(r["data"])) for r in control_rows)
     snapshot = frozenset(r["position"] for r in control_rows if r["snapshot"])
     parsed = list(parse_control(control))
@@ -483,8 +519,18 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
         cores = raw.sparkSession.sparkContext.defaultParallelism
         chunk_messages = max(20_000, span // (8 * max(1, cores)))
     plan = plan_chunks(parsed, min_messages=chunk_messages, snapshot=snapshot)
+    span = window_span(raw, control_rows, parsed) if keep else None
+    if span is not None:
+        plan = span.plan(plan)
     versions = capture_tables(plan.schema, config, catalog)
     make = _Decode(config, catalog, clock, run_id or str(uuid.uuid4()))
+    if span is not None:  # the windows in one chunk, one decoder; the tables they read
+        make.window = plan.chunk_of(span.first)
+        for table in span.table_schemas(config, catalog):
+            known = versions.setdefault(table.qualified, [])
+            if all((v.value_schema, v.key_schema) != (table.value_schema, table.key_schema)
+                   for v in known):
+                known.append(table)
     spark = raw.sparkSession
     partitions = max(1, min(plan.chunks, 2 * spark.sparkContext.defaultParallelism))
     shared = spark.sparkContext.broadcast(plan)
@@ -495,7 +541,7 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
     else:
         frame = (raw.withColumn("_chunk", _chunk_column(F.col("position"), plan.boundaries))
                  .repartition(partitions, "_chunk").sortWithinPartitions("_chunk", "position")
-                 .select("_chunk", "position", "lsn", "data", "snapshot"))
+                 .select("_chunk", "position", "lsn", "data", "snapshot", *keep))
     source = DecodingSource(frame, shared, make, files)
     records = map_in_arrow(frame, RecordsFunction(shared, make, payload=payload, lines=lines,
                                                   files=files), RECORDS_TYPE)

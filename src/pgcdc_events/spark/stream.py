@@ -70,7 +70,7 @@ from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.messages import Relation, Type
 from pgcdc_events.protocol.transactions import Prelude
 from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
-from pgcdc_events.spark.capture import parse_capture_lines
+from pgcdc_events.spark.capture import CHUNK_COLUMN, parse_capture_lines
 from pgcdc_events.spark.decode import (
     _RECORDS_ARROW,
     RECORDS_TYPE,
@@ -823,6 +823,11 @@ def decode_stream(stream_df: DataFrame, config: EventConfig, *, catalog: Catalog
         raise SparkDecodeError(f"decode_stream implements plugin.name=pgoutput, not "
                                f"{config.plugin_name}")
     fields = {f.name: f.dataType for f in stream_df.schema.fields}
+    if CHUNK_COLUMN in fields:  # the windows need one decoder from chunk line to close
+        raise SparkDecodeError(
+            f"the stream DataFrame has the column {CHUNK_COLUMN!r} of incremental snapshot "
+            "chunk lines, which decode_stream does not read: decode the capture with "
+            "decode_capture, `pgcdc-events spark decode` or `pgcdc-events decode`")
     if "segment" in fields and not isinstance(fields["segment"], IntegralType):
         raise SparkDecodeError("column 'segment' must be an integer type")
     keep = ("segment",) if "segment" in fields else ()

@@ -1,0 +1,280 @@
+"""Captures holding incremental snapshot chunk lines, decoded by Spark.
+
+One real capture, made by ``pgcdc-events capture`` on a real PostgreSQL: a signal asks for
+two tables while a workload updates, inserts and deletes rows of one of them and of a
+third table; the capture reads the chunks as it streams and writes them as chunk lines,
+then streams more of the workload. Spark (``decode_capture``, ``pgcdc-events spark
+decode``, a Parquet copy) gives the records ``pgcdc-events decode`` gives for it, whole,
+with the capture cut into several chunks decoded in parallel around the window's span;
+``decode_stream`` (``pgcdc-events spark stream``) refuses the chunk line, in one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import io
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql import SparkSession
+
+from pgcdc_events.adapters.connection import parse_conninfo
+from pgcdc_events.adapters.rotating import capture_file_name
+from pgcdc_events.cli import main
+from pgcdc_events.cli._parallel import DecodeJob, run_decode
+from pgcdc_events.cli.decode_cmd import load_config
+from pgcdc_events.events import EventConfig
+from pgcdc_events.protocol.capture import read_chunk_line
+from pgcdc_events.spark import decode_capture, read_capture
+from pgcdc_events.spark.capture import CHUNK_REFUSED, parse_capture_lines
+from pgcdc_events.testing.cluster import TempCluster
+from support.signals import PROPS, SIGNAL_DDL, capture
+from support.spark_records import CLOCK_NS, RUN_ID, first_difference
+
+#: The connector properties of every decoding here (the capture's, less its chunk size).
+OVERRIDES = [p for p in PROPS if p != "-c"]
+CHUNK = ("-c", "incremental.snapshot.chunk.size=20")
+
+
+@pytest.fixture(scope="module")
+def recorded(pg_cluster: TempCluster, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[Path]:
+    """The capture file (see the module docstring), in a database of its own."""
+    import pg8000.native  # noqa: PLC0415
+
+    name = f"sparkchunks_{os.getpid()}"
+    admin = pg8000.native.Connection(**pg_cluster.dsn())
+    admin.run(f'CREATE DATABASE "{name}"')
+    admin.close()
+    url = f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{name}"
+    conn = pg8000.native.Connection(**{**pg_cluster.dsn(), "database": name})
+    try:
+        yield _record(conn, url, tmp_path_factory.mktemp("chunks") / "cap.jsonl")
+    finally:
+        conn.close()
+        admin = pg8000.native.Connection(**pg_cluster.dsn())
+        try:
+            admin.run("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                      "WHERE database = :d", d=name)
+            admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            admin.close()
+
+
+def _record(conn: Any, url: str, cap: Path) -> Path:
+    conn.run(SIGNAL_DDL)
+    conn.run("CREATE TABLE w (id int PRIMARY KEY, v int, s text)")
+    conn.run("INSERT INTO w SELECT g, g, 's' || g FROM generate_series(1, 300) g")
+    # read by the snapshot, never changed: no Relation message of it in the capture
+    conn.run("CREATE TABLE q (id int PRIMARY KEY, name text, at timestamptz)")
+    conn.run("INSERT INTO q SELECT g, 'n' || g, timestamptz '2024-01-01' + g * interval '1h' "
+             "FROM generate_series(1, 45) g")
+    conn.run("CREATE TABLE other (id int PRIMARY KEY, n int)")
+    assert capture(url, cap, "--create-slot", "--create-publication", *CHUNK) == 0
+    # the stream before the snapshot: transactions the parallel chunks before the span hold
+    for n in range(40):
+        conn.run("INSERT INTO other VALUES (:k, :n)", k=100 + n, n=n)
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def workload() -> None:
+        worker = parse_conninfo(url).connect()[0]
+        try:
+            n = 0
+            while not stop.is_set() or n < 40:
+                n += 1
+                key = (n * 37) % 330 + 1
+                if n % 5 == 0:
+                    worker.run("DELETE FROM w WHERE id = :k", k=key)
+                elif n % 3 == 0:
+                    worker.run("INSERT INTO w VALUES (:k, :n, 'new') ON CONFLICT (id) DO "
+                               "UPDATE SET v = :n, s = 'upserted'", k=key, n=n)
+                else:
+                    worker.run("UPDATE w SET v = v + 1000, s = 'updated' WHERE id = :k", k=key)
+                worker.run("INSERT INTO other VALUES (:n, :n) ON CONFLICT (id) DO UPDATE "
+                           "SET n = other.n + 1", n=n % 17)
+                time.sleep(0.002)
+        except BaseException as error:  # reported below
+            failures.append(error)
+        finally:
+            worker.close()
+
+    thread = threading.Thread(target=workload)
+    thread.start()
+    try:
+        time.sleep(0.05)
+        conn.run("INSERT INTO debezium_signal VALUES ('ad-hoc-s', 'execute-snapshot', :d)",
+                 d=json.dumps({"data-collections": ["public.w", "public.q"]}))
+        assert capture(url, cap, *CHUNK) == 0
+    finally:
+        stop.set()
+        thread.join()
+    assert not failures
+    # the stream after the snapshot: transactions the parallel chunks after the span hold
+    for n in range(60):
+        conn.run("UPDATE other SET n = n + 100 WHERE id = :k", k=n % 17)
+    assert capture(url, cap, *CHUNK) == 0
+    checkpoint = json.loads(Path(f"{cap}.checkpoint.json").read_text())
+    assert "incremental" not in checkpoint  # the snapshot finished within the capture
+    assert main(["catalog", "--dsn", url, "-o", str(cap.parent / "catalog.json")]) == 0
+    return cap
+
+
+def _reference(cap: Path, config: EventConfig) -> list[str]:
+    """The records ``pgcdc-events decode`` writes (its own code, one decoder), with the
+    processing time and run id of the Spark side."""
+    out = io.BytesIO()
+    job = DecodeJob(config, None, None, None, 64 << 20, RUN_ID, clock=lambda: CLOCK_NS)
+    with open(cap, "rb") as src:
+        run_decode(job, src, out, workers=1)
+    return out.getvalue().decode().splitlines()
+
+
+def _chunk_positions(cap: Path) -> list[int]:
+    return [i for i, line in enumerate(cap.read_text().splitlines())
+            if read_chunk_line(line) is not None]
+
+
+@pytest.mark.parametrize("stored", ["jsonl", "parquet"])
+def test_decode_capture_gives_decode_records(spark: SparkSession, recorded: Path,
+                                             tmp_path: Path, stored: str) -> None:
+    """Every record, whole and in order, equals ``decode``'s; the capture is cut into
+    chunks decoded in parallel before and after the one holding the windows."""
+    config = load_config(None, OVERRIDES)
+    want = _reference(recorded, config)
+    ops = {json.loads(x)["value"]["payload"]["op"] for x in want
+           if json.loads(x)["topic"] == "pgcdc.public.q"}
+    assert ops == {"r"}  # q's rows came only from the chunk lines
+    assert len(_chunk_positions(recorded)) > 10
+    frame = read_capture(spark, str(recorded))
+    if stored == "parquet":  # the DataFrame's columns as a Parquet dataset, read back
+        frame.write.parquet(str(tmp_path / "cap.parquet"))
+        frame = read_capture(spark, str(tmp_path / "cap.parquet"))
+    decoded = decode_capture(frame, config, chunk_messages=40, clock=lambda: CLOCK_NS,
+                             run_id=RUN_ID, lines=True, tombstones=True)
+    try:
+        got = [r["line"] for r in decoded.records.orderBy("position", "index")
+               .select("line").collect()]
+        problem = first_difference(got, want)
+        assert not problem, problem
+        assert decoded.source is not None
+        window = decoded.source.make.window
+        assert window is not None and 0 < window < decoded.plan.chunks - 1, \
+            (window, decoded.plan.chunks)
+        # each table's events, the snapshotted table that no change touched too
+        assert set(decoded.tables) >= {"public.w", "public.q", "public.other"}
+        for table in ("public.w", "public.q"):
+            lines = [r["value"] for r in decoded.json_lines(table).collect()]
+            assert lines == [x for x in want if json.loads(x)["topic"] == f"pgcdc.{table}"]
+        q = decoded.table("public.q").orderBy("_position").collect()
+        assert [r["after"]["id"] for r in q] == list(range(1, 46))
+        assert {r["source"]["snapshot"] for r in q} == {"incremental"}
+    finally:
+        decoded.unpersist()
+
+
+def _normalized(line: str) -> dict[str, Any]:
+    """A record without what is processing time or run identity by definition (an ``r``
+    event's ``source.ts_ms`` is the time it was read)."""
+    record = json.loads(line)
+    payload = (record["value"] or {}).get("payload") or {}
+    for name in ("ts_ms", "ts_us", "ts_ns"):
+        payload.pop(name, None)
+        if payload.get("op") == "r":
+            payload["source"].pop(name, None)
+    record["headers"].pop("__debezium.context.runId", None)
+    return record  # type: ignore[no-any-return]
+
+
+def test_spark_decode_cli_gives_decode_records(spark: SparkSession, recorded: Path,
+                                               tmp_path: Path) -> None:
+    """What a user runs: ``pgcdc-events spark decode`` writes each table's records as
+    ``pgcdc-events decode`` writes them."""
+    reference = tmp_path / "decode.jsonl"
+    assert main(["decode", "--capture", str(recorded), "-o", str(reference), "-q",
+                 *PROPS]) == 0
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for line in reference.read_text().splitlines():
+        record = _normalized(line)
+        by_topic.setdefault(record["topic"], []).append(record)
+    out = tmp_path / "spark"
+    assert main(["spark", "decode", "--capture", str(recorded), "--output", str(out),
+                 "--format", "json", "-q", *PROPS]) == 0
+    written = sorted(p.name for p in out.iterdir())
+    assert {"public.w", "public.q", "public.other"} <= set(written)
+    for table in written:
+        lines = [line for part in sorted(glob.glob(str(out / table / "part-*")))
+                 for line in Path(part).read_text().splitlines()]
+        assert [_normalized(line) for line in lines] == by_topic[f"pgcdc.{table}"], table
+
+
+def test_decode_stream_refuses_a_chunk_line(spark: SparkSession, recorded: Path,
+                                            tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``decode_stream`` does not replay windows: ``spark stream`` of the capture fails in
+    one line naming the chunk line and what to do; ``parse_capture_lines`` without
+    ``chunks`` refuses it the same way."""
+    lines = recorded.read_text().splitlines(keepends=True)
+    first = _chunk_positions(recorded)[0]
+    files = tmp_path / "in"
+    files.mkdir()
+    (files / capture_file_name(1, 0x100)).write_text("".join(lines))
+    properties = tmp_path / "connector.properties"
+    properties.write_text("signal.data.collection=public.debezium_signal\n")
+    code = main(["spark", "stream", "--input", str(files), "--config", str(properties),
+                 "--catalog", str(recorded.parent / "catalog.json"),
+                 "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "cp"),
+                 "--trigger", "0.2", "--stop-when-idle", "20", "-q"])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 1
+    assert len(err) == 1 and CHUNK_REFUSED in err[0] and "Traceback" not in err[0], err
+    assert lines[first][:60] in err[0]
+    frame = spark.createDataFrame([(0, lines[first])], "position long, value string")
+    with pytest.raises(Exception, match="decode_stream does not read"):
+        parse_capture_lines(frame, where="cap.jsonl").collect()
+    with contextlib.suppress(Exception):
+        spark.streams.resetTerminated()
+
+
+def test_decode_stream_refuses_a_chunk_column(spark: SparkSession, tmp_path: Path) -> None:
+    """A streaming DataFrame with the chunk lines' column is refused before it starts."""
+    from pgcdc_events.spark import SparkDecodeError  # noqa: PLC0415
+    from pgcdc_events.spark.stream import decode_stream  # noqa: PLC0415
+    from pgcdc_events.types.catalog import CatalogSnapshot  # noqa: PLC0415
+
+    (tmp_path / "in").mkdir()
+    stream_df = spark.readStream.schema(
+        "position long, lsn long, data binary, chunk string").parquet(str(tmp_path / "in"))
+    with pytest.raises(SparkDecodeError, match="column 'chunk' of incremental snapshot chunk"):
+        decode_stream(stream_df, load_config(None, OVERRIDES),
+                      catalog=CatalogSnapshot("db", "15", ()), checkpoint=str(tmp_path / "c"))
+
+
+def test_a_malformed_chunk_line_is_named_before_spark_starts(recorded: Path,
+                                                             tmp_path: Path) -> None:
+    """``check_capture`` (what ``spark decode`` runs before the JVM) takes chunk lines and
+    names one that does not parse, by line."""
+    from pgcdc_events.spark import SparkDecodeError  # noqa: PLC0415
+    from pgcdc_events.spark.capture import check_capture  # noqa: PLC0415
+
+    assert check_capture(str(recorded)) == "jsonl"
+    lines = recorded.read_text().splitlines(keepends=True)
+    first = _chunk_positions(recorded)[0]
+    bad = json.loads(lines[first])
+    del bad["chunk"]["rows"]
+    lines[first] = json.dumps(bad) + "\n"
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("".join(lines))
+    with pytest.raises(SparkDecodeError, match=f"line {first + 1}: an incremental snapshot "
+                       "chunk line with its id, table and rows"):
+        check_capture(str(broken))
