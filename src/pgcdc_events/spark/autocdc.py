@@ -217,13 +217,15 @@ def _parse_sequence(text: str | None, lsn: int | None) -> str | None:
 
 _SEQUENCE_PAIR: Final = (r'^\[(?:null|"(?P<head>[0-9]{1,20})"),'
                          r'(?:null|"(?P<tail>[0-9]{1,20})")\]$')
-_HEX: Final = np.frombuffer(b"0123456789ABCDEF", np.uint8)
-_NIBBLES: Final = np.arange(60, -4, -4, dtype=np.uint64)
+#: ``%02X`` of every byte value, as 2 ASCII bytes.
+_HEX_PAIRS: Final = np.frombuffer(b"".join(b"%02X" % i for i in range(256)),
+                                  np.uint8).reshape(256, 2)
 
 
 def _hex16(values: Any) -> Any:
     """``%016X`` of each of ``values`` (non-negative integers), as rows of 16 ASCII bytes."""
-    return _HEX[(np.asarray(values, np.uint64)[:, None] >> _NIBBLES) & np.uint64(0xF)]
+    octets = np.asarray(values, np.int64).astype(">u8").view(np.uint8).reshape(-1, 8)
+    return _HEX_PAIRS[octets].reshape(-1, 16)
 
 
 def format_sequences(last_commit_lsns: Any, lsns: Any, valid: Any = None) -> Any:

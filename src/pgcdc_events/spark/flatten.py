@@ -40,6 +40,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final, Literal
 
 import attrs
+import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 from pyspark.sql import Column, DataFrame
@@ -48,7 +49,13 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from pgcdc_events.events.envelope import ENVELOPE_FIELDS, TRANSACTION_BLOCK_SCHEMA
 from pgcdc_events.spark._session import arrow_schema
-from pgcdc_events.spark.autocdc import OP, SEQUENCE, changes_from_events, sequence_column
+from pgcdc_events.spark.autocdc import (
+    OP,
+    SEQUENCE,
+    changes_from_events,
+    format_sequences,
+    sequence_column,
+)
 from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.layout import RUN_KIND, TableLayout, load_payload
 
@@ -121,6 +128,22 @@ def flatten(events: DataFrame, *, delete_handling_mode: DeleteHandlingMode = "dr
 # -- the apply targets' changes, straight from the decoder ---------------------------------
 
 
+def _run_sequences(run: Any) -> Any:
+    """The ``__sequence`` of a run's changes. A run is one transaction's: its
+    ``source.sequence`` is one last commit LSN then each change's LSN (how
+    :mod:`~pgcdc_events.spark.columnar` builds it), so the first and last changes' are
+    parsed, and the LSNs put after that head, unless they do not share it."""
+    sequences, lsns = run.column("source").field("sequence"), run.column("lsn")
+    ends = sequence_column(sequences.take([0, len(sequences) - 1]),
+                           lsns.take([0, len(lsns) - 1])).to_pylist()
+    heads = {None if e is None else e.partition("/")[0] for e in ends}
+    head = heads.pop()
+    if heads or head is None or lsns.null_count:
+        return sequence_column(sequences, lsns)
+    return format_sequences(np.full(len(lsns), int(head, 16), np.int64),
+                            lsns.to_numpy(zero_copy_only=False))
+
+
 def changes_type(layout: TableLayout) -> StructType:
     """The Spark schema of a table's flattened changes: its columns (every schema
     version's, as in its events' ``after``), ``__op`` and ``__sequence``."""
@@ -175,9 +198,7 @@ class ChangesFlattener:
         # a run is one operation: a delete's row is its before image
         image = changes.column("before" if op[0].as_py() == "d" else "after")
         values = self.layout.run_image(image)
-        source = changes.column("source")
-        columns = [*values.flatten(), op,
-                   sequence_column(source.field("sequence"), changes.column("lsn"))]
+        columns = [*values.flatten(), op, _run_sequences(changes)]
         self.stats.runs += count
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
