@@ -33,8 +33,12 @@ from pgcdc_events.spark._session import to_arrow_table
 from pgcdc_events.spark.autocdc import OP, SEQUENCE, _physical, changes_from_events
 from pgcdc_events.spark.capture import capture_dataframe
 from pgcdc_events.spark.columnar import MIN_RUN, arrow_type
-from pgcdc_events.spark.decode import by_position
+from pgcdc_events.spark.decode import ChangesFunction, by_position
+from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.flatten import flatten
+from pgcdc_events.spark.layout import RUN_KIND, TableLayout
+from pgcdc_events.spark.local import records_to_arrow
+from pgcdc_events.spark.schema import SparkSchemaOptions
 from pgcdc_events.testing.tables import column_type
 from pgcdc_events.testing.values import ARRAY_TYPES, SUPPORTED_TYPES, values
 from pgcdc_events.types.catalog import fetch_catalog
@@ -192,3 +196,28 @@ def test_a_large_table_is_flattened_from_runs_alone(spark: SparkSession, source:
     want = changes_from_events(by_position(to_arrow_table(decoded.table("public.big"))))
     assert not _first_difference(_ordered(got), _ordered(want))
     assert pa.types.is_string(got.schema.field(SEQUENCE).type)
+
+
+def test_a_stream_layout_refuses_a_column_it_does_not_have(source: Any) -> None:
+    """``strict`` (a stream's, whose layout is its catalog's): a change with a column added
+    after the layout was made is refused, naming it, from a run and from a single record
+    alike, as the events' projection refuses it; not strict, the column is left out."""
+    source.run("CREATE TABLE grows (id int PRIMARY KEY, a int)")
+    capturer = Capturer(source, tables=["grows"])
+    source.run("INSERT INTO grows VALUES (0, 0)")
+    source.run("ALTER TABLE grows ADD COLUMN b text")
+    source.run(f"INSERT INTO grows SELECT g, g, 'x' FROM generate_series(1, {ROWS}) g")
+    source.run("INSERT INTO grows VALUES (-1, -1, 'y')")
+    records, versions = records_to_arrow(capturer.changes(), EventConfig.from_properties(PROPS))
+    old = TableLayout("public.grows", versions["public.grows"][:1], SparkSchemaOptions("semantic"))
+    mine = records.filter(pc.equal(records.column("table"), "public.grows"))
+    run = mine.filter(pc.equal(mine.column("kind"), RUN_KIND))
+    single = mine.filter(pc.equal(mine.column("position"), pc.max(mine.column("position"))))
+    assert run.num_rows == 1 and single.column("kind").to_pylist() == ["change"]
+    for part in (run, single):
+        rows = part.select(["position", "index", "kind", "lsn", "payload"]).to_batches()
+        with pytest.raises(SparkDecodeError, match=r"column 'b'|b\b") as caught:
+            list(ChangesFunction(old, strict=True)(iter(rows)))
+        assert "\n" not in str(caught.value)
+        flat = pa.Table.from_batches(list(ChangesFunction(old)(iter(rows))))
+        assert flat.column_names == ["id", "a", OP, SEQUENCE]

@@ -304,14 +304,16 @@ class TableChangesFunction:
 
 
 class ChangesFunction:
-    """The ``mapInArrow`` function flattening a table's records (persisted records rows)
-    into its changes."""
+    """The ``mapInArrow`` function flattening a table's records (persisted records rows, or
+    a stream's micro-batch) into its changes; ``strict`` refuses a column the layout does
+    not have (a stream's)."""
 
-    def __init__(self, layout: TableLayout, counters: tuple[Any, Any] | None = None) -> None:
-        self.layout, self.counters = layout, counters
+    def __init__(self, layout: TableLayout, counters: tuple[Any, Any] | None = None, *,
+                 strict: bool = False) -> None:
+        self.layout, self.counters, self.strict = layout, counters, strict
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
-        flat = ChangesFlattener(self.layout)
+        flat = ChangesFlattener(self.layout, strict=self.strict)
         for batch in batches:
             if batch.num_rows:
                 yield from flat.batches(zip(

@@ -163,10 +163,14 @@ class FlatStats:
 class ChangesFlattener:
     """A table's records, as :meth:`TableLayout.batches` takes them (``(position, index,
     kind, lsn, payload)``), to flattened changes (:func:`changes_type`) in Arrow batches.
-    Tombstones are dropped; a truncate is a row of nulls with ``__op`` ``t``."""
+    Tombstones are dropped; a truncate is a row of nulls with ``__op`` ``t``. ``strict``
+    refuses a change with a column the layout does not have, as
+    :meth:`TableLayout.batch` does (a stream's layout, from its catalog)."""
 
-    def __init__(self, layout: TableLayout, stats: FlatStats | None = None) -> None:
+    def __init__(self, layout: TableLayout, stats: FlatStats | None = None, *,
+                 strict: bool = False) -> None:
         self.layout = layout
+        self.strict = strict  # refuse a column the layout does not have (a stream's)
         self.schema = arrow_schema(changes_type(layout))
         self.stats = FlatStats() if stats is None else stats
 
@@ -197,13 +201,13 @@ class ChangesFlattener:
         op = changes.column("op")
         # a run is one operation: a delete's row is its before image
         image = changes.column("before" if op[0].as_py() == "d" else "after")
-        values = self.layout.run_image(image)
+        values = self.layout.run_image(image, strict=self.strict)
         columns = [*values.flatten(), op, _run_sequences(changes)]
         self.stats.runs += count
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
     def _records(self, rows: list[tuple[int, int, str, int, Any]]) -> Iterator[Any]:
-        for events in self.layout.batches(rows, tombstones=False):
+        for events in self.layout.batches(rows, tombstones=False, strict=self.strict):
             changes = changes_from_events(pa.Table.from_batches([events]))
             if changes.num_rows:
                 self.stats.records += changes.num_rows
