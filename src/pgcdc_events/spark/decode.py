@@ -17,6 +17,11 @@ the metadata ``_kind`` (``change``, ``truncate`` or ``tombstone``), ``_position`
 (``struct<message, index>``: sorting by it gives the decoder's order), ``_lsn`` and
 ``_related_key`` (the other key of a primary-key change, which Debezium puts in the
 ``__debezium.newkey``/``oldkey`` headers).
+
+:meth:`DecodedCapture.changes` is a table's flattened changes instead (its columns,
+``__op``, ``__sequence``: what the apply targets consume), made in the same tasks by
+:class:`~pgcdc_events.spark.flatten.ChangesFlattener` with no event built for a
+column-wise run.
 """
 
 from __future__ import annotations
