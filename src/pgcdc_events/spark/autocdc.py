@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 import attrs
+import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.dataset as ds  # type: ignore[import-untyped]
@@ -60,7 +61,8 @@ from pgcdc_events.spark.errors import SparkDecodeError
 __all__ = [
     "DELETED_AT", "END_AT", "OP", "RECORDED_MS", "ROW_SEQUENCE", "SEQUENCE", "START_AT",
     "TRUNCATE", "AutoCdc", "AutoCdcError", "CdcPlan", "CdcState", "apply_changes",
-    "apply_plan", "changes_from_events", "empty_state", "format_sequence", "plan_changes",
+    "apply_plan", "changes_from_events", "empty_state", "format_sequence", "format_sequences",
+    "plan_changes", "sequence_column",
 ]
 
 OP: Final = "__op"                 #: the change's Debezium op (c, u, d, r, t)
@@ -213,12 +215,80 @@ def _parse_sequence(text: str | None, lsn: int | None) -> str | None:
     return format_sequence(None, lsn) if lsn is not None else None
 
 
+_SEQUENCE_PAIR: Final = (r'^\[(?:null|"(?P<head>[0-9]{1,20})"),'
+                         r'(?:null|"(?P<tail>[0-9]{1,20})")\]$')
+#: ``%02X`` of every byte value, as 2 ASCII bytes.
+_HEX_PAIRS: Final = np.frombuffer(b"".join(b"%02X" % i for i in range(256)),
+                                  np.uint8).reshape(256, 2)
+
+
+def _hex16(values: Any) -> Any:
+    """``%016X`` of each of ``values`` (non-negative integers), as rows of 16 ASCII bytes."""
+    octets = np.asarray(values, np.int64).astype(">u8").view(np.uint8).reshape(-1, 8)
+    return _HEX_PAIRS[octets].reshape(-1, 16)
+
+
+def format_sequences(last_commit_lsns: Any, lsns: Any, valid: Any = None) -> Any:
+    """:func:`format_sequence` of many changes at once: an Arrow string array (null where
+    ``valid``, a boolean array, is false), without a Python loop per value."""
+    heads = np.asarray(last_commit_lsns, np.int64)
+    tails = np.asarray(lsns, np.int64)
+    count = len(tails)
+    rows = np.empty((count, 33), np.uint8)
+    rows[:, :16] = _hex16(heads)
+    rows[:, 16] = ord("/")
+    rows[:, 17:] = _hex16(tails)
+    present = np.ones(count, np.bool_) if valid is None else np.asarray(valid, np.bool_)
+    sizes = np.where(present, 33, 0)
+    offsets = np.zeros(count + 1, np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    data = rows[present].reshape(-1)
+    nulls = count - int(np.count_nonzero(present))
+    validity = None if nulls == 0 else pa.py_buffer(np.packbits(present, bitorder="little"))
+    return pa.Array.from_buffers(pa.string(), count, [validity, pa.py_buffer(offsets),
+                                                     pa.py_buffer(data)], null_count=nulls)
+
+
+def sequence_column(sequences: Any, lsns: Any) -> Any:
+    """The default sequence (:data:`SEQUENCE`) of changes, from their ``source.sequence``
+    (the connector's JSON pair of LSNs, or null) and their LSN (``source.lsn``, or the
+    record's), both Arrow arrays: :func:`format_sequence` of the pair's LSNs; the record's
+    LSN where the pair has none; null where neither has one. Vectorized; a value that is
+    not such a pair raises :class:`AutoCdcError`."""
+    sequences = _combined(sequences).cast(pa.string())
+    lsns = _combined(lsns).cast(pa.int64())
+    count = len(sequences)
+    if not count:
+        return pa.array([], pa.string())
+    parts = pc.extract_regex(sequences, _SEQUENCE_PAIR)
+    bad = pc.and_(sequences.is_valid(), parts.is_null())
+    if pc.any(bad).as_py():
+        at = pc.index(bad, True).as_py()
+        _parse_sequence(sequences[at].as_py(), lsns[at].as_py())  # raises, naming the value
+        raise AutoCdcError(f"source.sequence {sequences[at].as_py()!r} is not a JSON pair "
+                           "of LSNs")
+    heads = pc.struct_field(parts, ["head"])
+    tails = pc.struct_field(parts, ["tail"])
+    has_head = pc.fill_null(pc.not_equal(heads, ""), False)
+    has_tail = pc.fill_null(pc.not_equal(tails, ""), False)
+    head = pc.if_else(has_head, heads, "0").cast(pa.uint64()).cast(pa.int64())
+    tail = pc.if_else(has_tail, tails, None).cast(pa.uint64()).cast(pa.int64())
+    lsn = pc.coalesce(tail, lsns)
+    valid = lsn.is_valid().to_numpy(zero_copy_only=False)
+    return format_sequences(head.to_numpy(zero_copy_only=False),
+                            pc.fill_null(lsn, 0).to_numpy(zero_copy_only=False), valid)
+
+
+def _combined(array: Any) -> Any:
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+
+
 def changes_from_events(events: Any) -> Any:
     """A table's events (the columns of :meth:`DecodedCapture.table
     <pgcdc_events.spark.decode.DecodedCapture.table>`, as Arrow) as flattened changes:
     the row's columns (``after``, or ``before`` for deletes, the key columns from
-    ``key``), ``__op`` and ``__sequence``. Tombstone records are dropped; a truncate is a
-    row of nulls with ``__op`` ``t``."""
+    ``key``), ``__op`` and ``__sequence`` (:func:`sequence_column`). Tombstone records are
+    dropped; a truncate is a row of nulls with ``__op`` ``t``."""
     for needed in ("op", "after", "source"):
         if needed not in events.column_names:
             raise AutoCdcError(f"the events have no column {needed!r}: give the events of one "
@@ -244,13 +314,10 @@ def changes_from_events(events: Any) -> Any:
             value = pc.struct_field(key, [key.type.get_field_index(name)])
         columns[name] = value
     source = events.column("source")
-    sequence = pc.struct_field(source, ["sequence"]).to_pylist()
-    lsns = (events.column("_lsn").to_pylist() if "_lsn" in events.column_names
-            else pc.struct_field(source, ["lsn"]).to_pylist())
+    lsns = (events.column("_lsn") if "_lsn" in events.column_names
+            else pc.struct_field(source, ["lsn"]))
     columns[OP] = op
-    columns[SEQUENCE] = pa.array([_parse_sequence(s, n) for s, n in zip(sequence, lsns,
-                                                                         strict=True)],
-                                 pa.string())
+    columns[SEQUENCE] = sequence_column(pc.struct_field(source, ["sequence"]), lsns)
     return pa.table(columns)
 
 

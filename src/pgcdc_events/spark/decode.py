@@ -17,6 +17,11 @@ the metadata ``_kind`` (``change``, ``truncate`` or ``tombstone``), ``_position`
 (``struct<message, index>``: sorting by it gives the decoder's order), ``_lsn`` and
 ``_related_key`` (the other key of a primary-key change, which Debezium puts in the
 ``__debezium.newkey``/``oldkey`` headers).
+
+:meth:`DecodedCapture.changes` is a table's flattened changes instead (its columns,
+``__op``, ``__sequence``: what the apply targets consume), made in the same tasks by
+:class:`~pgcdc_events.spark.flatten.ChangesFlattener` with no event built for a
+column-wise run.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from pgcdc_events.spark.capture import (
 )
 from pgcdc_events.spark.columnar import MIN_RUN, ColumnarRun, RunDecoder
 from pgcdc_events.spark.errors import SparkDecodeError
+from pgcdc_events.spark.flatten import ChangesFlattener, FlatStats, changes_type
 from pgcdc_events.spark.layout import (
     RUN_KIND,
     TABLE_KINDS,
@@ -73,8 +79,8 @@ from pgcdc_events.spark.layout import (
 from pgcdc_events.spark.schema import Flavour, SparkSchemaOptions
 from pgcdc_events.types.catalog import CatalogSnapshot
 
-__all__ = ["RECORDS_TYPE", "DecodedCapture", "DecodingSource", "capture_tables",
-           "decode_capture", "decode_items"]
+__all__ = ["RECORDS_TYPE", "ChangesFunction", "DecodedCapture", "DecodingSource",
+           "TableChangesFunction", "capture_tables", "decode_capture", "decode_items"]
 
 #: One row per record: where it goes, what it is, where it came from, and its contents
 #: (``payload``: key, value and related key for :class:`TableLayout`; ``line``: the
@@ -291,6 +297,75 @@ class TableEventsFunction:
             yield from self.layout.batches(pending, tombstones=self.tombstones)
 
 
+class TableChangesFunction:
+    """The ``mapInArrow`` function decoding the capture and flattening one table's changes
+    in the same task (:meth:`DecodedCapture.changes` of a capture not persisted): runs are
+    flattened column-wise (:class:`~pgcdc_events.spark.flatten.ChangesFlattener`), with no
+    event built for them. ``counters``: Spark accumulators of the rows made from runs and
+    from single records."""
+
+    def __init__(self, plan: Any, make: _Decode, layout: TableLayout, *,
+                 files: FileCapture | None = None, counters: tuple[Any, Any] | None = None
+                 ) -> None:
+        self.plan, self.make, self.layout = plan, make, layout
+        self.files, self.counters = files, counters
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        wanted = self.layout.table
+        flat = ChangesFlattener(self.layout)
+        pending: list[tuple[int, int, str, int, Any]] = []
+        name: str | None = None
+        for _, item in decode_items(_plan(self.plan), self.make, batches, files=self.files):
+            if isinstance(item, ColumnarRun):
+                name = item.qualified
+                if name != wanted:
+                    continue
+                if pending:
+                    yield from flat.batches(pending)
+                    pending = []
+                out = flat.run(item.batch)
+                if out.num_rows:
+                    yield out
+                continue
+            position, index, record = item
+            name = record_table(record, name)
+            if name != wanted or record.kind == "tombstone":
+                continue
+            pending.append((position, index, record.kind, record.lsn, record_parts(record)))
+            if len(pending) >= _BATCH:
+                yield from flat.batches(pending)
+                pending = []
+        if pending:
+            yield from flat.batches(pending)
+        _count(self.counters, flat.stats)
+
+
+class ChangesFunction:
+    """The ``mapInArrow`` function flattening a table's records (persisted records rows, or
+    a stream's micro-batch) into its changes; ``strict`` refuses a column the layout does
+    not have (a stream's)."""
+
+    def __init__(self, layout: TableLayout, counters: tuple[Any, Any] | None = None, *,
+                 strict: bool = False) -> None:
+        self.layout, self.counters, self.strict = layout, counters, strict
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        flat = ChangesFlattener(self.layout, strict=self.strict)
+        for batch in batches:
+            if batch.num_rows:
+                yield from flat.batches(zip(
+                    batch.column("position").to_pylist(), batch.column("index").to_pylist(),
+                    batch.column("kind").to_pylist(), batch.column("lsn").to_pylist(),
+                    batch.column("payload").to_pylist(), strict=True))
+        _count(self.counters, flat.stats)
+
+
+def _count(counters: tuple[Any, Any] | None, stats: FlatStats) -> None:
+    if counters is not None:
+        counters[0].add(stats.runs)
+        counters[1].add(stats.records)
+
+
 def capture_tables(schema: Iterable[tuple[int, int, Any]], config: EventConfig,
                    catalog: CatalogSnapshot | None) -> dict[str, list[TableSchema]]:
     """Every included table's schema versions, as an ``EventDecoder`` fed the capture's
@@ -333,6 +408,7 @@ class DecodedCapture:
         self.versions = versions
         self._layouts = {name: TableLayout(name, v, options) for name, v in versions.items()}
         self._tables: dict[str, DataFrame] = {}
+        self._flat_counters: tuple[Any, Any] | None = None
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -383,6 +459,35 @@ class DecodedCapture:
                 rows.select("position", "index", "kind", "lsn", "payload"),
                 EventsFunction(layout, self.tombstones), layout.output_type())
         return cached
+
+    def changes(self, table: str) -> DataFrame:
+        """The flattened changes of ``table`` (``schema.table``), what the apply targets
+        consume (:func:`~pgcdc_events.spark.autocdc.changes_from_events` of its events):
+        its columns, ``__op`` and ``__sequence``; no tombstones; a truncate is a row of
+        nulls. Column-wise runs are flattened in the task, no event built for them: the
+        fast way to a target. Made from the persisted records, or, for a capture not
+        persisted, by a decoding pass of its own. :meth:`flat_counts` tells how many rows
+        each way."""
+        layout = self.layout(table)
+        if self._flat_counters is None:
+            context = self.spark.sparkContext
+            self._flat_counters = (context.accumulator(0), context.accumulator(0))
+        counters = self._flat_counters
+        if self.source is not None and not self.records.is_cached:
+            source = self.source
+            return map_in_arrow(source.frame, TableChangesFunction(
+                source.plan, source.make, layout, files=source.files, counters=counters),
+                changes_type(layout))
+        rows = self.table_records(table).filter(F.col("kind") != "tombstone")
+        return map_in_arrow(rows.select("position", "index", "kind", "lsn", "payload"),
+                            ChangesFunction(layout, counters), changes_type(layout))
+
+    def flat_counts(self) -> tuple[int, int]:
+        """Rows of :meth:`changes` made so far (by the actions run on them) straight from
+        column-wise runs, and from single records' events."""
+        if self._flat_counters is None:
+            return 0, 0
+        return int(self._flat_counters[0].value), int(self._flat_counters[1].value)
 
     def json_lines(self, table: str) -> DataFrame:
         """``table``'s JsonConverter lines (column ``value``) in the decoder's order, in one

@@ -20,21 +20,46 @@ them on unflattened). ``add_fields`` is the SMT's ``add.fields``: ``op``,
 other name (a ``source`` field: ``lsn``, ``table``, ``txId``...), optionally
 ``field:new_name``; each becomes a column named ``__`` (``add_fields_prefix``)
 plus the field name, ``struct_field`` for qualified ones (``__source_ts_ms``).
+
+What the apply targets (Delta, PostgreSQL, AUTO CDC) consume is a narrower flattening:
+the table's columns, ``__op`` and ``__sequence``
+(:func:`~pgcdc_events.spark.autocdc.changes_from_events`). :class:`ChangesFlattener` makes
+those rows straight from the decoder's output, in the Spark task
+(:meth:`DecodedCapture.changes <pgcdc_events.spark.decode.DecodedCapture.changes>`): a
+column-wise run's row image is converted by the table's value converters
+(:meth:`TableLayout.run_image <pgcdc_events.spark.layout.TableLayout.run_image>`) and
+given its operation and sequence, with no event struct made for it and none sent to the
+JVM; any other record goes through the table's events
+(:meth:`TableLayout.batches <pgcdc_events.spark.layout.TableLayout.batches>`) and
+``changes_from_events``. :class:`FlatStats` counts the rows each way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final, Literal
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Final, Literal
 
+import attrs
+import numpy as np
+import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
+import pyarrow.compute as pc  # type: ignore[import-untyped]
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from pgcdc_events.events.envelope import ENVELOPE_FIELDS, TRANSACTION_BLOCK_SCHEMA
+from pgcdc_events.spark._session import arrow_schema
+from pgcdc_events.spark.autocdc import (
+    OP,
+    SEQUENCE,
+    changes_from_events,
+    format_sequences,
+    sequence_column,
+)
 from pgcdc_events.spark.errors import SparkDecodeError
+from pgcdc_events.spark.layout import RUN_KIND, TableLayout, load_payload
 
-__all__ = ["DeleteHandlingMode", "flatten"]
+__all__ = ["ChangesFlattener", "DeleteHandlingMode", "FlatStats", "changes_type", "flatten"]
 
 DeleteHandlingMode = Literal["none", "drop", "rewrite"]
 # the envelope's own scalar fields (not the row images, source or transaction structs),
@@ -98,3 +123,92 @@ def flatten(events: DataFrame, *, delete_handling_mode: DeleteHandlingMode = "dr
     if include_key and "key" in events.columns:
         columns.append(F.col("key").alias("__key"))
     return rows.select(*columns)
+
+
+# -- the apply targets' changes, straight from the decoder ---------------------------------
+
+
+def _run_sequences(run: Any) -> Any:
+    """The ``__sequence`` of a run's changes. A run is one transaction's: its
+    ``source.sequence`` is one last commit LSN then each change's LSN (how
+    :mod:`~pgcdc_events.spark.columnar` builds it), so the first and last changes' are
+    parsed, and the LSNs put after that head, unless they do not share it."""
+    sequences, lsns = run.column("source").field("sequence"), run.column("lsn")
+    ends = sequence_column(sequences.take([0, len(sequences) - 1]),
+                           lsns.take([0, len(lsns) - 1])).to_pylist()
+    heads = {None if e is None else e.partition("/")[0] for e in ends}
+    head = heads.pop()
+    if heads or head is None or lsns.null_count:
+        return sequence_column(sequences, lsns)
+    return format_sequences(np.full(len(lsns), int(head, 16), np.int64),
+                            lsns.to_numpy(zero_copy_only=False))
+
+
+def changes_type(layout: TableLayout) -> StructType:
+    """The Spark schema of a table's flattened changes: its columns (every schema
+    version's, as in its events' ``after``), ``__op`` and ``__sequence``."""
+    return StructType([*layout.value_type.fields, StructField(OP, StringType(), True),
+                       StructField(SEQUENCE, StringType(), True)])
+
+
+@attrs.define
+class FlatStats:
+    """Rows of flattened changes made from column-wise runs directly (``runs``: the fast
+    path) and from the events of single records (``records``)."""
+
+    runs: int = 0
+    records: int = 0
+
+
+class ChangesFlattener:
+    """A table's records, as :meth:`TableLayout.batches` takes them (``(position, index,
+    kind, lsn, payload)``), to flattened changes (:func:`changes_type`) in Arrow batches.
+    Tombstones are dropped; a truncate is a row of nulls with ``__op`` ``t``. ``strict``
+    refuses a change with a column the layout does not have, as
+    :meth:`TableLayout.batch` does (a stream's layout, from its catalog)."""
+
+    def __init__(self, layout: TableLayout, stats: FlatStats | None = None, *,
+                 strict: bool = False) -> None:
+        self.layout = layout
+        self.strict = strict  # refuse a column the layout does not have (a stream's)
+        self.schema = arrow_schema(changes_type(layout))
+        self.stats = FlatStats() if stats is None else stats
+
+    def batches(self, rows: Iterable[tuple[int, int, str, int, Any]]) -> Iterator[Any]:
+        """The flattened changes of ``rows``, in their order."""
+        pending: list[tuple[int, int, str, int, Any]] = []
+        for row in rows:
+            if row[2] != RUN_KIND:
+                if row[2] != "tombstone":
+                    pending.append(row)
+                continue
+            if pending:
+                yield from self._records(pending)
+                pending = []
+            out = self.run(load_payload(RUN_KIND, row[4]))
+            if out.num_rows:
+                yield out
+        if pending:
+            yield from self._records(pending)
+
+    def run(self, run: Any) -> Any:
+        """A column-wise run's batch (:class:`~pgcdc_events.spark.columnar.ColumnarRun`)
+        as flattened changes: its row image converted, no event made."""
+        changes = run.filter(pc.equal(run.column("kind"), "change"))
+        count = changes.num_rows
+        if not count:
+            return pa.RecordBatch.from_pylist([], schema=self.schema)
+        op = changes.column("op")
+        # a run is one operation: a delete's row is its before image
+        image = changes.column("before" if op[0].as_py() == "d" else "after")
+        values = self.layout.run_image(image, strict=self.strict)
+        columns = [*values.flatten(), op, _run_sequences(changes)]
+        self.stats.runs += count
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+    def _records(self, rows: list[tuple[int, int, str, int, Any]]) -> Iterator[Any]:
+        for events in self.layout.batches(rows, tombstones=False, strict=self.strict):
+            changes = changes_from_events(pa.Table.from_batches([events]))
+            if changes.num_rows:
+                self.stats.records += changes.num_rows
+                yield from changes.cast(self.schema).to_batches()

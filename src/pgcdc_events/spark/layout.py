@@ -351,6 +351,15 @@ class TableLayout:
             columns["_related_key"] = pa.nulls(count, key_arrow)
         return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
+    def run_image(self, array: Any, *, strict: bool = False) -> Any:
+        """A column-wise run's row image (its ``before`` or ``after``: Connect values in
+        Arrow) as the table's value struct (:attr:`value_type`), by the columns'
+        converters: what :meth:`batch` gives for it (the flattened changes' columns).
+        ``strict``: as :meth:`batch`'s."""
+        if strict and array.null_count < len(array):
+            self._unknown(f.name for f in array.type)
+        return self._run_struct(self.value_fields, array, arrow_type(self.value_type))
+
     def _run_struct(self, fields: list[_Field], array: Any, dtype: Any) -> Any:
         names = {f.name for f in array.type}
         children = []
