@@ -213,7 +213,8 @@ def test_a_stopped_run_leaves_no_worker_files(tmp_path: Path, sig: signal.Signal
     capture.write_bytes(b"".join(first) + b"".join(lines[4:]) * 3000)
     spool = tmp_path / "tmp"
     spool.mkdir()
-    env = {**os.environ, "TMPDIR": str(spool)}
+    # a run that does not stop prints where each of its threads is when aborted
+    env = {**os.environ, "TMPDIR": str(spool), "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "pgcdc_events.cli", "decode", "--capture", str(capture),
          "-q", "--workers", "2", "-o", str(tmp_path / "out.jsonl")],
@@ -223,7 +224,12 @@ def test_a_stopped_run_leaves_no_worker_files(tmp_path: Path, sig: signal.Signal
         time.sleep(0.02)
     assert proc.poll() is None, "the run ended before the signal"
     os.killpg(proc.pid, sig)
-    _, err = proc.communicate(timeout=60)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGABRT)
+        _, err = proc.communicate(timeout=30)
+        pytest.fail(f"still running 60 s after {sig.name}:\n{err.decode()[-8000:]}")
     assert proc.returncode == 130
     assert err.decode() == "pgcdc-events decode: interrupted\n"
     assert not list(spool.iterdir())

@@ -511,8 +511,18 @@ class _Splitter:
                 yield from numbered
                 return
 
-    def close(self) -> None:
-        if self.pool is not None:  # the chunks being decoded end (a moment), the rest never start
+    def close(self, *, stop: bool = False) -> None:
+        """End the workers and remove their files. After a complete run the chunks being
+        decoded end (a moment) and the rest never start; with ``stop`` (Ctrl-C, SIGTERM, an
+        error) nothing they would write is wanted: they are stopped at once, not awaited."""
+        if self.pool is not None:
+            if stop:
+                # the executor's own processes (it has no public way to stop them before
+                # Python 3.14's terminate_workers): a stopped worker breaks the pool, whose
+                # shutdown then has nothing to wait for
+                processes: dict[int, Any] = getattr(self.pool, "_processes", None) or {}
+                for process in list(processes.values()):
+                    process.terminate()
             self.pool.shutdown(wait=True, cancel_futures=True)
         if self.spool is not None:
             shutil.rmtree(self.spool, ignore_errors=True)
@@ -542,8 +552,10 @@ def run_decode(job: DecodeJob, src: Iterable[bytes], out: IO[bytes], *, workers:
     splitter = _Splitter(job, output, workers, report, tally, chunk_lines, big_lines)
     try:
         splitter.run(numbered)
-    finally:
-        splitter.close()
+    except BaseException:
+        splitter.close(stop=True)
+        raise
+    splitter.close()
     return splitter.messages, splitter.records
 
 
