@@ -303,14 +303,27 @@ _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 
 
 _WORKER: _Worker | None = None
+#: Whether a fork of this process is one of a pool's workers (while a pool is open), and
+#: whether :func:`_quiet_signals` is registered to run in forked children.
+_POOL_OPEN = _AT_FORK = False
+
+
+def _worker_forked() -> None:
+    if _POOL_OPEN:
+        _quiet_signals()
+
+
+def _quiet_signals() -> None:
+    # Ctrl-C reaches the whole process group: the parent stops the workers and removes
+    # their files, and a worker has no traceback to print. Set in the child as soon as it
+    # is forked: a signal that came before the pool's initializer ran printed one.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, if it has one
 
 
 def _init(job: DecodeJob, spool: str) -> None:
     global _WORKER  # noqa: PLW0603 - one decoder per worker process
-    # Ctrl-C reaches the whole process group: the parent stops the workers (SIGTERM) and
-    # removes their files, and a worker has no traceback to print
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, if it has one
+    _quiet_signals()  # again, for the spawn start method
     _WORKER = _Worker(job, spool)
 
 
@@ -418,8 +431,13 @@ class _Splitter:
 
     def send(self) -> None:
         if self.pool is None:
-            context = multiprocessing.get_context(
-                "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+            global _AT_FORK, _POOL_OPEN  # noqa: PLW0603 - once a process; while a pool is open
+            fork = "fork" in multiprocessing.get_all_start_methods()
+            if fork and not _AT_FORK:
+                os.register_at_fork(after_in_child=_worker_forked)
+                _AT_FORK = True
+            _POOL_OPEN = True
+            context = multiprocessing.get_context("fork" if fork else "spawn")
             self.spool = tempfile.mkdtemp(prefix="pgcdc-decode-")  # 0700, this run's only
             # an executor, not a multiprocessing.Pool: a worker that dies (SIGTERM to the
             # process group) breaks it, where Pool.terminate can wait forever on a lock
@@ -522,8 +540,10 @@ class _Splitter:
                 # shutdown then has nothing to wait for
                 processes: dict[int, Any] = getattr(self.pool, "_processes", None) or {}
                 for process in list(processes.values()):
-                    process.terminate()
+                    process.kill()  # what they hold is theirs alone: their chunk files
             self.pool.shutdown(wait=True, cancel_futures=True)
+            global _POOL_OPEN  # noqa: PLW0603 - the pool's workers are all forked
+            _POOL_OPEN = False
         if self.spool is not None:
             shutil.rmtree(self.spool, ignore_errors=True)
 
