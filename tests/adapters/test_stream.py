@@ -296,3 +296,62 @@ def test_changes_read_from_their_heads_are_written_as_the_sql_reader_writes_them
         return lines
 
     assert records(tmp_path / "dec" / "events.jsonl") == records(tmp_path / "sql.jsonl")
+
+
+def _fed_reader(frames: bytes, *, max_message_size: int | None = None) -> tuple[Any, Any]:
+    """A stream reader (never connected) whose socket receives ``frames``, hand-built: the
+    server cannot be made to announce a frame larger than PostgreSQL's own limit."""
+    import socket  # noqa: PLC0415
+
+    reader = StreamReader("postgresql://nobody@127.0.0.1:1/db", slot="s", publications=["p"])
+    ours, server = socket.socketpair()
+    reader._sock = ours
+    if max_message_size is not None:
+        reader.max_message_size = max_message_size
+    server.sendall(frames)
+    return reader, server
+
+
+def _xlog_frame(message: bytes, *, announced: int | None = None) -> bytes:
+    import struct  # noqa: PLC0415
+
+    body = b"w" + struct.pack("!QQQ", 0x16B3748, 0x16B3748, 0) + message
+    return b"d" + struct.pack("!I", 4 + len(body) if announced is None else announced) + body
+
+
+def test_a_frame_announcing_more_than_the_largest_message_is_refused_before_it_is_gathered(
+        ) -> None:
+    """A CopyData head announcing a frame larger than an XLogData of ``max_message_size``
+    bytes: our error naming the frame's place in the stream and its size, at once (not
+    after waiting for, or gathering, gigabytes); a frame of exactly the limit is read."""
+    from pgcdc_events.adapters.pg8000 import BatchInfo  # noqa: PLC0415
+    from pgcdc_events.errors import ProtocolError  # noqa: PLC0415
+
+    keepalive = b"d" + (4 + 18).to_bytes(4, "big") + b"k" + b"\x00" * 17
+    # at the limit (100 bytes of message): read whole
+    reader, server = _fed_reader(keepalive + _xlog_frame(b"x" * 100), max_message_size=100)
+    assert reader._message(1.0)[0] == b"d"
+    tag, body = reader._message(1.0)
+    assert (tag, len(body)) == (b"d", 1 + 24 + 100)
+    server.close()
+    reader.close()
+    # one byte more: refused, naming where it starts (after the 23-byte keepalive)
+    reader, server = _fed_reader(keepalive + _xlog_frame(b"x" * 101), max_message_size=100)
+    assert reader._message(1.0)[0] == b"d"
+    with pytest.raises(ProtocolError) as caught:
+        reader._message(1.0)
+    assert str(caught.value) == (
+        "message 'd': a replication frame's length of at most 129 bytes (a message of at "
+        "most 100 bytes, max_message_size) (the frame at byte 23 of slot 's''s stream "
+        "announces a length of 130 bytes; refused before reading it)")
+    assert reader._sock is None  # dropped: the stream cannot go on
+    server.close()
+    # the default limit, on the capture's path: a head announcing 4 GiB, 64 bytes sent
+    reader, server = _fed_reader(keepalive * 3 + _xlog_frame(b"I" * 32, announced=0xFFFFFFF0))
+    reader._assembler = UnitAssembler()
+    units = reader._units(reader._assembler, BatchInfo(), 1.0)
+    with pytest.raises(ProtocolError, match=r"at byte 69 of slot 's''s stream announces "
+                       r"a length of 4,294,967,280 bytes"):
+        next(units)
+    assert len(reader._buf) < 1000
+    server.close()

@@ -54,10 +54,11 @@ from pgcdc_events.adapters.pg8000 import (
     translate_error,
 )
 from pgcdc_events.adapters.units import CHUNK_LINES, Unit, UnitAssembler
-from pgcdc_events.errors import PgCdcError
+from pgcdc_events.errors import PgCdcError, ProtocolError
 from pgcdc_events.protocol import wire
 from pgcdc_events.protocol.capture import LINE_CLOSE, LINE_OPEN, CaptureRow
 from pgcdc_events.protocol.copydata import (
+    MAX_MESSAGE_SIZE,
     XLOG_DATA_HEAD,
     PrimaryKeepalive,
     StandbyStatusUpdate,
@@ -133,6 +134,10 @@ class StreamReader(SlotReader):
         # message larger than what arrived so far is gathered.
         self._buf: bytes | bytearray = b""
         self._pos = 0
+        self._offset = 0  # where ``_buf`` starts in the connection's received bytes
+        #: The largest message an XLogData frame may carry: a frame announcing more is
+        #: refused before it is gathered.
+        self.max_message_size = MAX_MESSAGE_SIZE
         self._assembler: UnitAssembler | None = None
         self._xids = XidTracker()
         self._pending: list[tuple[bytes, int | None]] = []  # rows waiting for their LSN
@@ -163,7 +168,7 @@ class StreamReader(SlotReader):
         if self._assembler is not None:
             self._assembler.reset()
             self._assembler = None
-        self._buf, self._pos = b"", 0
+        self._buf, self._pos, self._offset = b"", 0, 0
         self._pending = []
         self._xids = XidTracker()
         super().close()
@@ -244,10 +249,14 @@ class StreamReader(SlotReader):
 
     def _fill(self, timeout: float | None, need: int = 0) -> bool:
         """Read what the socket has (waiting up to ``timeout``); False if nothing came.
-        ``need`` is how many unread bytes the next message takes (whole, with its head)."""
+        ``need`` is how many unread bytes the next message takes (whole, with its head):
+        more than the largest XLogData frame (:attr:`max_message_size`) is refused here,
+        before any of it is gathered."""
         sock = self._sock
         if sock is None:
             raise ConnectionLostError("the replication connection is closed", slot=self.slot)
+        if need > _XLOG_DATA_FRAME + self.max_message_size:
+            raise self._oversized(need)
         pending = getattr(sock, "pending", None)  # TLS may hold decrypted bytes already
         if timeout is not None and not (pending and pending()):
             ready, _, _ = select.select([sock], [], [], timeout)
@@ -269,6 +278,7 @@ class StreamReader(SlotReader):
         buf = self._buf
         if self._pos:
             buf = buf[self._pos:]
+            self._offset += self._pos
             self._pos = 0
         if type(buf) is bytearray or (need > 5 and len(buf) + len(chunk) < need):
             # one large message arrives in many reads: gather it without copying it again
@@ -280,6 +290,20 @@ class StreamReader(SlotReader):
             self._buf = buf + chunk
         return True
 
+    def _oversized(self, need: int) -> ProtocolError:
+        """The error for the frame at ``_pos`` whose head announces ``need`` bytes (with its
+        type byte); the connection is dropped, as the stream cannot be read past it."""
+        tag = bytes(self._buf[self._pos:self._pos + 1]).decode("latin-1")
+        at = self._offset + self._pos
+        self._drop()
+        return ProtocolError(
+            f"a replication frame's length of at most "
+            f"{_XLOG_DATA_FRAME - 1 + self.max_message_size:,} bytes (a message of at most "
+            f"{self.max_message_size:,} bytes, max_message_size)",
+            message_type=tag,
+            detail=f"the frame at byte {at:,} of slot {self.slot!r}'s stream announces a "
+                   f"length of {need - 1:,} bytes; refused before reading it")
+
     def _message(self, timeout: float | None) -> tuple[bytes, bytes]:
         """The next message (``(b"", b"")`` if none within ``timeout``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -289,6 +313,8 @@ class StreamReader(SlotReader):
             if len(buf) - pos >= 5:
                 tag, length = _HEADER.unpack_from(buf, pos)
                 end = pos + 1 + length
+                if length > _XLOG_DATA_FRAME - 1 + self.max_message_size:
+                    raise self._oversized(1 + length)
                 if len(buf) >= end:
                     self._pos = end
                     return tag, bytes(buf[pos + 5:end])

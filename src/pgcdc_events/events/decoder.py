@@ -22,13 +22,12 @@ import attrs
 from pgcdc_events.errors import ConfigurationError, ConversionError, ProtocolError
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.envelope import (
-    change_record,
+    TRANSACTION_BLOCK_SCHEMA,
     envelope_value,
     tombstone,
-    transaction_block,
 )
 from pgcdc_events.events.metrics import StreamingMetrics
-from pgcdc_events.events.records import ChangeRecord, Header
+from pgcdc_events.events.records import ChangeRecord, Header, make_record
 from pgcdc_events.events.snapshot import SnapshotRow, SnapshotSequence, snapshot_records
 from pgcdc_events.events.source import from_shared, sequence_head, shared_fields
 from pgcdc_events.events.special import (
@@ -74,9 +73,12 @@ from pgcdc_events.types.catalog import (
 )
 from pgcdc_events.types.mapper import TypeMapper
 from pgcdc_events.types.registry import TypeRegistry
-from pgcdc_events.types.schema import Schema, Struct
+from pgcdc_events.types.schema import STRUCT_SETTERS, Schema, Struct
 
 __all__ = ["EventDecoder"]
+
+_new: Final = object.__new__
+_set_schema, _set_values = STRUCT_SETTERS
 
 _STRING: Final = Schema("string")
 # the type bytes the resolver is fed
@@ -141,6 +143,11 @@ class EventDecoder:
         self.mapper = TypeMapper(config.types, self.registry)
         self.metrics = StreamingMetrics()
         self._tables: dict[int, TableSchema | None] = {}
+        #: Whether a subclass handles messages its own way: feed_row and iter_feed then
+        #: call its handle, not their spelled-out copy of this class's.
+        self._handled_apart = type(self).handle is not EventDecoder.handle
+        #: Whether a subclass extends ``_emit_row``: row changes then go through it.
+        self._emits_apart = type(self)._emit_row is not EventDecoder._emit_row
         self._fallbacks = 0  # of table versions replaced since (see fast_path_fallbacks)
         self._txn: TransactionContext | None = None
         self._last_commit_lsn: int | None = None
@@ -181,7 +188,16 @@ class EventDecoder:
 
     def feed_row(self, row: CaptureRow) -> list[ChangeRecord]:
         """:meth:`feed` for one row of the capture interchange format."""
-        return self.handle(self.reader.read(row.data), row.lsn, snapshot=row.snapshot)
+        message = self.reader.read(row.data)
+        if row.snapshot or self._snapshot is not None or self._handled_apart:
+            return self.handle(message, row.lsn, snapshot=row.snapshot)
+        # handle's path for a streamed message, spelled out: this runs for every row
+        handler = _HANDLERS.get(type(message))
+        if handler is None:
+            raise ProtocolError("a pgoutput message object", detail=type(message).__name__)
+        lsn = int(row.lsn)
+        self.metrics.last_lsn = lsn
+        return handler(self, message, lsn)
 
     def iter_feed(self, data: bytes | bytearray | memoryview, lsn: int, *,
                   snapshot: bool = False) -> Iterator[ChangeRecord]:
@@ -193,9 +209,18 @@ class EventDecoder:
         (metrics, ``flushable_lsn``) when it is exhausted.
         """
         message = self.reader.read(data)
-        lazy = None if snapshot else _LAZY_HANDLERS.get(type(message))
+        kind = type(message)
+        lazy = None if snapshot else _LAZY_HANDLERS.get(kind)
         if lazy is None:
-            return iter(self.handle(message, lsn, snapshot=snapshot))
+            if snapshot or self._snapshot is not None or self._handled_apart:
+                return iter(self.handle(message, lsn, snapshot=snapshot))
+            # handle's path for a streamed message, spelled out: this runs for every row
+            handler = _HANDLERS.get(kind)
+            if handler is None:
+                raise ProtocolError("a pgoutput message object", detail=kind.__name__)
+            lsn = int(lsn)
+            self.metrics.last_lsn = lsn
+            return iter(handler(self, message, lsn))
         lsn = int(lsn)
         self.metrics.last_lsn = lsn
         return lazy(self, message, lsn)
@@ -611,7 +636,8 @@ class EventDecoder:
         the ``source`` and ``transaction`` blocks the decoder's state gives; ``extra``
         headers come before the context headers."""
         # the source fields a transaction's changes to one table share are built once:
-        # this runs for every change event
+        # this runs for every change event (the transaction block and the record are built
+        # as transaction_block and change_record build them, spelled out)
         txn = self._txn
         config = self.config
         block = None
@@ -627,7 +653,9 @@ class EventDecoder:
             lsn_text = str(lsn)
             if config.provide_transaction_metadata:
                 total, per = txn.next_order(table.qualified)
-                block = transaction_block(self._shared_id + lsn_text, total, per)
+                block = _new(Struct)
+                _set_schema(block, TRANSACTION_BLOCK_SCHEMA)
+                _set_values(block, (self._shared_id + lsn_text, total, per))
         else:
             shared = _shared_source(config, table, None, self.clock() // 1000)
             lsn_text = str(lsn)
@@ -641,7 +669,8 @@ class EventDecoder:
         metrics = self.metrics
         metrics.events_seen += 1
         metrics.last_event_commit_us = shared[5]  # the commit time, µs (shared_fields)
-        return change_record(table, key, value, self._headers, lsn, extra=extra)
+        return make_record(table.topic, table.key_schema, key, table.envelope_schema, value,
+                           extra + self._headers if extra else self._headers, lsn, "change")
 
     def _truncate(self, pending: _Pending, lsn: int) -> list[ChangeRecord]:
         out = []
@@ -769,10 +798,36 @@ def _row_change(self: EventDecoder, message: Insert | Update | Delete, lsn: int
     return self._emit_row(table, message, lsn)
 
 
+def _direct(build: Callable[[EventDecoder, TableSchema, Any, int], list[ChangeRecord]]
+            ) -> Callable[[EventDecoder, Any, int], list[ChangeRecord]]:
+    """The handler of one kind of row change: ``_row_change`` with ``_emit_row``'s dispatch
+    done (``build`` is ``_insert``, ``_update`` or ``_delete``), spelled out: this runs
+    for every change; a subclass that extends ``_emit_row`` gets ``_row_change``."""
+
+    def row(self: EventDecoder, message: Any, lsn: int) -> list[ChangeRecord]:
+        tx = self._tx
+        if tx.block is not None or tx.preparing or self._emits_apart:
+            return _row_change(self, message, lsn)
+        try:
+            table = self._tables[message.relation_id]
+        except KeyError:
+            return self._change(message, lsn)  # raises the protocol error
+        if table is None:
+            self.metrics.events_filtered += 1
+            return []
+        try:
+            return build(self, table, message, lsn)
+        except ConversionError as error:
+            return self.event_failed(error, table, lsn)
+
+    return row
+
+
 _HANDLERS: Final[dict[type, Callable[..., list[ChangeRecord]]]] = {
     Begin: EventDecoder._begin, Commit: EventDecoder._commit, Origin: EventDecoder._origin,
-    Relation: EventDecoder._relation, Type: EventDecoder._type, Insert: _row_change,
-    Update: _row_change, Delete: _row_change, Truncate: _dml, LogicalMessage: _dml,
+    Relation: EventDecoder._relation, Type: EventDecoder._type,
+    Insert: _direct(EventDecoder._insert), Update: _direct(EventDecoder._update),
+    Delete: _direct(EventDecoder._delete), Truncate: _dml, LogicalMessage: _dml,
     StreamStart: EventDecoder._stream_start, StreamStop: EventDecoder._stream_stop,
     StreamCommit: EventDecoder._stream_commit, StreamAbort: EventDecoder._stream_abort,
     BeginPrepare: EventDecoder._begin_prepare, Prepare: EventDecoder._prepare,

@@ -33,10 +33,11 @@ _b64 = base64.b64encode
 Writer = Callable[[Any], str]
 #: key schema, value schema, headers (identities checked), key writer, line start, value
 #: writer, between key and value, line end (writers None: no fast path for these schemas),
-#: topic (the one the frame was made for: an identity check for the last frame used)
-_Frame = tuple[Any, Any, Any, "Writer | None", bytes, "Writer | None", bytes, bytes, str]
+#: topic (the one the frame was made for: an identity check for the last frame used), and
+#: a tombstone's line after its key (``"value":null`` and the headers)
+_Frame = tuple[Any, Any, Any, "Writer | None", bytes, "Writer | None", bytes, bytes, str, bytes]
 #: What no record's frame is: the last frame used before the first record.
-_NO_FRAME: _Frame = (object(), None, None, None, b"", None, b"", b"", "")
+_NO_FRAME: _Frame = (object(), None, None, None, b"", None, b"", b"", "", b"")
 
 
 def json_text(obj: Any) -> str:
@@ -356,11 +357,13 @@ class JsonRecordWriter:
                 found = self._frame(record)
             self._last_frame = frame = found
         key_writer, value_writer = frame[3], frame[5]
-        if key is None or value is None or key_writer is None or value_writer is None:
+        if key is None or key_writer is None or value_writer is None:
             parts.append(self.record_line(record).encode() + b"\n")
-            return
-        parts += (frame[4], key_writer(key).encode(), frame[6], value_writer(value).encode(),
-                  frame[7])
+        elif value is None:  # a tombstone: its value is null, not an envelope
+            parts += (frame[4], key_writer(key).encode(), frame[9])
+        else:
+            parts += (frame[4], key_writer(key).encode(), frame[6],
+                      value_writer(value).encode(), frame[7])
 
     def record_bytes(self, record: ChangeRecord) -> bytes:
         """:meth:`record_line` as UTF-8, with its newline."""
@@ -374,7 +377,8 @@ class JsonRecordWriter:
         key_schema, value_schema, headers = record.key_schema, record.value_schema, record.headers
         frame: _Frame
         if key_schema is None or value_schema is None:
-            frame = (key_schema, value_schema, headers, None, b"", None, b"", b"", record.topic)
+            frame = (key_schema, value_schema, headers, None, b"", None, b"", b"", record.topic,
+                     b"")
         else:
             key_writer, value_writer = self._key._compiler, self._compiler
             key_open, key_close = self._key._envelope(key_schema)
@@ -384,7 +388,9 @@ class JsonRecordWriter:
                      value_writer.writer(value_schema),
                      f'{key_close},"value":{value_open}'.encode(),
                      f'{value_close},"headers":{{{self._header_text(headers)}}}}}\n'.encode(),
-                     record.topic)
+                     record.topic,
+                     f'{key_close},"value":null,"headers":{{{self._header_text(headers)}}}}}\n'
+                     .encode())
         if len(self._frames) >= 4096:
             self._frames.clear()
         self._frames[record.topic, id(key_schema), id(value_schema), id(headers)] = frame

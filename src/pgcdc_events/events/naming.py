@@ -66,6 +66,7 @@ def adjuster(mode: str, *, field: bool = False) -> Callable[[str], str]:
     return adjust
 
 
+@lru_cache(maxsize=4096)  # transaction records ask for theirs at every Begin and Commit
 def sanitize_topic(name: str) -> str:
     """Replace characters Kafka does not allow in topic names (per UTF-16 unit) with ``_``."""
     if all(c.isascii() and (c.isalnum() or c in "._-") for c in name):

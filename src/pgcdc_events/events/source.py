@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pgcdc_events.types.schema import Schema, Struct, make_struct, struct_schema
+from pgcdc_events.types.schema import (
+    STRUCT_SETTERS,
+    Schema,
+    Struct,
+    make_struct,
+    struct_schema,
+)
 
 __all__ = ["SHARED_FIELD_NAMES", "SNAPSHOT_VALUES", "SOURCE_SCHEMA", "from_shared", "narrowed",
            "sequence", "sequence_head", "shared_fields", "source_struct"]
@@ -13,6 +19,8 @@ SNAPSHOT_VALUES: Final = ("true", "first", "first_in_data_collection", "last_in_
                           "last", "false", "incremental")
 
 _OPT_INT64 = Schema("int64", optional=True)
+_new: Final = object.__new__
+_set_schema, _set_values = STRUCT_SETTERS
 _OPT_STRING = Schema("string", optional=True)
 
 #: ``io.debezium.connector.postgresql.Source`` version 1, fields in the connector's order.
@@ -80,9 +88,12 @@ def from_shared(shared: tuple[Any, ...], snapshot: str | None, sequence: str | N
     """The source block of one change from its transaction's :func:`shared_fields`."""
     version, connector, name, ts_ms, db, ts_us, ts_ns, schema, table, tx_id, origin, \
         origin_lsn = shared
-    return make_struct(SOURCE_SCHEMA, (
-        version, connector, name, ts_ms, snapshot, db, sequence, ts_us, ts_ns, schema, table,
-        tx_id, lsn, None, origin, origin_lsn))
+    # built as make_struct builds it, spelled out: this runs for every change event
+    source = _new(Struct)
+    _set_schema(source, SOURCE_SCHEMA)
+    _set_values(source, (version, connector, name, ts_ms, snapshot, db, sequence, ts_us, ts_ns,
+                         schema, table, tx_id, lsn, None, origin, origin_lsn))
+    return source
 
 
 def source_struct(

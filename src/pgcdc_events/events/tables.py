@@ -215,6 +215,11 @@ def _picker(positions: tuple[int, ...]) -> Callable[[tuple[Any, ...]], tuple[Any
     return lambda row: ()
 
 
+class _NoValueError(Exception):
+    """A NOT NULL column's value has no representation: the generated path hands the tuple
+    to the general loop, which raises the error naming it."""
+
+
 def _compile_structs(table: TableSchema) -> tuple[
         str, Callable[[TupleData, TupleData | None], tuple[Struct | None, Struct]]]:
     """Generate ``structs(tup, old=None)`` (see ``TableSchema.structs``): one branch for
@@ -225,18 +230,24 @@ def _compile_structs(table: TableSchema) -> tuple[
     namespace: dict[str, Any] = {"new": object.__new__, "S": Struct, "KS": table.key_schema,
                                  "VS": table.value_schema, "TEXT": table._all_text,
                                  "TEXT_OR_NULL": _TEXT_OR_NULL, "general": table._structs,
-                                 "T": table}
+                                 "T": table, "NONE": _NoValueError}
     namespace["ss"], namespace["sv"] = STRUCT_SETTERS
     text = []
     mixed = []
     for i, col in enumerate(columns):
-        namespace[f"c{i}"] = col.from_text
+        # a NOT NULL column's converter that may find no value (_required): its converter,
+        # then the check, spelled out; a None goes to the general loop, which names it
+        required_of = getattr(col.from_text, "required_of", None)
+        namespace[f"c{i}"] = col.from_text if required_of is None else required_of
         namespace[f"n{i}"] = col.null_value
         # utf8 (text, varchar...) is spelled out: a call of it costs more than its work
         call = "{}.decode('utf-8')" if col.from_text is utf8 else f"c{i}({{}})"
-        text.append(f"            a{i} = {call.format(f'v[{col.position}]')}\n")
+        check = "" if required_of is None else f"            if a{i} is None:\n" \
+            "                raise NONE\n"
+        text.append(f"            a{i} = {call.format(f'v[{col.position}]')}\n{check}")
         mixed.append(f"            x = v[{col.position}]\n"
-                     f"            a{i} = n{i} if x is None else {call.format('x')}\n")
+                     f"            a{i} = n{i} if x is None else {call.format('x')}\n"
+                     + check.replace(" is None:", " is None and x is not None:"))
     if not columns:
         text = mixed = ["            pass\n"]
     in_value = range(len(columns)) if table.value_positions is None else table.value_positions
@@ -376,6 +387,8 @@ def _required(convert: Callable[[bytes], Any], schema: Schema) -> Callable[[byte
                                   "representation and the column is NOT NULL")
         return value
 
+    # the generated paths call ``convert`` and check for None themselves (_compile_structs)
+    converted.required_of = convert  # type: ignore[attr-defined]
     return converted
 
 

@@ -366,6 +366,18 @@ def _old_kind(data: bytes, pos: int, allowed: bytes, what: str) -> int:
 
 
 def _update(data: bytes, in_stream: bool, abort_info: bool | None) -> Update:
+    if not in_stream and len(data) > 7:  # the steps below on a well-formed one, spelled out
+        kind = data[5]
+        if kind == _NEW:
+            new, end = _tuple(data, 6)
+            if end == len(data):
+                return _make_update(_u32(data, 1)[0], None, None, new, None)
+        elif kind in _KEY_OLD:
+            before, end = _tuple(data, 6)
+            if end < len(data) and data[end] == _NEW:
+                new, end = _tuple(data, end + 1)
+                if end == len(data):
+                    return _make_update(_u32(data, 1)[0], chr(kind), before, new, None)
     xid, pos = _xid(data, in_stream)
     _need(data, pos, 4, "the relation OID")
     (relid,) = _u32(data, pos)
@@ -384,6 +396,10 @@ def _update(data: bytes, in_stream: bool, abort_info: bool | None) -> Update:
 
 
 def _delete(data: bytes, in_stream: bool, abort_info: bool | None) -> Delete:
+    if not in_stream and len(data) > 7 and data[5] in _KEY_OLD:  # spelled out, as _update
+        before, end = _tuple(data, 6)
+        if end == len(data):
+            return _make_delete(_u32(data, 1)[0], "K" if data[5] == _KEY else "O", before, None)
     xid, pos = _xid(data, in_stream)
     _need(data, pos, 4, "the relation OID")
     (relid,) = _u32(data, pos)
