@@ -80,7 +80,12 @@ from pgcdc_events.spark.decode import (
     _Decode,
     normalize_capture,
 )
-from pgcdc_events.spark.errors import SparkDecodeError, SparkQueryError, describe
+from pgcdc_events.spark.errors import (
+    SparkDecodeError,
+    SparkQueryError,
+    cancelled_job,
+    describe,
+)
 from pgcdc_events.spark.layout import (
     TABLE_KINDS,
     TableLayout,
@@ -475,7 +480,9 @@ class _BatchWriter:
         try:
             self._batch(df, batch_id)
         except Exception as exc:  # one line, with the cause, for the query's failure
-            raise _failure("the decoding query", batch_id, exc) from exc
+            # and no chained traceback: Spark matches the text py4j hands it (this line)
+            # against a regular expression that recurses once per character
+            raise _failure("the decoding query", batch_id, exc) from None
         finally:
             for frame in self.persisted:
                 frame.unpersist()
@@ -608,9 +615,16 @@ def _cause(exc: BaseException) -> str:
 
 
 def _failure(query: str, batch_id: int, exc: BaseException) -> SparkQueryError:
-    """The one-line error of a failed micro-batch, with its cause (:func:`_cause`)."""
+    """The one-line error of a failed micro-batch, with its cause (:func:`_cause`); a
+    batch whose Spark job was cancelled (the query stopped during it) says so in the words
+    Spark looks for (:func:`~pgcdc_events.spark.errors.cancelled_job`), so that the stop
+    is taken as one and not as the query's failure."""
     if isinstance(exc, SparkQueryError):
         return exc
+    cancelled = cancelled_job(exc)
+    if cancelled is not None:
+        return SparkQueryError(f"{query}: micro-batch {batch_id} cancelled "
+                               f"(org.apache.spark.SparkException: {cancelled})")
     return SparkQueryError(f"{query} failed at micro-batch {batch_id}: {_cause(exc)}")
 
 
