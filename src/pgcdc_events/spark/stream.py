@@ -67,6 +67,7 @@ from pyspark.util import inheritable_thread_target
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events.chunks import (
     CONTROL_TYPES,
+    ChunkError,
     ChunkPlan,
     Cut,
     control_messages,
@@ -751,14 +752,10 @@ class DecodedStream:
     def write(self, records: DataFrame, batch_id: int) -> int:
         """A batch's outputs: each target's table events, then the records file (with a
         ``path``). Returns the records written to the file (0 without one)."""
-        # with targets, the batch is decoded first (one job, kept): a decoding failure is
-        # the decoding's, not the first target's that would have run it
-        persisted = bool(self.targets)
+        persisted = len(self.targets) + (self.records_dir is not None) > 1
         if persisted:
             records = records.persist()
         try:
-            if self.targets:
-                records.count()
             if len(self.targets) > 1:
                 # side by side, each thread with this one's Spark properties (the query's
                 # id, which a DeltaTarget records)
@@ -792,7 +789,12 @@ class DecodedStream:
         except Exception as exc:
             if isinstance(exc, SparkQueryError):
                 raise
-            raise SparkDecodeError(f"applying {table}: {_cause(exc)}") from None  # in the text
+            cause = _cause(exc)
+            if not isinstance(exc, PgCdcError) and cause.startswith(f"{ChunkError.__name__}: "):
+                # the decoding's failure, in the tasks the target's job ran (the records
+                # are computed by the first job that reads them): not the target's
+                raise
+            raise SparkDecodeError(f"applying {table}: {cause}") from None  # in the text
 
     @property
     def tables(self) -> tuple[str, ...]:
