@@ -323,3 +323,22 @@ def test_a_capture_with_a_snapshot_decodes_as_decode_does(tmp_path: Path,
         lines = [line for part in sorted(glob.glob(str(out / table / "part-*")))
                  for line in Path(part).read_text().splitlines()]
         assert [_normalized(line) for line in lines] == by_table[table], table
+
+
+def test_stream_refuses_a_checkpoint_of_one_query_per_table(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+        ) -> None:
+    """A checkpoint written when ``spark stream`` ran one query per table (its ``tables/``):
+    refused in one line before Spark starts (its tables' queries may be behind the decoding
+    one, whose batches the one query would not apply again)."""
+    import pgcdc_events.spark  # noqa: PLC0415
+
+    def session(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr(pgcdc_events.spark, "session", session)
+    (tmp_path / "c" / "tables" / "public.orders").mkdir(parents=True)
+    assert main(["spark", "stream", "--input", str(tmp_path), "--output", str(tmp_path / "o"),
+                 "--checkpoint", str(tmp_path / "c"), "--catalog", CATALOG, "-q"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "one query per table" in err[0] and str(tmp_path / "c") in err[0]

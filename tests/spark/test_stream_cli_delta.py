@@ -79,22 +79,34 @@ def scd1(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[
 
 
 def test_each_table_is_a_delta_table_equal_to_the_latest_state(scd1: dict[str, Any]) -> None:
+    """Every keyed table, those whose first change comes in a later file too (the one
+    query applies each table from the batch its first change is in)."""
     tables = scd1["tmp"] / "out" / "tables"
     assert sorted(p.name for p in tables.iterdir()) == sorted(scd1["want"])
     for name, want in scd1["want"].items():
         table = deltalake.DeltaTable(str(tables / name))
         assert table_rows(table.to_pyarrow_table()) == table_rows(want), name
     assert len(scd1["want"]) >= 2
+    first = {name: _first_batch(tables / name) for name in scd1["want"]}
+    assert min(first.values()) == 0 and max(first.values()) >= 1, first
+
+
+def _first_batch(table: Path) -> int:
+    """The micro-batch that created a Delta table (its first commit's transaction)."""
+    with open(table / "_delta_log" / f"{0:020d}.json", encoding="utf-8") as fh:
+        actions = [json.loads(line) for line in fh if line.strip()]
+    return int(next(a["txn"]["version"] for a in actions if "txn" in a))
 
 
 def test_one_commit_per_batch_under_the_query_id(scd1: dict[str, Any]) -> None:
     """Each micro-batch that changed the table is one commit carrying the query's
-    application transaction: its id (``pgcdc-events:<query id>``) and the batch id."""
+    application transaction: its id (``pgcdc-events:<query id>``, the one query of the
+    pipeline) and the batch id."""
     tables = scd1["tmp"] / "out" / "tables"
-    queries = scd1["tmp"] / "cp" / "tables"
+    assert sorted(p.name for p in (scd1["tmp"] / "cp").iterdir()) == ["decode"]  # one query
+    query_id = json.loads((scd1["tmp"] / "cp" / "decode" / "metadata").read_text())["id"]
     last = []
     for name in scd1["want"]:
-        query_id = json.loads((queries / name / "metadata").read_text())["id"]
         table = deltalake.DeltaTable(str(tables / name))
         version = table.transaction_version(f"pgcdc-events:{query_id}")
         assert version is not None, name

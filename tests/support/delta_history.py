@@ -5,6 +5,7 @@ type 2), in comparable forms."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from pgcdc_events.spark.autocdc import END_AT, ROW_SEQUENCE, START_AT
@@ -78,11 +79,21 @@ def history(table: Any, keep: tuple[str, ...] | None = None) -> list[str]:
 
 
 def duckdb_with_delta() -> Any:
-    """DuckDB with its ``delta`` extension, or a skip: the module may be missing, and the
-    extension is downloaded from extensions.duckdb.org on first use (no network: skip)."""
+    """DuckDB with its ``delta`` extension, or a skip: the module may be missing; the
+    extension comes from the ``duckdb-ext-delta`` package (PyPI, the build for its pinned
+    DuckDB version) when installed, else it is downloaded on first use (no network: skip)."""
     import pytest  # noqa: PLC0415
 
     duckdb = pytest.importorskip("duckdb")
+    try:
+        import duckdb_ext  # type: ignore[import-not-found]  # noqa: PLC0415
+
+        for root in duckdb_ext.__path__:  # a namespace package: extensions/v*/platform/
+            if (Path(root) / "extensions").is_dir():
+                duckdb.sql(f"SET extension_directory = '{Path(root) / 'extensions'}'")
+                duckdb.sql("SET autoinstall_known_extensions = false")
+    except ImportError:
+        pass
     try:
         duckdb.sql("LOAD delta")
     except duckdb.Error as exc:

@@ -8,8 +8,10 @@ Spark's parameter names as options) or a Parquet directory (``--target parquet``
 with ``--target-dsn``, to the PostgreSQL table of the same name there (``--target-dsn-file``
 keeps the DSN off the command line, and the password may come from ``~/.pgpass`` or
 ``PGPASSFILE``).
-``--checkpoint`` holds the queries' checkpoints and the decoder's state: a stopped or
-killed run continues where it was.
+One streaming query decodes each micro-batch (in Spark tasks) and applies every table's
+changes to its targets (:meth:`~pgcdc_events.spark.stream.DecodedStream.apply`); a table
+whose first change comes later is applied from then on. ``--checkpoint`` holds the query's
+checkpoint and the decoder's state: a stopped or killed run continues where it was.
 One progress line per decoded micro-batch goes to stderr.
 """
 
@@ -52,7 +54,7 @@ def register(sub: Any) -> None:
                         help="directory: records/ and tables/, one Delta table (or Parquet "
                         "directory) per table")
     parser.add_argument("--checkpoint", required=True, metavar="DIR",
-                        help="checkpoint location of the queries (and the decoder's state)")
+                        help="checkpoint location of the query (and the decoder's state)")
     parser.add_argument("--tables", help="comma-separated schema.table names (default: the "
                         "catalog's tables the configuration includes)")
     target = parser.add_mutually_exclusive_group()
@@ -112,7 +114,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the streaming queries; Spark errors become one line."""
+    """Run the streaming query; Spark errors become one line."""
     from pgcdc_events.cli.spark_cmd import run_spark  # noqa: PLC0415
 
     return run_spark(_run, args)
@@ -224,6 +226,11 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
     if not os.path.isdir(args.input):
         raise ConfigurationError(f"--input {args.input}: not a directory (the --output of "
                                  "capture --rotate-every)")
+    if os.path.isdir(os.path.join(args.checkpoint, "tables")):
+        raise ConfigurationError(
+            f"--checkpoint {args.checkpoint}: written by an earlier version that ran one "
+            "query per table (its tables/ directory); finish it with that version, or start "
+            "again with a new checkpoint and output")
     config = load_config(args.config, args.overrides)
     catalog = CatalogSnapshot.load(args.catalog)
     settings = target_settings(args)  # before the JVM starts: a bad DSN fails at once
@@ -249,9 +256,9 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
 
     source = read_capture_stream(spark, args.input,
                                  max_files_per_trigger=args.max_files_per_trigger)
+    checkpoint = os.path.join(args.checkpoint, "decode")
     stream = decode_stream(source, config, catalog=catalog, path=args.output,
-                           checkpoint=os.path.join(args.checkpoint, "decode"),
-                           progress=progress)
+                           checkpoint=checkpoint, progress=progress)
     keyed = [t for t in stream.tables if stream.layout(t).key_type is not None]
     wanted = keyed
     if args.tables:
@@ -265,8 +272,7 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
             if name not in keyed:
                 print(f"pgcdc-events spark stream: {name} has no key (no primary key, no "
                       "message.key.columns): not applied", file=sys.stderr, flush=True)
-    queries = [stream.start(trigger_seconds=args.trigger)]
-    for table in wanted:
+    for table in wanted:  # every table's targets in the decoding query itself
         path = os.path.join(args.output, "tables", table_directory(table))
         lake: Any = (DeltaTarget(path, **cdc) if args.target == "delta" else
                      ParquetTarget(path, buckets=args.buckets or 16))
@@ -275,11 +281,8 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
             layout = stream.layout(table)
             pg = PostgresTarget(lambda settings=settings: settings.connect()[0],
                                 layout.schema_name, layout.table_name)
-        queries.append(stream.table(table).writeStream
-                       .foreachBatch(_Both(lake, pg, f"the query of {table}"))
-                       .option("checkpointLocation", os.path.join(
-                           args.checkpoint, "tables", table_directory(table)))
-                       .trigger(processingTime=f"{args.trigger} seconds").start())
+        stream.apply(table, _Both(lake, pg))
+    query = stream.start(trigger_seconds=args.trigger)
     stop = [False]
 
     def handler(signum: int, frame: Any) -> None:
@@ -288,20 +291,17 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         while not stop[0]:
-            for query in queries:
-                if query.exception() is not None:
-                    raise query.exception()  # type: ignore[misc]
+            if query.exception() is not None:
+                raise query.exception()  # type: ignore[misc]
             if args.stop_when_idle is not None and \
                     time.monotonic() - last_row[0] > args.stop_when_idle:
-                for query in queries:
-                    query.processAllAvailable()
+                query.processAllAvailable()
                 break
             time.sleep(0.2)
     finally:
         for s, old in previous.items():
             signal.signal(s, old)
-        for query in queries:
-            query.stop()
+        query.stop()
     if not args.quiet:
         print(f"pgcdc-events spark stream: stopped; {len(wanted)} tables under "
               f"{os.path.join(args.output, 'tables')}", file=sys.stderr, flush=True)
@@ -309,20 +309,14 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
 
 
 class _Both:
-    """Apply a batch to the Delta or Parquet target, then to PostgreSQL (if any)."""
+    """A table's target in the decoding query (:meth:`DecodedStream.apply
+    <pgcdc_events.spark.stream.DecodedStream.apply>`, which names the table in a failure):
+    the Delta or Parquet target, then PostgreSQL (if any), from one collect of the events."""
 
-    def __init__(self, lake: Any, pg: Any, name: str) -> None:
-        self.lake, self.pg, self.name = lake, pg, name
+    def __init__(self, lake: Any, pg: Any) -> None:
+        self.lake, self.pg = lake, pg
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        from pgcdc_events.spark.errors import query_failure  # noqa: PLC0415
-
-        try:
-            self._apply(df, batch_id)
-        except Exception as exc:  # one line, with the cause, for the query's failure
-            raise query_failure(self.name, batch_id, exc) from exc
-
-    def _apply(self, df: Any, batch_id: int) -> None:
         from pgcdc_events.spark._session import to_arrow_table  # noqa: PLC0415
         from pgcdc_events.spark.delta import DeltaTarget  # noqa: PLC0415
 

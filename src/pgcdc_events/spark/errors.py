@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from typing import Final
+
 from pgcdc_events.errors import PgCdcError
 
-__all__ = ["SparkDecodeError", "SparkQueryError", "query_failure"]
+#: Spark's message for a job cancelled with its job group (what stopping a streaming query
+#: does to the jobs of its running micro-batch).
+_CANCELLED: Final = re.compile(r"[^\n]*\bcancelled\b[^\n]*\bjob group\b[^\n]*")
+
+__all__ = ["SparkDecodeError", "SparkQueryError", "cancelled_job", "query_failure"]
 
 
 class SparkDecodeError(PgCdcError, ValueError):
@@ -52,3 +59,30 @@ def describe(exc: BaseException) -> str:
 def _first_line(exc: BaseException) -> str:
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return lines[0].strip() if lines else "(no message)"
+
+
+def cancelled_job(exc: BaseException) -> str | None:
+    """The line of Spark's message saying that a job of ``exc`` (or of its causes) was
+    cancelled with its job group, at most 500 characters; ``None`` if none does.
+
+    Stopping a streaming query cancels its micro-batch's jobs, then asks whether the
+    ``foreachBatch`` call's failure was that stop: for a Python function, by looking for
+    ``org.apache.spark.SparkException``, ``cancelled`` and the query's job group (its run
+    id) in the Python traceback py4j hands back. Before that it matches the traceback
+    against a regular expression that recurses once per character after
+    ``py4j.protocol.Py4JJavaError: An error occurred while calling``: a traceback
+    carrying a Java stack overflows the JVM's stack (``java.lang.StackOverflowError``,
+    printed on stderr). A ``foreachBatch`` function raises one short line instead.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        match = _CANCELLED.search(str(current))
+        if match is not None:
+            line = match.group(0).strip()
+            for prefix in ("Caused by: ", "org.apache.spark.SparkException: "):
+                line = line.removeprefix(prefix)
+            return line[:500]
+        current = current.__cause__ or current.__context__
+    return None
