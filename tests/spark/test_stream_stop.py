@@ -72,6 +72,7 @@ def _in_flight(offsets: Path, commits: Path, process: subprocess.Popen[bytes],
     raise AssertionError("no micro-batch caught running")
 
 
+@pytest.mark.slow  # two JVMs and 80,000 changes: 1.5-7 min; the bug is caught by the next test
 def test_a_stop_during_a_batch_is_clean_and_loses_nothing(tmp_path: Path, pg_conn: Any) -> None:
     """SIGINT (Ctrl-C; SIGTERM takes the same path) while a micro-batch runs: exit 0, the
     progress lines and the one ``stopped`` line, no Java stack; the restart finishes."""
