@@ -44,6 +44,9 @@ LANGUAGES = {"python": "python", "py": "python", "sh": "sh", "bash": "sh", "shel
 SERVICES_NOT_RUN = {
     "kafka": "needs Kafka, which the test suite does not run",
     "jdbc": "needs a PostgreSQL JDBC driver jar on Spark's classpath (a Maven download)",
+    "duckdb": ("needs DuckDB and its delta extension (duckdb-ext-delta from PyPI), not "
+               "dependencies of the project; tests/spark reads the Delta tables with them "
+               "when they are installed"),
 }
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*([\w+-]*)")
 _MARKER = re.compile(r"^<!--\s*docs-test:\s*(.*?)\s*-->\s*$")

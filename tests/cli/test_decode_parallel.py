@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -203,6 +204,19 @@ def test_standard_output_of_text_only_takes_the_same_lines(tmp_path: Path) -> No
     assert _stable(text.getvalue()) == _stable(out.read_text())
 
 
+@contextlib.contextmanager
+def _sigint_not_ignored() -> Iterator[None]:
+    """A suite started in the background (``cmd &``) ignores SIGINT, and an ignored SIGINT
+    stays ignored in the processes it starts (Python then keeps it so): the run went on to
+    its end (exit 0) or past the test's 60 s. Handled here, it is the default once the
+    child execs, as Ctrl-C from a terminal finds it."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_stopped_run_leaves_no_worker_files(tmp_path: Path, sig: signal.Signals) -> None:
     """SIGTERM (or Ctrl-C, to the process group) during a parallel run: one line on
@@ -215,10 +229,11 @@ def test_a_stopped_run_leaves_no_worker_files(tmp_path: Path, sig: signal.Signal
     spool.mkdir()
     # a run that does not stop prints where each of its threads is when aborted
     env = {**os.environ, "TMPDIR": str(spool), "PYTHONFAULTHANDLER": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pgcdc_events.cli", "decode", "--capture", str(capture),
-         "-q", "--workers", "2", "-o", str(tmp_path / "out.jsonl")],
-        env=env, stderr=subprocess.PIPE, start_new_session=True)
+    with _sigint_not_ignored():
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pgcdc_events.cli", "decode", "--capture", str(capture),
+             "-q", "--workers", "2", "-o", str(tmp_path / "out.jsonl")],
+            env=env, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 60
     while not any(spool.glob("pgcdc-decode-*/*.jsonl")) and time.monotonic() < deadline:
         time.sleep(0.02)
