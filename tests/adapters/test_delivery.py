@@ -481,9 +481,9 @@ READERS = ["stream", "sql"]
 
 @pytest.mark.parametrize("reader", READERS)
 def test_sigkill_at_random_moments(cluster: TempCluster, tmp_path: Path, reader: str) -> None:
-    figures = kill_campaign(cluster, tmp_path / "out", kills=12, restarts=0, seed=7,
+    figures = kill_campaign(cluster, tmp_path / "out", kills=8, restarts=0, seed=7,
                             reader=reader)
-    assert figures["kills"] == 12 and figures["streamed"] > 0 and figures["prepared"] > 0
+    assert figures["kills"] == 8 and figures["streamed"] > 0 and figures["prepared"] > 0
 
 
 @pytest.mark.parametrize("reader", READERS)

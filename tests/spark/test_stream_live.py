@@ -338,6 +338,8 @@ def run_end_to_end(spark: SparkSession, setup: Setup, scale: int) -> dict[str, i
     return figures
 
 
+@pytest.mark.slow  # 30 s; test_e2e_delta (live capture, spark stream, Delta and PostgreSQL)
+# and test_stream_exec (transactions of every size) run by default
 def test_end_to_end(spark: SparkSession, setup: Setup) -> None:
     figures = run_end_to_end(spark, setup, 1)
     assert figures["item"] > 1500 and figures["files"] > 3
