@@ -542,8 +542,8 @@ class _Splitter:
                 for process in list(processes.values()):
                     process.kill()  # what they hold is theirs alone: their chunk files
             self.pool.shutdown(wait=True, cancel_futures=True)
-            global _POOL_OPEN  # noqa: PLW0603 - the pool's workers are all forked
-            _POOL_OPEN = False
+        global _POOL_OPEN  # noqa: PLW0603 - the pool's workers are all forked
+        _POOL_OPEN = False
         if self.spool is not None:
             shutil.rmtree(self.spool, ignore_errors=True)
 

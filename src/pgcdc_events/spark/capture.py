@@ -505,6 +505,16 @@ class WindowSpan:
                 for text in self.tables]
 
 
+#: What marks a chunk line of a read-only snapshot (``read.only=true``): its watermarks
+#: are the server's snapshots, and its windows close at commits and idle polls.
+READ_ONLY_KEYS: Final = frozenset({"low", "high", "idle"})
+#: Why Spark refuses a read-only snapshot's chunk line (its windows close at the
+#: stream's commits, which the window's span does not follow yet).
+READ_ONLY_REFUSED: Final = (
+    "a chunk line of a read-only incremental snapshot (read.only=true), which Spark does "
+    "not replay: decode the capture with `pgcdc-events decode`")
+
+
 def window_span(raw: DataFrame, control_rows: Sequence[Any],
                 control: Iterable[tuple[int, int, Message]]) -> WindowSpan | None:
     """The span of the windows of a capture's chunk lines, ``None`` when it has none.
@@ -579,6 +589,8 @@ class WindowDecoder:
                     line = read_chunk_line(text)
                     if line is None:
                         raise SparkDecodeError(f"not a chunk line: {text[:80]!r}")
+                    if READ_ONLY_KEYS & line.chunk.keys():
+                        raise SparkDecodeError(READ_ONLY_REFUSED)
                     recorded.chunk(line.chunk, where=f"position {position}")
                     continue
                 for index, record in enumerate(recorded.through(
