@@ -161,6 +161,16 @@ def test_a_damaged_read_only_chunk_line_is_named(url: str, pg_conn: Any, tmp_pat
     err = capsys.readouterr().err
     assert f"line {first + 1}" in err and "'12:x:'" in err and "pg_current_snapshot" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    # the next chunk's line before the Commit that closed the window: decoded with other
+    # properties than the capture's, the window was still open (its rows were dropped)
+    chunked = [n for n, x in enumerate(lines) if '"low": ' in x or '"low":"' in x]
+    second = chunked[1]
+    early = [*lines[:first + 1], lines[second], *lines[first + 1:second], *lines[second + 1:]]
+    bad.write_text("\n".join(early) + "\n")
+    assert main(["decode", "--capture", str(bad), "--output", str(out), "-q", *PROPS, *RO]) == 1
+    err = capsys.readouterr().err
+    assert f"line {first + 2}" in err and "still open" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     idle = {"lsn": "0/0", "xid": None, "data": "x",
             "chunk": {"id": "c", "idle": 7, "signal": "public.debezium_signal"}}
     bad.write_text(json.dumps(idle) + "\n")

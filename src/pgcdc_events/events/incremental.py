@@ -833,6 +833,14 @@ class RecordedChunks:
                 context.window_opened = False
             window = self.window = ReadOnlyChunkWindow(
                 self.decoder, signal_data_collection=signal, context=context)
+        elif window.pending_chunk not in (None, chunk_id):
+            # the capture closed that window where this decoding did not: its rows would
+            # be dropped without a word
+            raise IncrementalSnapshotError(
+                f"{prefix}chunk {chunk_id!r} was read while the window of chunk "
+                f"{window.pending_chunk!r} is still open here: the capture closed it, this "
+                "decoding did not (decode with the capture's properties: the same tables, "
+                "filters and failure handling)")
         window.begin_chunk(chunk_id, table)
         window.chunk(chunk_id, table, rows, chunk_key=key)
         window.set_low_watermark(low)
