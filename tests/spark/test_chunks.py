@@ -293,13 +293,15 @@ def test_a_read_only_snapshot_is_refused_not_dropped(spark: SparkSession, pg_con
     pg_conn.run("INSERT INTO r SELECT g, 'v' || g FROM generate_series(1, 30) g")
     cap = tmp_path / "cap.jsonl"
     read_only = ("-c", "read.only=true", *CHUNK)
-    assert capture(url, cap, "--create-slot", "--create-publication", *read_only) == 0
+    # a slot of its own: slots are the cluster's, and the module's capture has "s"
+    assert capture(url, cap, "--create-slot", "--create-publication", *read_only,
+                   slot="ro") == 0
     pg_conn.run("INSERT INTO debezium_signal VALUES ('ro-1', 'execute-snapshot', :d)",
                 d=json.dumps({"data-collections": ["public.r"]}))
     for n in range(3):  # commits that close the windows
         pg_conn.run("UPDATE r SET v = 'u' WHERE id = :k", k=n + 1)
-    assert capture(url, cap, *read_only) == 0
-    assert capture(url, cap, *read_only) == 0
+    assert capture(url, cap, *read_only, slot="ro") == 0
+    assert capture(url, cap, *read_only, slot="ro") == 0
     positions = _chunk_positions(cap)
     assert positions  # the capture read chunks
     config = load_config(None, [*OVERRIDES, "read.only=true"])
