@@ -249,3 +249,42 @@ def test_text_for_a_bytea_column_is_refused() -> None:
         "\\x00ff", None]
     with pytest.raises(SparkDecodeError, match=r"public\.t\.b: .*binary\.handling\.mode=bytes"):
         column_text(pa.array(["AP8=", None]), column, table="public.t")
+
+
+def test_targets_starting_at_once_create_the_bookkeeping_table_once(
+        pg_conn: Any, pg_cluster: Any) -> None:
+    """Several targets (one query per table) applying their first batch at the same moment:
+    each creates ``pgcdc_applied`` if missing, which PostgreSQL's ``CREATE TABLE IF NOT
+    EXISTS`` does not make safe (a unique violation on ``pg_type_typname_nsp_index``, seen
+    in a full run of test_e2e_delta); every apply succeeds, every batch is recorded."""
+    import threading  # noqa: PLC0415
+
+    import pyarrow as pa  # noqa: PLC0415
+
+    database = pg_conn.run("SELECT current_database()")[0][0]
+
+    def connect() -> Any:
+        return pg8000.native.Connection(**{**pg_cluster.dsn(), "database": database})
+
+    for round_ in range(40):
+        pg_conn.run("DROP TABLE IF EXISTS pgcdc_applied")
+        targets = [PostgresTarget(connect, "public", f"t{i}") for i in range(8)]
+        start = threading.Barrier(len(targets))
+        errors: list[BaseException] = []
+
+        def apply(target: PostgresTarget, start: threading.Barrier, batch: int,
+                  errors: list[BaseException]) -> None:
+            try:
+                start.wait()
+                target.apply(pa.table({}), batch)
+            except BaseException as error:  # reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=apply, args=(t, start, round_, errors))
+                   for t in targets]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors, errors[0]
+        assert pg_conn.run("SELECT count(*) FROM pgcdc_applied")[0][0] == len(targets)

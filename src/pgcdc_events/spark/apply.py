@@ -214,8 +214,14 @@ class PostgresTarget:
         """Apply an Arrow table of events as batch ``batch_id``, in one transaction."""
         conn = self.connect()
         try:
+            # CREATE TABLE IF NOT EXISTS is not safe against itself: two targets creating
+            # the table at once failed with a unique violation (pg_type_typname_nsp_index);
+            # a transaction-scoped advisory lock makes the second wait and find the table
+            conn.run("BEGIN")
+            conn.run("SELECT pg_advisory_xact_lock(hashtext('pgcdc_applied'))")
             conn.run("CREATE TABLE IF NOT EXISTS pgcdc_applied (name text PRIMARY KEY, "
                      "batch bigint NOT NULL)")
+            conn.run("COMMIT")
             conn.run("BEGIN")
             rows = conn.run("SELECT batch FROM pgcdc_applied WHERE name = :n FOR UPDATE",
                             n=self.name)
