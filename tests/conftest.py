@@ -11,7 +11,7 @@ import contextlib
 import itertools
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -27,6 +27,22 @@ _db_counter = itertools.count(1)
 def _skip_postgres() -> bool:
     """Whether the user asked to skip the server tests."""
     return os.environ.get(SKIP_ENV, "") == "1"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under pytest-xdist (``tools/bootstrap.sh test`` runs ``-n 2``): each test file is a
+    unit of work (its module fixtures are built once), and every file of ``tests/spark``
+    goes to one worker together, since the suite keeps one SparkSession (one JVM) per run.
+    The largest unit is handed out first. Each worker starts its own cluster."""
+    from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 - only under xdist
+
+    class _SparkTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "tests/spark/" if path.startswith("tests/spark/") else path
+
+    return _SparkTogether(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -62,6 +62,9 @@ fi
 .venv/bin/lint-imports --no-cache   # the layer contracts of pyproject.toml (docs/architecture.md)
 bash tools/smoke_wheel.sh   # the built wheel, installed in a fresh venv, not the source tree
 # One hypothesis seed per run (0 unless PGCDC_HYPOTHESIS_SEED says otherwise): a commit's
-# result is reproducible; generated examples still change with the code.
+# result is reproducible; generated examples still change with the code. Two workers
+# (pytest-xdist; PGCDC_TEST_WORKERS=0 runs in one process): much of the suite waits on
+# servers and child processes. tests/conftest.py keeps the Spark tests on one worker.
 exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 \
+    -n "${PGCDC_TEST_WORKERS:-2}" \
     --hypothesis-seed="${PGCDC_HYPOTHESIS_SEED:-0}" "${@:2}"
