@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,16 @@ from pgcdc_events.adapters.incremental import IncrementalCapture
 from pgcdc_events.cli import main
 from pgcdc_events.events import EventConfig
 from pgcdc_events.testing.cluster import TempCluster
-from support.signals import PROPS, capture, decode, signal_url
+from support.signals import (
+    PROPS,
+    MixedWorkload,
+    capture,
+    check_invariants,
+    decode,
+    keyed,
+    payloads,
+    signal_url,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,52 +49,6 @@ def url(pg_cluster: TempCluster, pg_conn: Any) -> str:
 def signal_snapshot(conn: Any, signal_id: str, data: dict[str, Any]) -> None:
     conn.run("INSERT INTO debezium_signal VALUES (:i, 'execute-snapshot', :d)", i=signal_id,
              d=json.dumps(data))
-
-
-def payloads(records: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:
-    return [r["value"]["payload"] for r in records
-            if r["topic"] == f"pgcdc.public.{table}" and r["value"] is not None]
-
-
-def keyed(records: list[dict[str, Any]], table: str) -> list[tuple[str, Any, Any]]:
-    """(op, key, after) of each record of ``table``: what two runs must agree on."""
-    out = []
-    for r in records:
-        if r["topic"] == f"pgcdc.public.{table}" and r["value"] is not None:
-            payload = r["value"]["payload"]
-            out.append((payload["op"], json.dumps(r["key"]["payload"], sort_keys=True),
-                        json.dumps(payload["after"], sort_keys=True)))
-    return out
-
-
-def check_invariants(records: list[dict[str, Any]], table: str, conn: Any, key: list[str],
-                     touched: set[Any]) -> None:
-    """The last event per key is the row ``SELECT *`` gives; each untouched row is read
-    exactly once."""
-    state: dict[Any, Any] = {}
-    reads: dict[Any, int] = {}
-    for payload in payloads(records, table):
-        row = payload["after"] if payload["op"] != "d" else payload["before"]
-        k = tuple(row[c] for c in key)
-        if payload["op"] == "d":
-            state.pop(k, None)
-        else:
-            state[k] = payload["after"]
-        if payload["op"] == "r":
-            reads[k] = reads.get(k, 0) + 1
-    columns = [c for c, in conn.run(
-        "SELECT attname FROM pg_attribute WHERE attrelid = CAST(:t AS regclass) AND attnum > 0 "
-        "AND NOT attisdropped ORDER BY attnum", t=table)]
-    expected = {}
-    for values in conn.run(f"SELECT to_json(t) FROM {table} t"):
-        row = values[0] if isinstance(values[0], dict) else json.loads(values[0])
-        expected[tuple(row[c] for c in key)] = {c: row[c] for c in columns}
-    assert set(state) == set(expected)
-    for k, row in expected.items():
-        assert {c: state[k][c] for c in columns} == row, k
-    untouched = set(expected) - touched
-    assert all(reads.get(k) == 1 for k in untouched), \
-        [(k, reads.get(k)) for k in untouched if reads.get(k) != 1][:5]
 
 
 @pytest.mark.parametrize("strategy", ["insert_insert", "insert_delete"])
@@ -229,41 +191,11 @@ def test_a_signal_while_a_workload_runs(url: str, pg_conn: Any, tmp_path: Path) 
     cap = tmp_path / "cap.jsonl"
     props = ("-c", "incremental.snapshot.chunk.size=20")
     assert capture(url, cap, "--create-slot", "--create-publication", *props) == 0
-    touched: set[Any] = set()
-    stop = threading.Event()
-    failures: list[BaseException] = []
-
-    def workload() -> None:
-        conn = parse_conninfo(url).connect()[0]
-        try:
-            n = 0
-            while not stop.is_set() or n < 30:
-                n += 1
-                key = (n * 37) % 330 + 1  # some of them beyond the table's rows
-                touched.add((key,))
-                if n % 5 == 0:
-                    conn.run("DELETE FROM w WHERE id = :k", k=key)
-                elif n % 3 == 0:
-                    conn.run("INSERT INTO w VALUES (:k, :n, 'new') ON CONFLICT (id) DO "
-                             "UPDATE SET v = :n, s = 'upserted'", k=key, n=n)
-                else:
-                    conn.run("UPDATE w SET v = v + 1000, s = 'updated' WHERE id = :k", k=key)
-                time.sleep(0.002)
-        except BaseException as error:  # reported by the test
-            failures.append(error)
-        finally:
-            conn.close()
-
-    thread = threading.Thread(target=workload)
-    thread.start()
-    try:
+    with MixedWorkload(url, keys=330, at_least=30) as work:
         time.sleep(0.05)
         signal_snapshot(pg_conn, "ad-hoc-w", {"data-collections": ["public.w"]})
         assert capture(url, cap, *props) == 0
-    finally:
-        stop.set()
-        thread.join()
-    assert not failures
+    touched = work.touched
     assert capture(url, cap, *props) == 0  # the workload's end
     records = decode(cap, tmp_path, *props)
     check_invariants(records, "w", pg_conn, ["id"], touched)

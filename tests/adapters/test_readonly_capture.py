@@ -36,7 +36,16 @@ from pgcdc_events.adapters.pg8000 import DecodingOptions
 from pgcdc_events.cli import main
 from pgcdc_events.events import EventConfig
 from pgcdc_events.testing.cluster import TempCluster
-from support.signals import PROPS, capture, decode, signal_url
+from support.signals import (
+    PROPS,
+    MixedWorkload,
+    capture,
+    check_invariants,
+    decode,
+    keyed,
+    payloads,
+    signal_url,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 RO = ("-c", "read.only=true")
@@ -54,45 +63,8 @@ def writes_to_signal_table(conn: Any) -> int:
                         "WHERE relname = 'debezium_signal'")[0][0])
 
 
-def payloads(records: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:
-    return [r["value"]["payload"] for r in records
-            if r["topic"] == f"pgcdc.public.{table}" and r["value"] is not None]
-
-
 def reads_of(records: list[dict[str, Any]], table: str) -> list[int]:
     return [p["after"]["id"] for p in payloads(records, table) if p["op"] == "r"]
-
-
-def keyed(records: list[dict[str, Any]], table: str) -> list[tuple[str, Any, Any]]:
-    """(op, key, after) of each record of ``table``: what two runs must agree on."""
-    return [(p["op"], json.dumps(r["key"]["payload"], sort_keys=True),
-             json.dumps(p["after"], sort_keys=True))
-            for r in records if r["topic"] == f"pgcdc.public.{table}" and r["value"]
-            for p in [r["value"]["payload"]]]
-
-
-def check_invariants(records: list[dict[str, Any]], table: str, conn: Any,
-                     touched: set[int]) -> None:
-    """The last event per key is the row ``SELECT *`` gives; each untouched row is read
-    exactly once, and no row twice."""
-    state: dict[int, Any] = {}
-    reads: dict[int, int] = {}
-    for payload in payloads(records, table):
-        row = payload["after"] if payload["op"] != "d" else payload["before"]
-        if payload["op"] == "d":
-            state.pop(row["id"], None)
-        else:
-            state[row["id"]] = payload["after"]
-        if payload["op"] == "r":
-            reads[row["id"]] = reads.get(row["id"], 0) + 1
-    expected = {}
-    for (text,) in conn.run(f"SELECT CAST(to_json(t) AS text) FROM {table} t"):
-        row = json.loads(text)
-        expected[row["id"]] = row
-    assert state == expected
-    assert all(n == 1 for n in reads.values()), {k: n for k, n in reads.items() if n != 1}
-    missing = [k for k in set(expected) - touched if reads.get(k) != 1]
-    assert not missing, missing[:10]
 
 
 def chunk_lines(path: Path, *, idle: bool = False) -> list[dict[str, Any]]:
@@ -190,34 +162,7 @@ def test_a_workload_during_the_snapshot(url: str, pg_conn: Any, tmp_path: Path) 
     cap = tmp_path / "cap.jsonl"
     props = (*RO, "-c", "incremental.snapshot.chunk.size=20")
     assert capture(url, cap, "--create-slot", "--create-publication", *props) == 0
-    touched: set[int] = set()
-    stop = threading.Event()
-    failures: list[BaseException] = []
-
-    def workload() -> None:
-        conn = parse_conninfo(url).connect()[0]
-        try:
-            n = 0
-            while not stop.is_set() or n < 40:
-                n += 1
-                key = (n * 37) % 440 + 1  # some of them beyond the table's rows
-                touched.add(key)
-                if n % 5 == 0:
-                    conn.run("DELETE FROM w WHERE id = :k", k=key)
-                elif n % 3 == 0:
-                    conn.run("INSERT INTO w VALUES (:k, :n, 'new') ON CONFLICT (id) DO "
-                             "UPDATE SET v = :n, s = 'upserted'", k=key, n=n)
-                else:
-                    conn.run("UPDATE w SET v = v + 1000, s = 'updated' WHERE id = :k", k=key)
-                time.sleep(0.002)
-        except BaseException as error:  # reported by the test
-            failures.append(error)
-        finally:
-            conn.close()
-
-    thread = threading.Thread(target=workload)
-    thread.start()
-    try:
+    with MixedWorkload(url, keys=440, at_least=40) as work:
         time.sleep(0.05)
         pg_conn.run("INSERT INTO debezium_signal VALUES ('ad-hoc-w', 'execute-snapshot', "
                     "'{\"data-collections\": [\"public.w\"]}')")
@@ -225,17 +170,14 @@ def test_a_workload_during_the_snapshot(url: str, pg_conn: Any, tmp_path: Path) 
             assert capture(url, cap, *props) == 0
             if any(len(c.get("rows", ())) == 0 and "low" in c for c in chunk_lines(cap)):
                 break
-    finally:
-        stop.set()
-        thread.join()
-    assert not failures
+    touched = work.touched
     pg_conn.run("INSERT INTO w VALUES (100000, 0, 'a last transaction')")
-    touched.add(100000)
+    touched.add((100000,))
     for _ in range(5):
         assert capture(url, cap, *props) == 0  # the workload's end, the last windows
     assert "incremental" not in json.loads((tmp_path / "cap.jsonl.checkpoint.json").read_text())
     records = decode(cap, tmp_path, *props)
-    check_invariants(records, "w", pg_conn, touched)
+    check_invariants(records, "w", pg_conn, ["id"], touched, read_once=True)
     assert len(reads_of(records, "w")) >= 400 - len(touched)
     assert writes_to_signal_table(pg_conn) == 1
 
@@ -413,8 +355,9 @@ def _kill_and_resume(url: str, pg_conn: Any, tmp_path: Path, kills: int) -> None
     assert "incremental" not in json.loads(checkpoint.read_text())
     assert sum(bool(c.get("start")) for c in chunk_lines(cap)) >= kills
     records = decode(cap, tmp_path, *props)
-    check_invariants(records, "a", pg_conn, set())
-    check_invariants(records, "b", pg_conn, touched)
+    check_invariants(records, "a", pg_conn, ["id"], set(), read_once=True)
+    check_invariants(records, "b", pg_conn, ["id"], {(k,) for k in touched},
+                     read_once=True)
     assert writes_to_signal_table(pg_conn) == 1
 
 
@@ -513,7 +456,8 @@ def test_decode_replays_the_windows_the_capture_closed(url: str, pg_conn: Any,
                 and r["value"]["payload"]["op"] == "r"]
     assert replayed == [(r.key["id"], r.value["after"]["v"]) for r in made]
     assert len(replayed) >= 40 - len(touched)
-    check_invariants(records, "t", pg_conn, touched)
+    check_invariants(records, "t", pg_conn, ["id"], {(k,) for k in touched},
+                     read_once=True)
 
 
 def test_a_window_closed_at_a_stream_commit(url: str, pg_conn: Any, tmp_path: Path) -> None:

@@ -16,7 +16,6 @@ import glob
 import io
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +27,6 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession
 
-from pgcdc_events.adapters.connection import parse_conninfo
 from pgcdc_events.adapters.rotating import capture_file_name
 from pgcdc_events.cli import main
 from pgcdc_events.cli._parallel import DecodeJob, run_decode
@@ -38,7 +36,7 @@ from pgcdc_events.protocol.capture import read_chunk_line
 from pgcdc_events.spark import decode_capture, read_capture
 from pgcdc_events.spark.capture import CHUNK_REFUSED, READ_ONLY_REFUSED, parse_capture_lines
 from pgcdc_events.testing.cluster import TempCluster
-from support.signals import PROPS, SIGNAL_DDL, capture
+from support.signals import PROPS, SIGNAL_DDL, MixedWorkload, capture
 from support.spark_records import CLOCK_NS, RUN_ID, first_difference
 
 #: The connector properties of every decoding here (the capture's, less its chunk size).
@@ -84,42 +82,13 @@ def _record(conn: Any, url: str, cap: Path) -> Path:
     # the stream before the snapshot: transactions the parallel chunks before the span hold
     for n in range(40):
         conn.run("INSERT INTO other VALUES (:k, :n)", k=100 + n, n=n)
-    stop = threading.Event()
-    failures: list[BaseException] = []
-
-    def workload() -> None:
-        worker = parse_conninfo(url).connect()[0]
-        try:
-            n = 0
-            while not stop.is_set() or n < 40:
-                n += 1
-                key = (n * 37) % 330 + 1
-                if n % 5 == 0:
-                    worker.run("DELETE FROM w WHERE id = :k", k=key)
-                elif n % 3 == 0:
-                    worker.run("INSERT INTO w VALUES (:k, :n, 'new') ON CONFLICT (id) DO "
-                               "UPDATE SET v = :n, s = 'upserted'", k=key, n=n)
-                else:
-                    worker.run("UPDATE w SET v = v + 1000, s = 'updated' WHERE id = :k", k=key)
-                worker.run("INSERT INTO other VALUES (:n, :n) ON CONFLICT (id) DO UPDATE "
-                           "SET n = other.n + 1", n=n % 17)
-                time.sleep(0.002)
-        except BaseException as error:  # reported below
-            failures.append(error)
-        finally:
-            worker.close()
-
-    thread = threading.Thread(target=workload)
-    thread.start()
-    try:
+    with MixedWorkload(url, keys=330, at_least=40,
+                       also="INSERT INTO other VALUES (:n % 17, :n % 17) ON CONFLICT (id) "
+                            "DO UPDATE SET n = other.n + 1"):
         time.sleep(0.05)
         conn.run("INSERT INTO debezium_signal VALUES ('ad-hoc-s', 'execute-snapshot', :d)",
                  d=json.dumps({"data-collections": ["public.w", "public.q"]}))
         assert capture(url, cap, *CHUNK) == 0
-    finally:
-        stop.set()
-        thread.join()
-    assert not failures
     # the stream after the snapshot: transactions the parallel chunks after the span hold
     for n in range(60):
         conn.run("UPDATE other SET n = n + 100 WHERE id = :k", k=n % 17)

@@ -4,9 +4,12 @@ connector properties naming it, and ``capture``/``decode`` run as a user runs th
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+from pgcdc_events.adapters.connection import parse_conninfo
 from pgcdc_events.cli import main
 from pgcdc_events.testing.cluster import TempCluster
 
@@ -35,3 +38,98 @@ def decode(capture_file: Path, tmp_path: Path, *extra: str, workers: int = 1
     assert main(["decode", "--capture", str(capture_file), "--output", str(out), "-q",
                  "--workers", str(workers), *PROPS, *extra]) == 0
     return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def payloads(records: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:
+    """The payloads of ``public.table``'s change records (tombstones left out)."""
+    return [r["value"]["payload"] for r in records
+            if r["topic"] == f"pgcdc.public.{table}" and r["value"] is not None]
+
+
+def keyed(records: list[dict[str, Any]], table: str) -> list[tuple[str, Any, Any]]:
+    """(op, key, after) of each record of ``table``: what two runs must agree on."""
+    return [(r["value"]["payload"]["op"], json.dumps(r["key"]["payload"], sort_keys=True),
+             json.dumps(r["value"]["payload"]["after"], sort_keys=True))
+            for r in records if r["topic"] == f"pgcdc.public.{table}" and r["value"]]
+
+
+def check_invariants(records: list[dict[str, Any]], table: str, conn: Any, key: list[str],
+                     touched: set[Any], *, read_once: bool = False) -> None:
+    """What any correct run gives: the last event per key is the row ``SELECT *`` gives,
+    and each row no change touched (keys as tuples) is read (``op: r``) exactly once;
+    with ``read_once``, no row at all is read twice."""
+    state: dict[Any, Any] = {}
+    reads: dict[Any, int] = {}
+    for payload in payloads(records, table):
+        row = payload["after"] if payload["op"] != "d" else payload["before"]
+        k = tuple(row[c] for c in key)
+        if payload["op"] == "d":
+            state.pop(k, None)
+        else:
+            state[k] = payload["after"]
+        if payload["op"] == "r":
+            reads[k] = reads.get(k, 0) + 1
+    columns = [c for c, in conn.run(
+        "SELECT attname FROM pg_attribute WHERE attrelid = CAST(:t AS regclass) AND attnum > 0 "
+        "AND NOT attisdropped ORDER BY attnum", t=table)]
+    expected = {}
+    for values in conn.run(f"SELECT to_json(t) FROM {table} t"):
+        row = values[0] if isinstance(values[0], dict) else json.loads(values[0])
+        expected[tuple(row[c] for c in key)] = {c: row[c] for c in columns}
+    assert set(state) == set(expected)
+    for k, row in expected.items():
+        assert {c: state[k][c] for c in columns} == row, k
+    untouched = set(expected) - touched
+    assert all(reads.get(k) == 1 for k in untouched), \
+        [(k, reads.get(k)) for k in untouched if reads.get(k) != 1][:5]
+    if read_once:
+        assert all(n == 1 for n in reads.values()), {k: n for k, n in reads.items() if n != 1}
+
+
+class MixedWorkload:
+    """Deletes (every fifth), upserts (every third) and updates of table ``w`` (``id int
+    PRIMARY KEY, v int, s text``) from a thread of its own, 2 ms apart, from entering the
+    ``with`` block until it ends and at least ``at_least`` changes are made: keys
+    ``(n * 37) % keys + 1``, some of them beyond the table's rows. ``also`` is run after
+    each change (with ``n``). :attr:`touched` holds each key changed (as a 1-tuple); the
+    workload's own failure is raised when the block ends."""
+
+    def __init__(self, url: str, *, keys: int, at_least: int, also: str | None = None) -> None:
+        self.url, self.keys, self.at_least, self.also = url, keys, at_least, also
+        self.touched: set[tuple[int]] = set()
+        self._stop = threading.Event()
+        self._failures: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        conn = parse_conninfo(self.url).connect()[0]
+        try:
+            n = 0
+            while not self._stop.is_set() or n < self.at_least:
+                n += 1
+                key = (n * 37) % self.keys + 1
+                self.touched.add((key,))
+                if n % 5 == 0:
+                    conn.run("DELETE FROM w WHERE id = :k", k=key)
+                elif n % 3 == 0:
+                    conn.run("INSERT INTO w VALUES (:k, :n, 'new') ON CONFLICT (id) DO "
+                             "UPDATE SET v = :n, s = 'upserted'", k=key, n=n)
+                else:
+                    conn.run("UPDATE w SET v = v + 1000, s = 'updated' WHERE id = :k", k=key)
+                if self.also is not None:
+                    conn.run(self.also, n=n)
+                time.sleep(0.002)
+        except BaseException as error:  # raised by __exit__
+            self._failures.append(error)
+        finally:
+            conn.close()
+
+    def __enter__(self) -> MixedWorkload:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self._failures and exc[0] is None:
+            raise self._failures[0]
