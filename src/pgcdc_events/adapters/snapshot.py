@@ -14,7 +14,9 @@ after the consistent point, so snapshot and stream neither miss nor repeat a cha
 :mod:`pgcdc_events.protocol.capture`): a Begin (the consistent point as its LSN, the
 snapshot transaction's xid, the snapshot's time), then per table its Type and
 Relation messages and one Insert a row, then a Commit, all encoded by the protocol
-layer's encoder and all at the consistent point.
+layer's encoder and all at the consistent point. Written as capture lines (``write``),
+a table's rows are COPY block lines: the COPY text as the server sent it, in blocks of
+whole rows, which the readers expand into the same Inserts.
 """
 
 from __future__ import annotations
@@ -203,7 +205,7 @@ class TableRows:
         if (text.count(b"\t") != count * (width - 1)) if width else (len(text) != count):
             self._miscounted(text)
         self.rows += count
-        return dump_copy_block(self.lsn, self.xid, self.relation_id, width, text)
+        return dump_copy_block(self.lsn, self.xid, self.relation_id, width, text, rows=count)
 
     def close(self) -> None:
         """The COPY ended: a partial row left over means the data was cut."""
@@ -276,8 +278,12 @@ def read_snapshot(reader: SlotReader, emit: Callable[[CaptureRow], None], *,  # 
     ``reader`` has just created its slot with ``prepare(snapshot=True)``; ``emit``
     gets every row in order (Begin, per table Type/Relation and Inserts, Commit). With
     ``write``, the rows go to it instead as capture lines (bytes, many lines a call):
-    exactly what :class:`~pgcdc_events.adapters.capture.CaptureSink` writes for them, a
-    lot faster than a row at a time. ``threads`` (the connector's
+    the Begin, Type, Relation and Commit lines that
+    :class:`~pgcdc_events.adapters.capture.CaptureSink` writes for them, and each table's
+    rows as COPY block lines (:func:`~pgcdc_events.protocol.capture.dump_copy_block`:
+    the COPY text as it came, about :data:`~pgcdc_events.protocol.capture.COPY_BLOCK_SIZE`
+    bytes a line, with no work a row), which every reader expands into the Inserts
+    ``emit`` would have got. ``threads`` (the connector's
     ``snapshot.max.threads``) reads up to that many tables at once, each on its own
     connection importing the same snapshot into a private temporary file, written out in
     the same order as one thread would. The snapshot transaction is ended (rolled back:

@@ -24,8 +24,8 @@ so a reader that predates chunk lines refuses the line, quoting that sentence, r
 than misread it. :func:`read_chunk_line` reads one (:class:`ChunkLine`);
 :meth:`CaptureRow.from_line` refuses it with a :class:`CaptureError` naming the line.
 
-The rows of an initial snapshot are written as *COPY block lines* (since 0.9; a capture
-written before holds one Insert line a row, and reads as before): one line holds a block
+The rows of an initial snapshot are written as *COPY block lines* (a capture written by
+0.1.0 holds one Insert line a row, and reads as before): one line holds a block
 of whole rows of one table, exactly as ``COPY (SELECT ...) TO STDOUT`` sent them (text
 format, each row ending with a newline), in hex, with what turns them back into the
 Insert messages of the old lines::
@@ -437,11 +437,12 @@ def read_chunk_line(line: str | bytes, *, line_number: int = 0) -> ChunkLine | N
 
 #: What marks a COPY block line (:class:`CopyBlock`): the key its COPY text is under.
 COPY_MARK: Final = b'"copy": "'
-_COPY_MARK_TEXT: Final = COPY_MARK.decode()
+_COPY_KEY: Final = b'"copy"'
+_COPY_KEY_TEXT: Final = _COPY_KEY.decode()
 #: The ``data`` of a COPY block line: not hex, so that a reader that predates block lines
 #: refuses the line quoting it.
 COPY_DATA: Final = ("not pgoutput: initial snapshot rows as COPY text under \"copy\", "
-                    "read by pgcdc-events 0.9 or later")
+                    "read by pgcdc-events (a later version than this one)")
 #: The bytes of COPY text a block line holds (about: the block ends at a row's end).
 COPY_BLOCK_SIZE: Final = 1 << 17
 _COPY_KEYS: Final = frozenset({"lsn", "xid", "data", "relation", "columns", "rows", "copy",
@@ -486,10 +487,12 @@ class CopyBlock:
 
 
 def dump_copy_block(lsn: int, xid: int | None, relation_id: int, columns: int,
-                    text: bytes) -> bytes:
+                    text: bytes, *, rows: int | None = None) -> bytes:
     """One COPY block line for ``text`` (whole rows of COPY text), with its newline: the
-    text converted to hex in one call, the rows counted in one (no work a row)."""
-    rows = text.count(_NEWLINE)
+    text converted to hex in one call, the rows counted in one (no work a row) unless the
+    caller gives their count (``rows``: the newlines in ``text``)."""
+    if rows is None:
+        rows = text.count(_NEWLINE)
     head = (f'{LINE_OPEN}{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}", "xid": '
             f'{"null" if xid is None else xid}, "data": "{_COPY_DATA_JSON}", "relation": '
             f'{relation_id}, "columns": {columns}, "rows": {rows}, "copy": "')
@@ -502,17 +505,18 @@ _RELATION_KEY: Final = b'"relation": '
 
 
 def _is_block(line: str | bytes) -> bool:
-    """Whether ``line`` may be a COPY block line (holds :data:`COPY_MARK`)."""
+    """Whether ``line`` may be a COPY block line: it holds the key ``"copy"`` (as
+    :data:`COPY_MARK` starts, or written otherwise: the line says what is wrong with it)."""
     if isinstance(line, str):
-        return _COPY_MARK_TEXT in line
-    return COPY_MARK in line
+        return _COPY_KEY_TEXT in line
+    return _COPY_KEY in line
 
 _NEWLINE: Final = b"\n"
 
 
 def read_copy_block(line: str | bytes, *, line_number: int = 0) -> CopyBlock | None:
     """The COPY block line ``line`` holds; ``None`` when it is not one (no
-    :data:`COPY_MARK`). A block line that does not parse is a :class:`CaptureError` naming
+    key ``"copy"``). A block line that does not parse is a :class:`CaptureError` naming
     the line (its rows are checked when they are expanded: :meth:`CopyBlock.messages`)."""
     if not _is_block(line):
         return None
