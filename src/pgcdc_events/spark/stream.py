@@ -112,6 +112,11 @@ _FILE_SEQ: Final = r"capture-(\d{10})-[0-9A-F]{16}\.jsonl$"
 _STATE: Final = re.compile(r"state-(\d{12})\.json")
 
 
+#: :func:`~pgcdc_events.spark.capture.expand_block_lines` as a plain Python UDF (a file's
+#: text in, its text out: nothing for Arrow to batch; useArrow set, so no warning).
+_EXPAND_BLOCKS: Final = F.udf(expand_block_lines, StringType(), useArrow=False)
+
+
 def read_capture_stream(spark: SparkSession, directory: str, *,
                         max_files_per_trigger: int | None = None) -> DataFrame:
     """A streaming DataFrame of the capture rows in a directory of rotating capture files
@@ -132,7 +137,7 @@ def read_capture_stream(spark: SparkSession, directory: str, *,
     # replaced by their rows, a line a message, in Python; the other files stay in the JVM
     blocks = F.col("value").contains('"copy"')
     files = files.filter(~blocks).unionByName(files.filter(blocks).select(
-        "segment", F.udf(expand_block_lines, StringType())(F.col("value")).alias("value")))
+        "segment", _EXPAND_BLOCKS(F.col("value")).alias("value")))
     lines = files.select("segment", F.posexplode(F.split(F.col("value"), "\n"))
                          .alias("line", "value")).filter(F.col("value") != "")
     rows = lines.select("segment", "value", (F.col("segment") * F.lit(1 << _SEGMENT_BITS)
