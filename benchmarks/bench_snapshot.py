@@ -11,11 +11,11 @@ process, into a file:
 - ``psql \\copy``: ``\\copy (SELECT columns FROM ONLY table) TO FILE`` for each table, in
   one ``psql`` (the COPY text, written by psql);
 - ``capture``: ``pgcdc-events capture --create-slot --snapshot-mode initial_only`` (a
-  durable output, as a user runs it: the snapshot's capture lines, written in bulk,
-  checkpointed and fsynced); with ``--threads N`` above 1, also ``capture threads=N``
+  durable output, as a user runs it: the snapshot's rows in COPY block lines, the COPY
+  text as it came in hex, checkpointed and fsynced); with ``--threads N`` above 1, also ``capture threads=N``
   (``-c snapshot.max.threads=N``);
 - ``read_snapshot(write)`` and ``... threads=N``: the same snapshot taken by
-  :func:`pgcdc_events.adapters.snapshot.read_snapshot` with ``write`` (lines in bulk, what
+  :func:`pgcdc_events.adapters.snapshot.read_snapshot` with ``write`` (block lines, what
   the capture does once it passes its output's ``write``), into a file, whole process;
 - with ``--baseline SRC`` (the ``src`` of another checkout), ``capture @base``: that
   code's capture, for before and after in one run.

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from pgcdc_events.adapters.errors import CheckpointError
+from pgcdc_events.adapters.errors import CheckpointError, SnapshotError
 from pgcdc_events.adapters.names import quote_ident
 from pgcdc_events.adapters.pg8000 import (
     ResolvedOptions,
@@ -99,6 +99,7 @@ from pgcdc_events.events.snapshot_sql import (
     SnapshotSqlError,
 )
 from pgcdc_events.protocol.capture import CaptureRow, dump_chunk_line
+from pgcdc_events.protocol.copytext import CopyTextError, copy_text_rows
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.messages import Relation
 from pgcdc_events.types.catalog import CatalogSnapshot, CatalogTable, fetch_catalog
@@ -210,33 +211,15 @@ def _literal(value: str | None) -> str:
     return "E'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-#: COPY's text-format escapes (``COPY TO`` writes these only; octal and hex for safety).
-_COPY_ESCAPE: Final = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|(.))", re.DOTALL)
-_COPY_CHARS: Final = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
-
-
-def _unescape(match: re.Match[str]) -> str:
-    octal, hexa, char = match.groups()
-    if octal is not None:
-        return chr(int(octal, 8))
-    if hexa is not None:
-        return chr(int(hexa, 16))
-    return _COPY_CHARS.get(char, char)
-
-
 def _copy_text_rows(data: bytes) -> list[list[str | None]]:
     """The rows of ``COPY ... TO STDOUT`` text output: each value as the type's text
-    output (what the extended protocol's text format gives), ``None`` for NULL."""
-    rows: list[list[Any]] = []
-    sub = _COPY_ESCAPE.sub
-    for line in data.decode("utf-8").split("\n")[:-1]:
-        values = line.split("\t")
-        if "\\" in line:
-            rows.append([None if v == "\\N" else sub(_unescape, v) if "\\" in v else v
-                         for v in values])
-        else:
-            rows.append(values)
-    return rows
+    output (what the extended protocol's text format gives), ``None`` for NULL (parsed by
+    the protocol layer's :func:`~pgcdc_events.protocol.copytext.copy_text_rows`)."""
+    try:
+        rows = copy_text_rows(data)
+    except CopyTextError as exc:
+        raise SnapshotError(f"an incremental snapshot chunk's COPY output: {exc}") from None
+    return [[None if v is None else v.decode("utf-8") for v in row] for row in rows]
 
 
 def _text_row(row: list[Any]) -> list[str | None]:

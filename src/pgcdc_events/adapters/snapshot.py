@@ -14,7 +14,9 @@ after the consistent point, so snapshot and stream neither miss nor repeat a cha
 :mod:`pgcdc_events.protocol.capture`): a Begin (the consistent point as its LSN, the
 snapshot transaction's xid, the snapshot's time), then per table its Type and
 Relation messages and one Insert a row, then a Commit, all encoded by the protocol
-layer's encoder and all at the consistent point.
+layer's encoder and all at the consistent point. Written as capture lines (``write``),
+a table's rows are COPY block lines: the COPY text as the server sent it, in blocks of
+whole rows, which the readers expand into the same Inserts.
 """
 
 from __future__ import annotations
@@ -26,10 +28,8 @@ import signal
 import socket
 import tempfile
 import threading
-from binascii import hexlify
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from itertools import repeat
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -37,7 +37,14 @@ import attrs
 from pgcdc_events.adapters.errors import SlotError, SnapshotError
 from pgcdc_events.adapters.names import quote_ident
 from pgcdc_events.errors import ConfigurationError
-from pgcdc_events.protocol.capture import CaptureRow, dump_capture_row, read_canonical
+from pgcdc_events.protocol.capture import (
+    COPY_BLOCK_SIZE,
+    CaptureRow,
+    dump_capture_row,
+    dump_copy_block,
+    rows_of_line,
+)
+from pgcdc_events.protocol.copytext import CopyTextError, copy_text_rows, insert_messages
 from pgcdc_events.protocol.encoder import encode_message
 from pgcdc_events.protocol.lsn import Lsn
 from pgcdc_events.protocol.messages import Begin, Commit, Relation, Type
@@ -48,7 +55,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SNAPSHOT_MODE",
-    "LINE_PIECES",
     "SNAPSHOT_MODES",
     "BlockingTable",
     "CopyTextRows",
@@ -100,22 +106,13 @@ class SnapshotResult:
                 "rows": self.rows}
 
 
-_ESCAPES: Final = {ord("b"): b"\b", ord("f"): b"\f", ord("n"): b"\n", ord("r"): b"\r",
-                   ord("t"): b"\t", ord("v"): b"\v"}
-_ESCAPE = re.compile(rb"\\(.)", re.DOTALL)
-
-
-def _unescape(match: re.Match[bytes]) -> bytes:
-    char = match.group(1)
-    return _ESCAPES.get(char[0], char)
-
-
 class CopyTextRows:
     """A writable that parses ``COPY ... TO STDOUT`` text format as it arrives.
 
     Rows end with a newline, fields are separated by tabs, ``\\N`` is NULL and a
-    backslash escapes the next character (``COPY TO`` writes no octal or hex
-    escapes). Each row goes to ``on_row`` as a list of bytes (``None`` for NULL).
+    backslash escapes the next character (the parse is the protocol layer's:
+    :func:`~pgcdc_events.protocol.copytext.copy_text_rows`). Each row goes to ``on_row``
+    as a list of bytes (``None`` for NULL).
     """
 
     def __init__(self, on_row: Callable[[list[bytes | None]], None]) -> None:
@@ -124,25 +121,18 @@ class CopyTextRows:
         self.rows = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
-        """Take a chunk of COPY data (pg8000 calls this as the data arrives: the server
-        sends one row a message)."""
-        chunk = bytes(data)
-        if self._tail:
-            chunk = self._tail + chunk
-        if chunk.endswith(b"\n") and chunk.count(b"\n") == 1:  # one whole row
-            self._tail = b""
-            self._row(chunk[:-1])
-            return len(data)
-        lines = chunk.split(b"\n")
-        self._tail = lines.pop()
-        for line in lines:
-            self._row(line)
+        """Take a chunk of COPY data (pg8000 calls this as the data arrives)."""
+        chunk = self._tail + bytes(data)
+        cut = chunk.rfind(b"\n") + 1
+        self._tail = chunk[cut:]
+        try:
+            rows = copy_text_rows(chunk[:cut], first_row=self.rows + 1)
+        except CopyTextError as exc:
+            raise SnapshotError(f"COPY data: {exc}") from None
+        for row in rows:
+            self.on_row(row)
+        self.rows += len(rows)
         return len(data)
-
-    def _row(self, line: bytes) -> None:
-        self.on_row([None if f == b"\\N" else _ESCAPE.sub(_unescape, f) if b"\\" in f else f
-                     for f in line.split(b"\t")])
-        self.rows += 1
 
     def close(self) -> None:
         """The COPY ended: a partial row left over means the data was cut."""
@@ -154,99 +144,31 @@ def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-# -- COPY text rows as Insert messages, many rows at a time --------------------------------
-#
-# An Insert of a snapshot row is ``I``, the relation id (Int32), ``N``, the column count
-# (Int16), then per value ``n`` (NULL) or ``t``, its length (Int32) and its bytes: what
-# ``encode_message(Insert(relation_id, snapshot_tuple(values, ...)))`` gives. The rows of a
-# piece of COPY data are split into all their fields at once (tabs and newlines are
-# escaped inside values), and the messages (or their capture lines) are joined from lists
-# filled a column at a time with ``map`` and slice assignments, so that Python runs a
-# few statements per piece of data and per column rather than several per value. In a
-# piece whose only backslashes start ``\N`` fields (COPY doubles a backslash of the data,
-# so any other backslash starts an escape), a field is its value as it is, or NULL when
-# it is ``\N``; other pieces are unescaped a value at a time.
-#
-# Capture lines (:meth:`TableRows.lines`) go further: the piece's fields (a ``b"\n"`` of
-# its own after each row's, so that one comparison a row checks where rows end), the
-# values' raw length prefixes and a mark after each row are joined into one bytes
-# object, converted to hex in one call, and the hex cut into lines where the marks are.
-# NULLs are found by ``list.index`` and escaped values from their backslashes'
-# positions, so that a piece with a few escapes stays in bulk.
-
-_NULL_TEXT: Final = b"\\N"
-_N: Final = ord("N")
-_SEPARATORS: Final = b"\t\n"
-
-
-class _Prefixes(list[bytes]):
-    """A text value's kind and length (``t``, Int32) by its length, raw or in hex (grown
-    to the longest value seen, up to 64 KiB; longer values are rare)."""
-
-    def __init__(self, hexed: bool) -> None:
-        super().__init__()
-        self.hexed = hexed
-        self.null = b"6e" if hexed else b"n"
-
-    def make(self, length: int) -> bytes:
-        prefix = b"t" + length.to_bytes(4, "big")
-        return hexlify(prefix) if self.hexed else prefix
-
-    def of(self, lengths: list[int]) -> list[bytes]:
-        """The prefixes of values of these lengths."""
-        longest = max(lengths, default=0)
-        if longest >= len(self):
-            if longest < 65536:
-                with _GROWING:  # the tables of a parallel snapshot share the list
-                    if longest >= len(self):
-                        self.extend([self.make(n) for n in range(len(self), longest + 1)])
-            else:
-                return list(map(self.make, lengths))
-        return list(map(self.__getitem__, lengths))
-
-
-_GROWING: Final = threading.Lock()
-
-
-_HEX_PREFIX: Final = _Prefixes(hexed=True)
-_RAW_PREFIX: Final = _Prefixes(hexed=False)
-#: Put after each row's values before the piece is converted to hex, where the hex is
-#: then cut into lines: bytes that no UTF-8 text holds, whose hex (``ff..fe``) no two
-#: occurrences can share a part of, so that a value holding it anyway adds to the
-#: piece's count of marks (and the piece is built a value at a time).
-_ROW_MARK: Final = b"\xff\xff\xff\xff\xff\xfe"
-_HEX_ROW_MARK: Final = hexlify(_ROW_MARK)
-#: How many pieces of COPY data the snapshots of this process turned into capture lines
-#: in bulk (``"bulk"``) and a value at a time (``"values"``): added to as each table ends.
-LINE_PIECES: Final[dict[str, int]] = {"bulk": 0, "values": 0}
-
-
 class TableRows:
-    """One table's ``COPY ... TO STDOUT`` text data as Insert messages of its relation.
+    """One table's ``COPY ... TO STDOUT`` text data, as COPY block lines or as Insert
+    messages of its relation.
 
-    :meth:`whole` takes the COPY data as it arrives and returns its whole rows (a row cut
-    between two pieces waits for the next); :meth:`lines` turns whole rows into capture
-    lines (``line_head``, the message in hex, ``line_tail``), :meth:`messages` into the
-    messages' bytes. Both are byte for byte what the protocol layer's encoder and
-    :func:`~pgcdc_events.protocol.capture.dump_capture_row` give for the same rows.
+    :meth:`lines` takes the COPY data as it arrives and returns the COPY block lines
+    (:func:`~pgcdc_events.protocol.capture.dump_copy_block`, at ``lsn`` in ``xid``) of the
+    blocks of whole rows it completes, the COPY text as it came, with no work a row or a
+    value; :meth:`end` returns the last block. :meth:`whole` returns the whole rows of
+    what arrived so far (a row cut between two pieces waits for the next) and
+    :meth:`messages` turns whole rows into Insert messages
+    (:func:`~pgcdc_events.protocol.copytext.insert_messages`).
     """
 
-    def __init__(self, relation_id: int, width: int, where: str, *,
-                 line_head: bytes = b"", line_tail: bytes = b"\n") -> None:
-        self.head = b"I" + relation_id.to_bytes(4, "big") + b"N" + width.to_bytes(2, "big")
+    def __init__(self, relation_id: int, width: int, where: str, *, lsn: int = 0,
+                 xid: int | None = None, block_size: int = COPY_BLOCK_SIZE) -> None:
+        self.relation_id = relation_id
         self.width = width
         self.where = where
-        self.line_head = line_head + hexlify(self.head)
-        self.line_tail = line_tail
-        # between two lines of a piece: a line's end, the next line's start
-        self._between = line_tail + self.line_head
+        self.lsn = lsn
+        self.xid = xid
+        self.block_size = block_size
         self.rows = 0
-        #: Pieces of rows :meth:`lines` turned into lines in bulk (one hex conversion of
-        #: the piece), and pieces it built a value at a time (a value holding the row
-        #: mark: see :meth:`_lines_in_bulk`).
-        self.bulk_pieces = 0
-        self.value_pieces = 0
         self._tail = b""
+        self._pending: list[bytes] = []
+        self._size = 0
 
     def whole(self, data: bytes) -> bytes:
         """The whole rows of what arrived so far, each ending with a newline."""
@@ -256,170 +178,57 @@ class TableRows:
         self._tail = data[cut:]
         return data if cut == len(data) else data[:cut]
 
+    def lines(self, data: bytes) -> bytes:
+        """A piece of COPY data as it arrived: the block lines of the blocks it completes
+        (``b""`` while the block fills)."""
+        self._pending.append(data)
+        self._size += len(data)
+        if self._size < self.block_size or b"\n" not in data:
+            return b""
+        return self._block(b"".join(self._pending))
+
+    def end(self) -> bytes:
+        """The COPY ended: the block line of the rows left (``b""`` for none)."""
+        return self._block(b"".join(self._pending))
+
+    def _block(self, data: bytes) -> bytes:
+        cut = data.rfind(b"\n") + 1
+        self._pending = [data[cut:]] if cut < len(data) else []
+        self._size = len(data) - cut
+        if not cut:
+            return b""
+        text = data if cut == len(data) else data[:cut]
+        count = text.count(b"\n")
+        width = self.width
+        # the values counted in bulk (the reader checks each row): a table that changed
+        # shape under the snapshot, or data that is not this table's
+        if (text.count(b"\t") != count * (width - 1)) if width else (len(text) != count):
+            self._miscounted(text)
+        self.rows += count
+        return dump_copy_block(self.lsn, self.xid, self.relation_id, width, text, rows=count)
+
     def close(self) -> None:
         """The COPY ended: a partial row left over means the data was cut."""
-        with _GROWING:
-            LINE_PIECES["bulk"] += self.bulk_pieces
-            LINE_PIECES["values"] += self.value_pieces
-        if self._tail:
+        left = len(self._tail) + self._size
+        if left:
             raise SnapshotError(f"COPY data of table {self.where} ended inside a row "
-                                f"({len(self._tail)} bytes)")
-
-    def _lines_in_bulk(self, rows: bytes) -> bytes | None:
-        """Whole rows (a width of one column or more) as capture lines, converted to hex
-        in one call; None when a value holds :data:`_ROW_MARK` (the caller builds the
-        lines a value at a time)."""
-        width, count = self.width, rows.count(b"\n")
-        step = width + 1
-        # every value, and after each row's values a b"\n" of its own: where the rows
-        # end is then checked with one comparison a row
-        fields = rows.replace(b"\n", b"\t\n\t").split(b"\t")
-        fields.pop()  # after the last newline
-        if len(fields) != count * step or fields[width::step].count(b"\n") != count:
-            self._miscounted(rows)
-        try:
-            prefixes = list(map(_RAW_PREFIX.__getitem__, map(len, fields)))
-        except IndexError:  # a value longer than any before: the prefixes grown
-            prefixes = _RAW_PREFIX.of(list(map(len, fields)))
-        backslashes = rows.count(b"\\")
-        if backslashes:
-            self._unescape(rows, fields, prefixes, backslashes, step)
-        fields[width::step] = repeat(_ROW_MARK, count)
-        prefixes[width::step] = repeat(b"", count)
-        flat = [b""] * (2 * len(fields))
-        flat[0::2] = prefixes
-        flat[1::2] = fields
-        hexed = hexlify(b"".join(flat))
-        # the mark's hex inside a value, or across a value and a mark, needs five 0xFF
-        # bytes in a row: never in a piece without 0xFF (values' length prefixes hold
-        # three at most, next to a value without any), else counted
-        if _ROW_MARK[0] in rows and hexed.count(_HEX_ROW_MARK) != count:
-            return None
-        self.rows += count
-        between = self._between
-        return b"".join((self.line_head, hexed[:-len(_HEX_ROW_MARK)].replace(
-            _HEX_ROW_MARK, between), self.line_tail))
-
-    @staticmethod
-    def _unescape(rows: bytes, fields: list[bytes], prefixes: list[bytes], backslashes: int,
-                  step: int) -> None:
-        """The NULLs (``\\N``) and escaped values of ``rows`` (holding ``backslashes``;
-        split into ``fields``, ``step`` a row: its values and a ``b"\\n"``) replaced in
-        ``fields`` and ``prefixes``: the NULLs found by a scan of ``fields``, the escaped
-        values from the backslashes' positions, so that a piece with a few escapes costs
-        a few steps more, not one a value."""
-        nulls = rows.count(_NULL_TEXT)
-        found = 0
-        if nulls:
-            find = fields.index
-            at = -1
-            with contextlib.suppress(ValueError):
-                while True:
-                    at = find(_NULL_TEXT, at + 1)
-                    fields[at], prefixes[at] = b"", _RAW_PREFIX.null
-                    found += 1
-        if backslashes == nulls == found:  # every backslash started a NULL
-            return
-        count, before = rows.count, rows.rfind
-        row = last = 0
-        done = -1
-        end = len(rows)
-        position = rows.find(b"\\")
-        while position >= 0:
-            after = position + 2
-            if rows[position + 1] == _N and (position == 0 or rows[position - 1] in _SEPARATORS
-                                             ) and (after == end or rows[after] in _SEPARATORS):
-                position = rows.find(b"\\", after)  # a NULL: done above
-                continue
-            # the field's index: its row's (the newlines before it), and its column's
-            row += count(b"\n", last, position)
-            last = position
-            at = row * step + count(b"\t", before(b"\n", 0, position) + 1, position)
-            if at != done:
-                done = at
-                value = _ESCAPE.sub(_unescape, fields[at])
-                fields[at] = value
-                prefixes[at] = _RAW_PREFIX.of([len(value)])[0]
-            position = rows.find(b"\\", after)  # an escape is two bytes
-
-    def _columns(self, rows: bytes, prefix: _Prefixes) -> tuple[int, list[tuple[list[bytes],
-                                                                             list[bytes]]]]:
-        """``(row count, per column (prefixes, values))`` of whole rows."""
-        count = rows.count(b"\n")
-        width = self.width
-        if width == 0 or not count:  # a table without columns: COPY writes an empty line
-            self.rows += count
-            return count, []
-        tabs = list(map(bytes.count, rows[:-1].split(b"\n"), repeat(b"\t")))
-        if tabs.count(width - 1) != count:
-            self._miscounted(rows)
-        fields = rows[:-1].replace(b"\n", b"\t").split(b"\t")
-        self.rows += count
-        columns = []
-        backslashes = rows.count(b"\\")
-        if backslashes == rows.count(_NULL_TEXT):  # no escape: NULLs at most
-            for column in range(width):
-                values = fields[column::width]
-                prefixes = prefix.of(list(map(len, values)))
-                if backslashes and _NULL_TEXT in values:
-                    nulls = {_NULL_TEXT: prefix.null}
-                    prefixes = list(map(nulls.get, values, prefixes))
-                    values = list(map({_NULL_TEXT: b""}.get, values, values))
-                columns.append((prefixes, values))
-            return count, columns
-        values = []
-        kinds: list[bytes | None] = []
-        for field in fields:
-            if b"\\" in field:
-                if field == _NULL_TEXT:
-                    values.append(b"")
-                    kinds.append(prefix.null)
-                    continue
-                field = _ESCAPE.sub(_unescape, field)
-            values.append(field)
-            kinds.append(None)
-        lengths = list(map(len, values))
-        texts = prefix.of(lengths)
-        prefixes = [t if k is None else k for t, k in zip(texts, kinds, strict=True)]
-        return count, [(prefixes[c::width], values[c::width]) for c in range(width)]
+                                f"({left} bytes)")
 
     def _miscounted(self, rows: bytes) -> None:
-        for number, line in enumerate(rows.split(b"\n")[:-1], self.rows + 1):
-            found = line.count(b"\t") + 1
-            if found != self.width:
-                raise SnapshotError(f"snapshot row {number} of {self.where} has {found} "
-                                    f"values, expected {self.width}")
+        try:
+            insert_messages(self.relation_id, self.width, rows, first_row=self.rows + 1)
+        except CopyTextError as exc:
+            raise SnapshotError(f"the snapshot of table {self.where}: {exc}") from None
         raise AssertionError("a miscounted piece has a miscounted row")  # pragma: no cover
-
-    def lines(self, rows: bytes) -> bytes:
-        """Whole rows as capture lines."""
-        if self.width and rows:
-            out = self._lines_in_bulk(rows)
-            if out is not None:
-                self.bulk_pieces += 1
-                return out
-            self.value_pieces += 1
-        count, columns = self._columns(rows, _HEX_PREFIX)
-        step = 2 * self.width + 2
-        flat = [b""] * (count * step)
-        flat[0::step] = [self.line_head] * count
-        flat[step - 1::step] = [self.line_tail] * count
-        for column, (prefixes, values) in enumerate(columns):
-            flat[2 * column + 1::step] = prefixes
-            flat[2 * column + 2::step] = map(hexlify, values)
-        return b"".join(flat)
 
     def messages(self, rows: bytes) -> list[bytes]:
         """Whole rows as Insert messages."""
-        count, columns = self._columns(rows, _RAW_PREFIX)
-        step = 2 * self.width + 1
-        flat = [b""] * (count * step)
-        flat[0::step] = [self.head] * count
-        for column, (prefixes, values) in enumerate(columns):
-            flat[2 * column + 1::step] = prefixes
-            flat[2 * column + 2::step] = values
-        join = b"".join
-        return [join(flat[i:i + step]) for i in range(0, len(flat), step)]
+        try:
+            out = insert_messages(self.relation_id, self.width, rows, first_row=self.rows + 1)
+        except CopyTextError as exc:
+            raise SnapshotError(f"the snapshot of table {self.where}: {exc}") from None
+        self.rows += len(out)
+        return out
 
 
 # -- the snapshot ---------------------------------------------------------------------------
@@ -469,8 +278,12 @@ def read_snapshot(reader: SlotReader, emit: Callable[[CaptureRow], None], *,  # 
     ``reader`` has just created its slot with ``prepare(snapshot=True)``; ``emit``
     gets every row in order (Begin, per table Type/Relation and Inserts, Commit). With
     ``write``, the rows go to it instead as capture lines (bytes, many lines a call):
-    exactly what :class:`~pgcdc_events.adapters.capture.CaptureSink` writes for them, a
-    lot faster than a row at a time. ``threads`` (the connector's
+    the Begin, Type, Relation and Commit lines that
+    :class:`~pgcdc_events.adapters.capture.CaptureSink` writes for them, and each table's
+    rows as COPY block lines (:func:`~pgcdc_events.protocol.capture.dump_copy_block`:
+    the COPY text as it came, about :data:`~pgcdc_events.protocol.capture.COPY_BLOCK_SIZE`
+    bytes a line, with no work a row), which every reader expands into the Inserts
+    ``emit`` would have got. ``threads`` (the connector's
     ``snapshot.max.threads``) reads up to that many tables at once, each on its own
     connection importing the same snapshot into a private temporary file, written out in
     the same order as one thread would. The snapshot transaction is ended (rolled back:
@@ -536,18 +349,15 @@ def read_snapshot(reader: SlotReader, emit: Callable[[CaptureRow], None], *,  # 
                 prelude.append(row(relation))
                 work.append(_Table(f"{table.namespace}.{table.name}", relation, tuple(prelude),
                                    _copy_sql(table, relation, relkind)))
-            probe = dump_capture_row(CaptureRow(at, xid32, b"", snapshot=True)).encode()
-            cut = probe.index(b'"data": "') + len(b'"data": "')
-            lines = (probe[:cut], probe[cut:] + b"\n")
             if threads == 1 or len(work) < 2:
                 count = 0
                 for item in work:
                     for prelude_row in item.prelude:
                         put(prelude_row)
-                    count += _copy_here(reader, item, lines, emit, write, at, xid32)
+                    count += _copy_here(reader, item, emit, write, at, xid32)
             else:
-                count = _copy_parallel(reader, name, work, threads, lines, put, emit, write,
-                                       at, xid32)
+                count = _copy_parallel(reader, name, work, threads, put, emit, write, at,
+                                       xid32)
             put(row(Commit(0, int(lsn), int(lsn), pg_time)))
             return SnapshotResult(at, xid, len(tables), count)
         finally:
@@ -568,17 +378,19 @@ def _copy_sql(table: CatalogTable, relation: Relation, relkind: str) -> str:
     return f"COPY (SELECT {columns} FROM {only}{qualified}) TO STDOUT"
 
 
-def _copy_here(reader: SlotReader, item: _Table, lines: tuple[bytes, bytes],
-               emit: Callable[[CaptureRow], None], write: Callable[[bytes], None] | None,
-               at: Lsn, xid32: int) -> int:
-    """One table's rows as Inserts, read on the reader's own connection."""
+def _copy_here(reader: SlotReader, item: _Table, emit: Callable[[CaptureRow], None],
+               write: Callable[[bytes], None] | None, at: Lsn, xid32: int) -> int:
+    """One table's rows as COPY block lines given to ``write``, or as Inserts given to
+    ``emit``, read on the reader's own connection."""
     from pgcdc_events.adapters.pg8000 import copy_out  # noqa: PLC0415 - the 'pg' extra
 
     rows = TableRows(item.relation.relation_id, len(item.relation.columns), item.where,
-                     line_head=lines[0], line_tail=lines[1])
+                     lsn=int(at), xid=xid32)
     if write is not None:
         def sink(data: bytes) -> None:
-            write(rows.lines(rows.whole(data)))
+            out = rows.lines(data)
+            if out:
+                write(out)
     else:
         def sink(data: bytes) -> None:
             for message in rows.messages(rows.whole(data)):
@@ -589,6 +401,10 @@ def _copy_here(reader: SlotReader, item: _Table, lines: tuple[bytes, bytes],
     except BaseException:
         reader.close()  # in the middle of the COPY, or the server said why: not reusable
         raise
+    if write is not None:
+        last = rows.end()
+        if last:
+            write(last)
     rows.close()
     return rows.rows
 
@@ -604,8 +420,9 @@ class _Workers:
         self._sockets: list[socket.socket] = []
         self.stopped = False
 
-    def copy(self, item: _Table, lines: tuple[bytes, bytes], path: str) -> int:
-        """One table's rows as capture lines into ``path`` (created 0600 by the caller)."""
+    def copy(self, item: _Table, at: Lsn, xid32: int, path: str) -> int:
+        """One table's rows as COPY block lines into ``path`` (created 0600 by the
+        caller)."""
         from pgcdc_events.adapters.pg8000 import (  # noqa: PLC0415 - the 'pg' extra
             copy_out,
             is_driver_error,
@@ -627,12 +444,13 @@ class _Workers:
                     raise SnapshotError("the snapshot stopped", slot=reader.slot)
                 self._sockets.append(sock)
             rows = TableRows(item.relation.relation_id, len(item.relation.columns),
-                             item.where, line_head=lines[0], line_tail=lines[1])
+                             item.where, lsn=int(at), xid=xid32)
             try:
                 conn.run("BEGIN ISOLATION LEVEL REPEATABLE READ")
                 conn.run(f"SET TRANSACTION SNAPSHOT {_literal(self.name)}")
                 with open(path, "wb") as fh:
-                    copy_out(conn, item.sql, lambda data: fh.write(rows.lines(rows.whole(data))))
+                    copy_out(conn, item.sql, lambda data: fh.write(rows.lines(data)))
+                    fh.write(rows.end())
                 rows.close()
                 conn.run("ROLLBACK")
             except Exception as exc:
@@ -658,7 +476,7 @@ _PIECE: Final = 1 << 20  # bytes of a temporary file copied to the output at a t
 
 
 def _copy_parallel(reader: SlotReader, name: str, work: list[_Table], threads: int,
-                   lines: tuple[bytes, bytes], put: Callable[[CaptureRow], None],
+                   put: Callable[[CaptureRow], None],
                    emit: Callable[[CaptureRow], None], write: Callable[[bytes], None] | None,
                    at: Lsn, xid32: int) -> int:
     """The tables read on up to ``threads`` connections at once, each into a private
@@ -673,7 +491,7 @@ def _copy_parallel(reader: SlotReader, name: str, work: list[_Table], threads: i
             for number, item in enumerate(work):
                 path = os.path.join(directory, f"{number}.jsonl")
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-                jobs.append((item, path, pool.submit(workers.copy, item, lines, path)))
+                jobs.append((item, path, pool.submit(workers.copy, item, at, xid32, path)))
             for item, path, job in jobs:
                 rows = job.result()
                 for prelude_row in item.prelude:
@@ -684,9 +502,8 @@ def _copy_parallel(reader: SlotReader, name: str, work: list[_Table], threads: i
                             write(piece)
                     else:
                         for line in fh:
-                            parsed = read_canonical(line)
-                            assert parsed is not None, "a snapshot line as written"
-                            emit(CaptureRow(at, xid32, parsed[1], snapshot=True))
+                            for block_row in rows_of_line(line):
+                                emit(block_row)
                 os.unlink(path)
                 count += rows
         except BaseException:

@@ -51,6 +51,7 @@ from pgcdc_events.protocol.capture import (
     canonical_head,
     read_canonical,
     read_chunk_line,
+    read_copy_block,
 )
 from pgcdc_events.protocol.transactions import Prelude, Row
 from pgcdc_events.types.catalog import CatalogSnapshot
@@ -142,11 +143,13 @@ def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, bytes]],
     try:
         for number, line in lines:
             canonical = read_canonical(line)
+            more = 0  # the messages of a COPY block line past its first
             if canonical is None:
-                window = _chunk_line(decoder, chunks, line, number)
-                if window is not None:
-                    # a read-only window the capture closed here: its r events
-                    chunks, decoded = window
+                special = _special_line(decoder, chunks, line, number)
+                if special is not None:
+                    # a COPY block's Inserts, or a read-only window the capture closed
+                    # here: its r events
+                    more, chunks, decoded = special
                 else:
                     row = _general_row(line, number)
                     if row is None:
@@ -168,12 +171,12 @@ def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, bytes]],
                 raise
             except PgCdcError as exc:
                 raise CaptureError(str(exc), line=number) from None
-            messages += 1
+            before, messages = messages, messages + 1 + more
             if records >= batch:
                 out(parts)
                 parts = []
                 batch = records + _BATCH
-            if report is not None and not messages & 4095:
+            if report is not None and messages >> 12 != before >> 12:
                 report(messages, records)
     except CaptureError as exc:
         error = exc
@@ -190,6 +193,37 @@ def _through(chunks: RecordedChunks, decoded: Iterable[ChangeRecord], data: byte
     if data[:1] in (b"C", b"c"):
         out = itertools.chain(out, chunks.committed(int(lsn)))
     return out
+
+
+def _special_line(decoder: EventDecoder, chunks: RecordedChunks | None, line: bytes,
+                  number: int
+                  ) -> tuple[int, RecordedChunks | None, Iterable[ChangeRecord]] | None:
+    """A COPY block line (:func:`_block_line`) or a chunk line (:func:`_chunk_line`): the
+    messages past the first, the window, the records; ``None`` for any other line."""
+    block = _block_line(decoder, chunks, line, number)
+    if block is not None:
+        return block[0], chunks, block[1]
+    window = _chunk_line(decoder, chunks, line, number)
+    if window is not None:
+        return 0, window[0], window[1]
+    return None
+
+
+def _block_line(decoder: EventDecoder, chunks: RecordedChunks | None, line: bytes,
+                number: int) -> tuple[int, Iterable[ChangeRecord]] | None:
+    """A COPY block line (an initial snapshot's rows as COPY text) as its Inserts fed in
+    order: the count of those past the first, and their records (lazily); ``None`` when
+    ``line`` is not a block line."""
+    block = read_copy_block(line, line_number=number)
+    if block is None:
+        return None
+    inserts = block.messages(line_number=number)
+    feed, lsn = decoder.iter_feed, block.lsn
+    decoded: Iterable[ChangeRecord] = itertools.chain.from_iterable(
+        feed(insert, lsn, snapshot=True) for insert in inserts)
+    if chunks is not None:
+        decoded = chunks.through(decoded)
+    return len(inserts) - 1, decoded
 
 
 def _chunk_line(decoder: EventDecoder, chunks: RecordedChunks | None, line: bytes,

@@ -15,13 +15,13 @@ from pgcdc_events.protocol import (
     KIND_NULL,
     KIND_TEXT,
     CaptureError,
-    CaptureRow,
     Lsn,
     Message,
     PgOutputReader,
     Relation,
     TupleData,
     pg_timestamp_to_datetime,
+    rows_of_line,
 )
 
 _LSN_FIELDS = frozenset(
@@ -111,15 +111,15 @@ def run(args: argparse.Namespace) -> int:
         for number, line in enumerate(src, 1):
             if not line.strip():
                 continue
-            row = CaptureRow.from_line(line, line_number=number)
-            try:
-                message = reader.read(row.data)
-            except ProtocolError as exc:
-                raise CaptureError(str(exc), line=number) from None
-            record = {"lsn": str(row.lsn), "xid": row.xid, **message_to_json(message,
-                                                                              reader.relations)}
-            if row.snapshot:
-                record["snapshot"] = True
-            out.write(json.dumps(record, ensure_ascii=False))
-            out.write("\n")
+            for row in rows_of_line(line, line_number=number):  # a COPY block: its rows
+                try:
+                    message = reader.read(row.data)
+                except ProtocolError as exc:
+                    raise CaptureError(str(exc), line=number) from None
+                record = {"lsn": str(row.lsn), "xid": row.xid,
+                          **message_to_json(message, reader.relations)}
+                if row.snapshot:
+                    record["snapshot"] = True
+                out.write(json.dumps(record, ensure_ascii=False))
+                out.write("\n")
     return 0

@@ -14,6 +14,7 @@ from pgcdc_events.protocol.capture import (
     CaptureRow,
     dump_capture_row,
     iter_capture,
+    rows_of_line,
     write_capture,
 )
 from pgcdc_events.protocol.copydata import (
@@ -24,6 +25,7 @@ from pgcdc_events.protocol.copydata import (
     encode_copy_data,
     parse_copy_data,
 )
+from pgcdc_events.protocol.copytext import CopyTextError, copy_text_rows, insert_messages
 from pgcdc_events.protocol.decoder import STREAMABLE_TYPES, parse_message
 from pgcdc_events.protocol.encoder import encode_message, encode_tuple
 from pgcdc_events.protocol.lsn import (
@@ -81,6 +83,7 @@ __all__ = [
     "CaptureRow",
     "Commit",
     "CommitPrepared",
+    "CopyTextError",
     "Delete",
     "Insert",
     "LogicalMessage",
@@ -109,15 +112,18 @@ __all__ = [
     "Type",
     "Update",
     "XLogData",
+    "copy_text_rows",
     "dump_capture_row",
     "encode_copy_data",
     "encode_message",
     "encode_tuple",
+    "insert_messages",
     "iter_capture",
     "parse_copy_data",
     "parse_message",
     "pg_timestamp_to_datetime",
     "pg_timestamp_to_unix_us",
+    "rows_of_line",
     "unix_us_to_pg_timestamp",
     "write_capture",
 ]

@@ -23,6 +23,29 @@ rows are under the key ``"chunk"``::
 so a reader that predates chunk lines refuses the line, quoting that sentence, rather
 than misread it. :func:`read_chunk_line` reads one (:class:`ChunkLine`);
 :meth:`CaptureRow.from_line` refuses it with a :class:`CaptureError` naming the line.
+
+The rows of an initial snapshot are written as *COPY block lines* (a capture written by
+0.1.0 holds one Insert line a row, and reads as before): one line holds a block
+of whole rows of one table, exactly as ``COPY (SELECT ...) TO STDOUT`` sent them (text
+format, each row ending with a newline), in hex, with what turns them back into the
+Insert messages of the old lines::
+
+    {"lsn": "0/16B3748", "xid": 742, "data": "not pgoutput: ...", "relation": 16385,
+     "columns": 3, "rows": 812, "copy": "310961...0a", "snapshot": true}
+
+``relation`` is the table's relation id (its Relation message comes earlier in the
+block), ``columns`` its column count, ``rows`` the number of rows (newlines) in ``copy``.
+A block holds about :data:`COPY_BLOCK_SIZE` bytes of COPY text (more only for a single
+row that is longer), so a reader streams the capture with bounded memory. Its ``data``
+is a sentence (:data:`COPY_DATA`), not hex, so that a reader that predates block lines
+refuses the line rather than misread it. :func:`rows_of_line` and :func:`iter_capture`
+expand a block into its rows (the same :class:`CaptureRow` values, Insert messages in
+text format, that the old lines gave: :func:`~pgcdc_events.protocol.copytext.
+insert_messages`); :func:`read_copy_block` reads one (:class:`CopyBlock`);
+:meth:`CaptureRow.from_line`, which gives one row, refuses it with a :class:`CaptureError`
+naming the line. A block whose text is not what ``COPY TO`` writes (a cut row, an escape
+it does not write, another number of values than ``columns``, odd hex) is refused with a
+:class:`CaptureError` naming the line and the row.
 """
 
 from __future__ import annotations
@@ -30,7 +53,7 @@ from __future__ import annotations
 import json
 import re
 from binascii import Error as _HexError
-from binascii import unhexlify
+from binascii import hexlify, unhexlify
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, Final
 
@@ -38,24 +61,32 @@ import attrs
 
 from pgcdc_events.errors import ProtocolError
 from pgcdc_events.protocol.copydata import MAX_MESSAGE_SIZE
+from pgcdc_events.protocol.copytext import CopyTextError, insert_messages
 from pgcdc_events.protocol.lsn import Lsn
 
 __all__ = [
     "CHUNK_DATA",
     "CHUNK_MARK",
+    "COPY_BLOCK_SIZE",
+    "COPY_DATA",
+    "COPY_MARK",
     "LINE_CLOSE",
     "LINE_OPEN",
     "SNAPSHOT_MARK",
     "CaptureError",
     "CaptureRow",
     "ChunkLine",
+    "CopyBlock",
     "canonical_head",
     "dump_capture_row",
     "dump_chunk_line",
+    "dump_copy_block",
     "iter_capture",
     "line_middle",
     "read_canonical",
     "read_chunk_line",
+    "read_copy_block",
+    "rows_of_line",
     "write_capture",
 ]
 
@@ -148,18 +179,36 @@ _lsn: Final = int.__new__
 def canonical_head(line: bytes, size: int) -> bytes | None:
     """The first ``size`` bytes of a canonical line's message (its type byte, a
     Relation's or Type's OID...), read from the hex without decoding the rest; None for a
-    line that is not canonical up to there (or whose message is shorter)."""
+    line that is not canonical up to there (or whose message is shorter). A COPY block
+    line (:func:`dump_copy_block`'s) gives its first Insert's head: ``I`` and the
+    relation id."""
     if not line.startswith(_LINE_START):
         return None
     at = line.find(_DATA_START)
     if at < 0:
         return None
     at += len(_DATA_START)
+    if line.startswith(_BLOCK_DATA, at):
+        return _block_head(line, at, size)
     try:
         head = unhexlify(line[at:at + 2 * size])
     except _HexError:
         return None
     return head if len(head) == size else None
+
+
+def _block_head(line: bytes, at: int, size: int) -> bytes | None:
+    """``I`` and the relation id of a COPY block line as written (see canonical_head)."""
+    start = line.find(_RELATION_KEY, at)
+    if start < 0:
+        return None
+    start += len(_RELATION_KEY)
+    end = line.find(b",", start)
+    digits = line[start:end]
+    if not (0 < len(digits) <= 10 and digits.isdigit()) or int(digits) > 0xFFFFFFFF:
+        return None
+    head = b"I" + int(digits).to_bytes(4, "big")
+    return head[:size] if size <= len(head) else None
 
 
 @attrs.frozen(slots=True)
@@ -181,6 +230,11 @@ class CaptureRow:
         is decoded."""
         if not isinstance(obj, dict):
             raise CaptureError("a JSON object", line=line, detail=type(obj).__name__)
+        if "copy" in obj:
+            raise CaptureError(
+                "a single pgoutput message, not a COPY block line (a block of initial "
+                "snapshot rows): read the capture with iter_capture or rows_of_line",
+                line=line)
         if "chunk" in obj:
             raise CaptureError(
                 "a pgoutput message, not an incremental snapshot chunk line (the rows a "
@@ -250,12 +304,28 @@ class CaptureRow:
 
 def iter_capture(lines: Iterable[str | bytes], *, max_message_size: int = MAX_MESSAGE_SIZE
                  ) -> Iterator[CaptureRow]:
-    """Parse capture JSON Lines lazily; blank lines are skipped, errors name the line (a
-    message over ``max_message_size`` bytes is refused, see :meth:`CaptureRow.from_json`)."""
+    """Parse capture JSON Lines lazily; blank lines are skipped, a COPY block line gives
+    its rows (:func:`rows_of_line`), errors name the line (a message over
+    ``max_message_size`` bytes is refused, see :meth:`CaptureRow.from_json`)."""
+    from_line = CaptureRow.from_line
     for number, line in enumerate(lines, 1):
-        if line.strip():
-            yield CaptureRow.from_line(line, line_number=number,
-                                       max_message_size=max_message_size)
+        if not line.strip():
+            continue
+        if _is_block(line):
+            yield from rows_of_line(line, line_number=number, max_message_size=max_message_size)
+        else:
+            yield from_line(line, line_number=number, max_message_size=max_message_size)
+
+
+def rows_of_line(line: str | bytes, *, line_number: int = 0,
+                 max_message_size: int = MAX_MESSAGE_SIZE) -> list[CaptureRow]:
+    """The rows of one capture line: the rows of a COPY block line (:class:`CopyBlock`),
+    else the one row :meth:`CaptureRow.from_line` reads; errors name ``line_number``."""
+    block = read_copy_block(line, line_number=line_number)
+    if block is None:
+        return [CaptureRow.from_line(line, line_number=line_number,
+                                     max_message_size=max_message_size)]
+    return block.capture_rows(line_number=line_number, max_message_size=max_message_size)
 
 
 def dump_capture_row(row: CaptureRow) -> str:
@@ -361,3 +431,147 @@ def read_chunk_line(line: str | bytes, *, line_number: int = 0) -> ChunkLine | N
     if value is None:
         raise CaptureError("'lsn' in X/Y form", line=line_number, detail=repr(lsn))
     return ChunkLine(value, chunk)
+
+
+# -- COPY block lines: an initial snapshot's rows as COPY text ------------------------------
+
+#: What marks a COPY block line (:class:`CopyBlock`): the key its COPY text is under.
+COPY_MARK: Final = b'"copy": "'
+_COPY_KEY: Final = b'"copy"'
+_COPY_KEY_TEXT: Final = _COPY_KEY.decode()
+#: The ``data`` of a COPY block line: not hex, so that a reader that predates block lines
+#: refuses the line quoting it.
+COPY_DATA: Final = ("not pgoutput: initial snapshot rows as COPY text under \"copy\", "
+                    "read by pgcdc-events (a later version than this one)")
+#: The bytes of COPY text a block line holds (about: the block ends at a row's end).
+COPY_BLOCK_SIZE: Final = 1 << 17
+_COPY_KEYS: Final = frozenset({"lsn", "xid", "data", "relation", "columns", "rows", "copy",
+                               "snapshot"})
+
+
+@attrs.frozen
+class CopyBlock:
+    """A COPY block line: ``rows`` whole rows of the table of relation ``relation_id``
+    (``columns`` columns) as COPY text (``text``, each row ending with a newline), all at
+    ``lsn`` in the snapshot transaction ``xid``."""
+
+    lsn: Lsn
+    xid: int | None
+    relation_id: int
+    columns: int
+    rows: int
+    text: bytes
+
+    def messages(self, *, line_number: int = 0) -> list[bytes]:
+        """The rows as Insert messages (text format), one a row: what a capture written
+        before block lines held, a line a row. Errors name ``line_number`` and the row."""
+        try:
+            return insert_messages(self.relation_id, self.columns, self.text)
+        except CopyTextError as exc:
+            raise CaptureError(f"a COPY block of whole rows as COPY TO writes them: {exc}",
+                               line=line_number) from None
+
+    def capture_rows(self, *, line_number: int = 0,
+                     max_message_size: int = MAX_MESSAGE_SIZE) -> list[CaptureRow]:
+        """The rows as capture rows marked ``snapshot`` (see :meth:`messages`); an Insert
+        over ``max_message_size`` bytes is refused, as on a line of its own."""
+        messages = self.messages(line_number=line_number)
+        if messages and max(map(len, messages)) > max_message_size:
+            size = max(map(len, messages))
+            raise CaptureError(f"a message of at most {max_message_size:,} bytes "
+                               "(max_message_size)", line=line_number,
+                               detail=f"a row of the COPY block at LSN {self.lsn} is an "
+                               f"Insert of {size:,} bytes")
+        lsn, xid = self.lsn, self.xid
+        return [CaptureRow(lsn, xid, message, True) for message in messages]
+
+
+def dump_copy_block(lsn: int, xid: int | None, relation_id: int, columns: int,
+                    text: bytes, *, rows: int | None = None) -> bytes:
+    """One COPY block line for ``text`` (whole rows of COPY text), with its newline: the
+    text converted to hex in one call, the rows counted in one (no work a row) unless the
+    caller gives their count (``rows``: the newlines in ``text``)."""
+    if rows is None:
+        rows = text.count(_NEWLINE)
+    head = (f'{LINE_OPEN}{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}", "xid": '
+            f'{"null" if xid is None else xid}, "data": "{_COPY_DATA_JSON}", "relation": '
+            f'{relation_id}, "columns": {columns}, "rows": {rows}, "copy": "')
+    return b"".join((head.encode("ascii"), hexlify(text), b'", "snapshot": true}\n'))
+
+
+_COPY_DATA_JSON: Final = json.dumps(COPY_DATA)[1:-1]
+_BLOCK_DATA: Final = f'{_COPY_DATA_JSON}", "relation": '.encode("ascii")
+_RELATION_KEY: Final = b'"relation": '
+
+
+def _is_block(line: str | bytes) -> bool:
+    """Whether ``line`` may be a COPY block line: it holds the key ``"copy"`` (as
+    :data:`COPY_MARK` starts, or written otherwise: the line says what is wrong with it)."""
+    if isinstance(line, str):
+        return _COPY_KEY_TEXT in line
+    return _COPY_KEY in line
+
+_NEWLINE: Final = b"\n"
+
+
+def read_copy_block(line: str | bytes, *, line_number: int = 0) -> CopyBlock | None:
+    """The COPY block line ``line`` holds; ``None`` when it is not one (no
+    key ``"copy"``). A block line that does not parse is a :class:`CaptureError` naming
+    the line (its rows are checked when they are expanded: :meth:`CopyBlock.messages`)."""
+    if not _is_block(line):
+        return None
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return None  # not JSON: CaptureRow.from_line says so
+    if not isinstance(obj, dict) or "copy" not in obj:
+        return None
+
+    def refuse(expected: str, value: Any) -> CaptureError:
+        return CaptureError(f"a COPY block line with {expected}", line=line_number,
+                            detail=repr(value)[:80])
+    unknown = sorted(set(obj) - _COPY_KEYS)
+    if unknown:
+        raise refuse("only the keys of a block line", unknown)
+    if obj.get("snapshot") is not True:
+        raise refuse('"snapshot": true', obj.get("snapshot"))
+    lsn = obj.get("lsn")
+    try:
+        lsn_value = Lsn.parse(lsn) if isinstance(lsn, str) else None
+    except ProtocolError:
+        lsn_value = None
+    if lsn_value is None:
+        raise CaptureError("'lsn' in X/Y form", line=line_number, detail=repr(lsn))
+    xid = obj.get("xid")
+    if xid is not None and (type(xid) is not int or xid < 0):
+        raise refuse("'xid' as a non-negative integer or null", xid)
+    numbers = []
+    for key, top in (("relation", 0xFFFFFFFF), ("columns", 0xFFFF), ("rows", None)):
+        value = obj.get(key)
+        if type(value) is not int or value < 0 or (top is not None and value > top):
+            raise refuse(f"'{key}' as a non-negative integer", value)
+        numbers.append(value)
+    relation_id, columns, rows = numbers
+    return CopyBlock(lsn_value, xid, relation_id, columns, rows,
+                     _block_text(obj["copy"], rows, line_number))
+
+
+def _block_text(hexed: Any, rows: int, line_number: int) -> bytes:
+    """The COPY text of a block line's ``copy``: hex of whole rows, ``rows`` of them."""
+    try:
+        if not isinstance(hexed, str):
+            raise ValueError
+        text = bytes.fromhex(hexed)
+    except ValueError:
+        raise CaptureError("a COPY block line with 'copy' as a hex string", line=line_number,
+                           detail=repr(hexed)[:80]) from None
+    if text and not text.endswith(_NEWLINE):
+        cut = len(text) - text.rfind(_NEWLINE) - 1
+        raise CaptureError("a COPY block of whole rows (its text ending with a newline)",
+                           line=line_number, detail=f"the last row is cut, {cut} bytes after "
+                           "the last newline")
+    found = text.count(_NEWLINE)
+    if found != rows:
+        raise CaptureError(f"a COPY block of the {rows:,} rows its 'rows' says",
+                           line=line_number, detail=f"it holds {found:,}")
+    return text

@@ -25,8 +25,11 @@ the last one (:func:`window_span`) is decoded in order by one decoder in one tas
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, Final
 
@@ -54,7 +57,13 @@ from pgcdc_events.events.decoder import EventDecoder
 from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.tables import TableSchema
 from pgcdc_events.protocol import wire
-from pgcdc_events.protocol.capture import CaptureRow, read_chunk_line
+from pgcdc_events.protocol.capture import (
+    CaptureRow,
+    dump_capture_row,
+    read_chunk_line,
+    read_copy_block,
+    rows_of_line,
+)
 from pgcdc_events.protocol.messages import Message, Relation
 from pgcdc_events.spark._session import map_in_arrow
 from pgcdc_events.spark.columnar import binary_buffers
@@ -62,6 +71,7 @@ from pgcdc_events.spark.errors import SparkDecodeError
 
 __all__ = ["CAPTURE_TYPE", "CHUNK_COLUMN", "FileCapture", "WindowDecoder", "WindowSpan",
            "capture_dataframe", "capture_table", "check_capture", "control_columns",
+           "expand_block_lines",
            "file_capture", "filesystem", "parse_capture_lines", "read_capture",
            "window_span", "write_capture_parquet"]
 
@@ -155,7 +165,7 @@ def check_capture(path: str, *, order_by: str = "position") -> str:
                     if not line.strip():
                         continue
                     if read_chunk_line(line, line_number=number) is None:
-                        CaptureRow.from_line(line, line_number=number)
+                        rows_of_line(line, line_number=number)  # a COPY block: its rows
                     rows += 1
                     if rows >= CHECKED_LINES:
                         break
@@ -196,7 +206,7 @@ def read_capture(spark: SparkSession, path: str, *, order_by: str = "position") 
     line past the first checked ones fails the job that reads it.
     """
     if check_capture(path, order_by=order_by) == "jsonl":
-        lines = spark.read.text(path).filter(F.trim(F.col("value")) != "")
+        lines = spark.read.text(_without_blocks(path)).filter(F.trim(F.col("value")) != "")
         return parse_capture_lines(
             lines.select(F.monotonically_increasing_id().alias("position"), F.col("value")),
             where=path, chunks=True)
@@ -205,6 +215,61 @@ def read_capture(spark: SparkSession, path: str, *, order_by: str = "position") 
     # derived from this one is another DataFrame, without the mark
     setattr(frame, _FILES, path)
     return frame
+
+
+def _has_blocks(path: str) -> bool:
+    """Whether the capture file holds a COPY block line (its key, searched in bulk)."""
+    mark, tail = b'"copy"', b""
+    with open(path, "rb") as fh:
+        while piece := fh.read(1 << 20):
+            if mark in tail + piece[:len(mark)] or mark in piece:
+                return True
+            tail = piece[-len(mark):]
+    return False
+
+
+def _without_blocks(path: str) -> str:
+    """``path``, or when it holds COPY block lines (an initial snapshot's rows as COPY
+    text, see :mod:`pgcdc_events.protocol.capture`) a copy of it with each block's rows a
+    line a message (:func:`~pgcdc_events.protocol.capture.rows_of_line`, the other lines as
+    they are), which Spark's line-at-a-time reading takes: in a private temporary
+    directory (0700, the file 0600) removed when the process exits."""
+    if not _has_blocks(path):
+        return path
+    directory = tempfile.mkdtemp(prefix="pgcdc-spark-capture-")
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    target = os.path.join(directory, "capture.jsonl")
+    with open(path, "rb") as src, open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                                               0o600), "wb") as out:
+        for number, line in enumerate(src, 1):
+            block = read_copy_block(line, line_number=number)
+            if block is None:
+                out.write(line if line.endswith(b"\n") else line + b"\n")
+                continue
+            out.write("".join(dump_capture_row(row) + "\n" for row in block.capture_rows(
+                line_number=number)).encode("ascii"))
+    return target
+
+
+def expand_block_lines(text: str | None) -> str | None:
+    """Capture text (lines) with each COPY block line replaced by its rows, a line a
+    message (:func:`~pgcdc_events.protocol.capture.rows_of_line`); other lines as they
+    are, and so is a block line that does not parse (the line's checks refuse it, naming
+    it). For a streaming reader that takes a file's text whole."""
+    if text is None or '"copy"' not in text:
+        return text
+    out: list[str] = []
+    for number, line in enumerate(text.split("\n"), 1):
+        try:
+            block = read_copy_block(line, line_number=number) if '"copy"' in line else None
+            rows = None if block is None else block.capture_rows(line_number=number)
+        except PgCdcError:
+            rows = None
+        if rows is None:
+            out.append(line)
+        else:
+            out.extend(map(dump_capture_row, rows))
+    return "\n".join(out)
 
 
 #: The attribute marking a DataFrame that is a Parquet capture as read_capture read it.

@@ -59,6 +59,7 @@ from pyspark.sql.types import (
     BooleanType,
     IntegralType,
     LongType,
+    StringType,
     StructField,
     StructType,
 )
@@ -78,7 +79,7 @@ from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.messages import Relation, Type
 from pgcdc_events.protocol.transactions import Prelude
 from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
-from pgcdc_events.spark.capture import CHUNK_COLUMN, parse_capture_lines
+from pgcdc_events.spark.capture import CHUNK_COLUMN, expand_block_lines, parse_capture_lines
 from pgcdc_events.spark.decode import (
     _RECORDS_ARROW,
     RECORDS_TYPE,
@@ -111,6 +112,11 @@ _FILE_SEQ: Final = r"capture-(\d{10})-[0-9A-F]{16}\.jsonl$"
 _STATE: Final = re.compile(r"state-(\d{12})\.json")
 
 
+#: :func:`~pgcdc_events.spark.capture.expand_block_lines` as a plain Python UDF (a file's
+#: text in, its text out: nothing for Arrow to batch; useArrow set, so no warning).
+_EXPAND_BLOCKS: Final = F.udf(expand_block_lines, StringType(), useArrow=False)
+
+
 def read_capture_stream(spark: SparkSession, directory: str, *,
                         max_files_per_trigger: int | None = None) -> DataFrame:
     """A streaming DataFrame of the capture rows in a directory of rotating capture files
@@ -127,6 +133,11 @@ def read_capture_stream(spark: SparkSession, directory: str, *,
     files = reader.load(directory).select(
         F.regexp_extract(F.col("_metadata.file_name"), _FILE_SEQ, 1).cast("long")
         .alias("segment"), F.col("value"))
+    # a file holding COPY block lines (an initial snapshot's rows as COPY text) has them
+    # replaced by their rows, a line a message, in Python; the other files stay in the JVM
+    blocks = F.col("value").contains('"copy"')
+    files = files.filter(~blocks).unionByName(files.filter(blocks).select(
+        "segment", _EXPAND_BLOCKS(F.col("value")).alias("value")))
     lines = files.select("segment", F.posexplode(F.split(F.col("value"), "\n"))
                          .alias("line", "value")).filter(F.col("value") != "")
     rows = lines.select("segment", "value", (F.col("segment") * F.lit(1 << _SEGMENT_BITS)

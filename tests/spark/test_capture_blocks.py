@@ -1,0 +1,134 @@
+"""Spark batch on a capture whose initial snapshot is in COPY block lines (what `capture`
+writes): ``read_capture`` gives each block's rows a row each, and ``spark decode`` gives per
+table the records of ``pgcdc-events decode``."""
+
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from pgcdc_events.cli import main
+from pgcdc_events.events import EventConfig
+from pgcdc_events.protocol import iter_capture
+from pgcdc_events.protocol.capture import COPY_MARK
+from pgcdc_events.spark import read_capture
+from pgcdc_events.spark.stream import decode_stream, read_capture_stream
+from pgcdc_events.testing.cluster import TempCluster
+from pgcdc_events.types.catalog import CatalogSnapshot
+
+CORPUS = (Path(__file__).resolve().parents[1] / "golden" / "events_snapshot" / "snapshot-initial"
+          / "corpus.sql")
+
+
+def _normalized(line: str) -> dict[str, Any]:
+    record = json.loads(line)
+    payload = (record["value"] or {}).get("payload")
+    if isinstance(payload, dict):
+        for name in ("ts_ms", "ts_us", "ts_ns"):
+            payload.pop(name, None)
+    record["headers"].pop("__debezium.context.runId", None)
+    return record  # type: ignore[no-any-return]
+
+
+def test_block_lines_read_and_decode_as_decode_does(tmp_path: Path, spark: SparkSession,
+                                                   pg_cluster: TempCluster, pg_conn: Any) -> None:
+    pg_conn.run("CREATE EXTENSION IF NOT EXISTS hstore")
+    before, changes = CORPUS.read_text().split("-- @changes", 1)
+    for statement in before.split(";\n"):
+        if any(line.strip() and not line.startswith("--") for line in statement.splitlines()):
+            pg_conn.run(statement)
+    pg_conn.run("CREATE PUBLICATION p FOR ALL TABLES")
+    database = pg_conn.run("SELECT current_database()")[0][0]
+    dsn = f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{database}"
+    out = tmp_path / "out"
+    assert main(["capture", "--dsn", dsn, "--slot", "s", "--publication", "p", "--output",
+                 f"{out}/", "-q", "--create-slot", "--snapshot-mode", "initial_only"]) == 0
+    for statement in changes.split(";\n"):  # then the stream's changes
+        if statement.strip():
+            pg_conn.run(statement)
+    assert main(["capture", "--dsn", dsn, "--slot", "s", "--publication", "p", "--output",
+                 f"{out}/", "-q"]) == 0
+    capture = out / "capture.jsonl"
+    assert COPY_MARK in capture.read_bytes()
+    with open(capture, encoding="utf-8") as fh:
+        rows = list(iter_capture(fh))
+    frame = read_capture(spark, str(capture)).orderBy("position").collect()
+    assert [(r.lsn, bytes(r.data), r.snapshot) for r in frame] == [
+        (str(r.lsn), r.data, r.snapshot) for r in rows]
+    catalog = tmp_path / "catalog.json"
+    assert main(["catalog", "--dsn", dsn, "--output", str(catalog)]) == 0
+    options = ["--catalog", str(catalog), "-q"]
+    reference = tmp_path / "decode.jsonl"
+    assert main(["decode", "--capture", str(capture), "-o", str(reference), *options]) == 0
+    by_table: dict[str, list[dict[str, Any]]] = {}
+    last = ""
+    for line in reference.read_text().splitlines():
+        record = _normalized(line)
+        source = ((record["value"] or {}).get("payload") or {}).get("source")
+        if record["value"] is None:
+            by_table[last].append(record)
+        elif source is not None:
+            last = f"{source['schema']}.{source['table']}"
+            by_table.setdefault(last, []).append(record)
+    assert sum(r["value"] is not None and r["value"]["payload"]["op"] == "r"
+               for rs in by_table.values() for r in rs) == 16
+    spark_out = tmp_path / "spark"
+    assert main(["spark", "decode", "--capture", str(capture), "--output", str(spark_out),
+                 "--format", "json", *options]) == 0
+    written = sorted(p.name for p in spark_out.iterdir())
+    assert written == sorted(by_table)
+    for table in written:
+        lines = [line for part in sorted(glob.glob(str(spark_out / table / "part-*")))
+                 for line in Path(part).read_text().splitlines()]
+        assert [_normalized(line) for line in lines] == by_table[table], table
+
+
+def test_rotating_files_with_block_lines_stream_as_decode_does(
+        tmp_path: Path, spark: SparkSession, pg_cluster: TempCluster, pg_conn: Any) -> None:
+    """``capture --rotate-size`` (the snapshot's block lines in the first file, the
+    stream's changes in the next), streamed by ``decode_stream``: the records of
+    ``pgcdc-events decode`` of the files one after the other, whole (but the processing
+    time and run id)."""
+    pg_conn.run("CREATE EXTENSION IF NOT EXISTS hstore")
+    before, changes = CORPUS.read_text().split("-- @changes", 1)
+    for statement in before.split(";\n"):
+        if any(line.strip() and not line.startswith("--") for line in statement.splitlines()):
+            pg_conn.run(statement)
+    pg_conn.run("CREATE PUBLICATION p FOR ALL TABLES")
+    database = pg_conn.run("SELECT current_database()")[0][0]
+    dsn = f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{database}"
+    files = tmp_path / "files"
+    command = ["capture", "--dsn", dsn, "--slot", "s", "--publication", "p", "--output",
+               f"{files}/", "-q", "--rotate-size", "0.000001"]
+    assert main([*command, "--create-slot", "--snapshot-mode", "initial_only"]) == 0
+    for statement in changes.split(";\n"):
+        if statement.strip():
+            pg_conn.run(statement)
+    assert main(command) == 0
+    names = sorted(p.name for p in files.glob("capture-*.jsonl"))
+    assert len(names) >= 2 and COPY_MARK in (files / names[0]).read_bytes()
+    whole = tmp_path / "whole.jsonl"
+    whole.write_bytes(b"".join((files / name).read_bytes() for name in names))
+    catalog = tmp_path / "catalog.json"
+    assert main(["catalog", "--dsn", dsn, "--output", str(catalog)]) == 0
+    reference = tmp_path / "decode.jsonl"
+    assert main(["decode", "--capture", str(whole), "-o", str(reference), "--catalog",
+                 str(catalog), "-q"]) == 0
+    want = [_normalized(line) for line in reference.read_text().splitlines()]
+    assert sum(r["value"] is not None and r["value"]["payload"]["op"] == "r"
+               for r in want) == 16
+    stream = decode_stream(read_capture_stream(spark, str(files)),
+                           EventConfig.from_properties({"topic.prefix": "pgcdc"}),
+                           catalog=CatalogSnapshot.load(str(catalog)),
+                           path=str(tmp_path / "o"), checkpoint=str(tmp_path / "c"), lines=True)
+    stream.start()
+    assert stream.query is not None
+    stream.query.processAllAvailable()
+    stream.stop()
+    df = spark.read.parquet(str(tmp_path / "o" / "records"))
+    got = [r["line"] for r in df.orderBy("position", "index").select("line").collect()]
+    assert [_normalized(line) for line in got] == want
