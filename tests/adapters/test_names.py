@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from pgcdc_events.adapters.names import check_slot_name, quote_ident, split_identifiers
+from pgcdc_events.adapters.names import (
+    check_slot_name,
+    quote_ident,
+    quote_literal,
+    split_identifiers,
+)
 from pgcdc_events.cli import main
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.testing.cluster import TempCluster
@@ -104,3 +109,17 @@ def test_slot_names_and_quoting() -> None:
     assert quote_ident('a"b') == '"a""b"'
     with pytest.raises(ConfigurationError):
         quote_ident("a\x00b")
+
+
+@pytest.mark.parametrize("conforming", ["on", "off"])
+def test_quote_literal_reads_back_as_the_value(pg_conn: Any, conforming: str) -> None:
+    """A string constant the adapters write into SQL (chunk bounds, snapshot names) reads
+    back as the value itself on a real server, whatever ``standard_conforming_strings``
+    says: backslashes, quotes, an ``E'`` of the value's own, non-ASCII."""
+    pg_conn.run(f"SET standard_conforming_strings = {conforming}")
+    pg_conn.run("SET escape_string_warning = off")
+    values = ["plain", "it's", "back\\slash", "\\'; SELECT 1; --", "E'x'", "\\\\n", "é€😀",
+              "", "tab\there", "new\nline"]
+    for value in values:
+        assert pg_conn.run(f"SELECT {quote_literal(value)}")[0][0] == value, value
+    assert pg_conn.run(f"SELECT {quote_literal(None)} IS NULL")[0][0] is True

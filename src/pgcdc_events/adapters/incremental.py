@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from pgcdc_events.adapters.errors import CheckpointError, SnapshotError
-from pgcdc_events.adapters.names import quote_ident
+from pgcdc_events.adapters.names import quote_ident, quote_literal
 from pgcdc_events.adapters.pg8000 import (
     ResolvedOptions,
     copy_out,
@@ -201,14 +201,6 @@ def _placeholders(sql: str, count: int,
     if n != count:
         raise SnapshotSqlError(f"the chunk query has {n} placeholders for {count} values")
     return "".join(out)
-
-
-def _literal(value: str | None) -> str:
-    """A bound value written into the SQL: an untyped string constant (typed by the
-    server from where it stands, as an unspecified parameter is), or ``NULL``."""
-    if value is None:
-        return "NULL"
-    return "E'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _copy_text_rows(data: bytes) -> list[list[str | None]]:
@@ -577,7 +569,7 @@ class IncrementalSnapshotter:
         conn.pg_types = defaultdict(lambda: str)
         try:
             if copy:
-                sql = _placeholders(query.sql, len(params), lambda n: _literal(params[n - 1]))
+                sql = _placeholders(query.sql, len(params), lambda n: quote_literal(params[n - 1]))
                 pieces: list[bytes] = []
                 copy_out(conn, f"COPY ({sql}) TO STDOUT", pieces.append)
                 rows = _copy_text_rows(b"".join(pieces))

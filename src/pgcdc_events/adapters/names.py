@@ -21,7 +21,7 @@ import re
 
 from pgcdc_events.errors import ConfigurationError
 
-__all__ = ["NAMEDATALEN", "check_slot_name", "quote_ident", "split_identifiers"]
+__all__ = ["NAMEDATALEN", "check_slot_name", "quote_ident", "quote_literal", "split_identifiers"]
 
 #: PostgreSQL's identifier limit is NAMEDATALEN - 1 bytes.
 NAMEDATALEN = 64
@@ -34,6 +34,17 @@ def quote_ident(name: str) -> str:
     if "\x00" in name:
         raise ConfigurationError(f"an identifier cannot contain a NUL character: {name!r}")
     return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(value: str | None) -> str:
+    """``value`` as an SQL constant: an escape string (``E'...'``, its backslashes and
+    quotes doubled, so that it reads alike whatever ``standard_conforming_strings`` says),
+    untyped (the server types it from where it stands), or ``NULL``. (The replication
+    commands' grammar has no escape strings: :mod:`pgcdc_events.adapters.stream` quotes
+    their options itself.)"""
+    if value is None:
+        return "NULL"
+    return "E'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _fold(name: str) -> str:

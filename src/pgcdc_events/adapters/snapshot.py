@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from pgcdc_events.adapters.errors import SlotError, SnapshotError
-from pgcdc_events.adapters.names import quote_ident
+from pgcdc_events.adapters.names import quote_ident, quote_literal
 from pgcdc_events.errors import ConfigurationError
 from pgcdc_events.protocol.capture import (
     COPY_BLOCK_SIZE,
@@ -138,10 +138,6 @@ class CopyTextRows:
         """The COPY ended: a partial row left over means the data was cut."""
         if self._tail:
             raise SnapshotError(f"COPY data ended inside a row ({len(self._tail)} bytes)")
-
-
-def _literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 class TableRows:
@@ -312,7 +308,7 @@ def read_snapshot(reader: SlotReader, emit: Callable[[CaptureRow], None], *,  # 
     with _interruptible():
         run("BEGIN ISOLATION LEVEL REPEATABLE READ", action="start snapshot")
         try:
-            run(f"SET TRANSACTION SNAPSHOT {_literal(name)}", action="import snapshot")
+            run(f"SET TRANSACTION SNAPSHOT {quote_literal(name)}", action="import snapshot")
             xid_text, now_us = run(
                 "SELECT txid_current()::text, (EXTRACT(EPOCH FROM now()) * 1000000)::bigint",
                 action="snapshot transaction")[0]
@@ -447,7 +443,7 @@ class _Workers:
                              item.where, lsn=int(at), xid=xid32)
             try:
                 conn.run("BEGIN ISOLATION LEVEL REPEATABLE READ")
-                conn.run(f"SET TRANSACTION SNAPSHOT {_literal(self.name)}")
+                conn.run(f"SET TRANSACTION SNAPSHOT {quote_literal(self.name)}")
                 with open(path, "wb") as fh:
                     copy_out(conn, item.sql, lambda data: fh.write(rows.lines(data)))
                     fh.write(rows.end())
