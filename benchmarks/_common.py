@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -10,6 +13,35 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 DATA = ROOT / ".data"
+
+#: Runs a command (its output thrown away); prints its peak RSS (KiB), wall time and CPU
+#: time (user and system) as JSON on stderr's last line.
+_WRAPPER = (
+    "import json, resource, subprocess, sys, time\n"
+    "t = time.perf_counter()\n"
+    "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+    "e = time.perf_counter() - t\n"
+    "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(json.dumps({'rc': p.returncode, 'seconds': e, 'rss_kib': u.ru_maxrss,\n"
+    "                  'cpu': u.ru_utime + u.ru_stime}), file=sys.stderr)\n"
+)
+
+
+def measure_process(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
+    """``cmd`` run whole, as its own process: ``seconds`` (wall), ``rss_kib`` (peak) and
+    ``cpu`` (user and system seconds); a failure ends the benchmark with its stderr."""
+    proc = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd], capture_output=True,
+                          text=True, env=env, check=False)
+    result: dict[str, float] = json.loads(proc.stderr.strip().splitlines()[-1])
+    if result["rc"] != 0:
+        raise SystemExit(f"{cmd[0]} failed: {proc.stderr[-2000:]}")
+    return result
+
+
+def load_average() -> str:
+    """The machine's load averages (1, 5 and 15 minutes), to print beside figures."""
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
 
 SIX_COLUMN_TABLE = """
 CREATE TABLE bench (

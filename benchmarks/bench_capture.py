@@ -31,7 +31,6 @@ that no installed copy spends).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -42,26 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _common import SIX_COLUMN_TABLE  # noqa: E402
-
-#: Runs a command and prints its peak RSS (KiB) and wall time as JSON on stderr's last line.
-WRAPPER = (
-    "import json, resource, subprocess, sys, time\n"
-    "t = time.perf_counter()\n"
-    "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
-    "e = time.perf_counter() - t\n"
-    "r = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-    "print(json.dumps({'rc': p.returncode, 'seconds': e, 'rss_kib': r}), file=sys.stderr)\n"
-)
-
-
-def _measure(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
-    proc = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], capture_output=True,
-                          text=True, env=env, check=False)
-    result: dict[str, float] = json.loads(proc.stderr.strip().splitlines()[-1])
-    if result["rc"] != 0:
-        raise SystemExit(f"{cmd[0]} failed: {proc.stderr[-2000:]}")
-    return result
+from _common import SIX_COLUMN_TABLE, measure_process  # noqa: E402
 
 
 def run(rows: int, batch: int, baseline: str | None = None) -> dict[str, dict[str, float]]:
@@ -97,13 +77,13 @@ def run(rows: int, batch: int, baseline: str | None = None) -> dict[str, dict[st
                                check=True)
         dsn = f"host={cluster.host} port={cluster.port} user={cluster.user} dbname=postgres"
         results = {}
-        results["pg_recvlogical"] = _measure(
+        results["pg_recvlogical"] = measure_process(
             [str(cluster.bindir / "pg_recvlogical"), "-d", dsn, "--slot", "recv", "--start",
              "--endpos", end, "--no-loop", "-o", "proto_version=1",
              "-o", "publication_names=bench_pub", "-f", f"{tmp}/recv.out"], env)
         for name, extra in (("capture (stream)", []), ("capture (sql)", ["--reader", "sql"])):
             slot = "stream" if "stream" in name else "sql"
-            results[name] = _measure(
+            results[name] = measure_process(
                 [sys.executable, "-m", "pgcdc_events", "capture", "--dsn", dsn, "--slot", slot,
                  "--publication", "bench_pub", "--proto-version", "1", "--quiet",
                  "--output", f"{tmp}/{slot}/", "--snapshot-mode", "no_data", *extra], env)
@@ -111,7 +91,7 @@ def run(rows: int, batch: int, baseline: str | None = None) -> dict[str, dict[st
             # an older checkout may not know --snapshot-mode (it took no snapshot then)
             knows = "snapshot-mode" in (Path(baseline) / "pgcdc_events" / "cli" /
                                         "capture_cmd.py").read_text()
-            results["capture (stream) @base"] = _measure(
+            results["capture (stream) @base"] = measure_process(
                 [sys.executable, "-m", "pgcdc_events", "capture", "--dsn", dsn, "--slot",
                  "base", "--publication", "bench_pub", "--proto-version", "1", "--quiet",
                  "--output", f"{tmp}/base/",

@@ -33,7 +33,6 @@ from compiled bytecode, as in ``bench_capture.py``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -44,33 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _common import SIX_COLUMN_TABLE  # noqa: E402
-
-#: Runs a command; prints its peak RSS (KiB), wall time and CPU time as JSON on stderr's
-#: last line.
-WRAPPER = (
-    "import json, resource, subprocess, sys, time\n"
-    "t = time.perf_counter()\n"
-    "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
-    "e = time.perf_counter() - t\n"
-    "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "print(json.dumps({'rc': p.returncode, 'seconds': e, 'rss_kib': u.ru_maxrss,\n"
-    "                  'cpu': u.ru_utime + u.ru_stime}), file=sys.stderr)\n"
-)
-
-
-def _measure(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
-    proc = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], capture_output=True,
-                          text=True, env=env, check=False)
-    result: dict[str, float] = json.loads(proc.stderr.strip().splitlines()[-1])
-    if result["rc"] != 0:
-        raise SystemExit(f"{cmd[0]} failed: {proc.stderr[-2000:]}")
-    return result
-
-
-def _uptime() -> str:
-    with open("/proc/loadavg", encoding="ascii") as fh:
-        return "load average " + " ".join(fh.read().split()[:3])
+from _common import SIX_COLUMN_TABLE, load_average, measure_process  # noqa: E402
 
 MIXED_TABLE = """
 CREATE TABLE mixed (
@@ -182,7 +155,7 @@ def run(rows: int, threads: list[int], baseline: str | None, repeat: int
 
         for round_ in range(repeat):  # contenders interleaved: each round under like load
             for name, command, run_env, outputs in contenders(round_):
-                result = _measure(command, run_env)
+                result = measure_process(command, run_env)
                 result["bytes"] = sum(os.path.getsize(path) for path in outputs)
                 for path in outputs:
                     os.unlink(path)
@@ -210,12 +183,12 @@ def main() -> None:
           f"{'CPU s':>6} {'peak RSS':>9} {'output':>9}")
     for rows in args.rows:
         started = time.perf_counter()
-        print(f"   (before: {_uptime()})", flush=True)
+        print(f"   (before: {load_average()})", flush=True)
         for name, r in run(rows, args.threads, args.baseline, args.repeat).items():
             print(f"{rows:>9,}  {name:<30} {r['seconds']:>8.2f} {r['rows_per_s']:>10,.0f} "
                   f"{r['ratio']:>5.2f}x {r['cpu']:>6.2f} {r['rss_kib'] / 1024:>7.0f}MB "
                   f"{r['bytes'] / 1e6:>7.0f}MB", flush=True)
-        print(f"   (after: {_uptime()}; {time.perf_counter() - started:.0f} s in all)",
+        print(f"   (after: {load_average()}; {time.perf_counter() - started:.0f} s in all)",
               flush=True)
 
 
