@@ -257,7 +257,8 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
     source = read_capture_stream(spark, args.input,
                                  max_files_per_trigger=args.max_files_per_trigger)
     checkpoint = os.path.join(args.checkpoint, "decode")
-    stream = decode_stream(source, config, catalog=catalog, path=args.output,
+    stream = decode_stream(source, config, catalog=catalog,
+                           path=args.output,
                            checkpoint=checkpoint, progress=progress)
     keyed = [t for t in stream.tables if stream.layout(t).key_type is not None]
     wanted = keyed
@@ -311,26 +312,30 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
 class _Both:
     """A table's target in the decoding query (:meth:`DecodedStream.apply
     <pgcdc_events.spark.stream.DecodedStream.apply>`, which names the table in a failure):
-    the Delta or Parquet target, then PostgreSQL (if any), from one collect of the events."""
+    the Delta or Parquet target, then PostgreSQL (if any), from one collect of the table's
+    flattened changes."""
 
     def __init__(self, lake: Any, pg: Any) -> None:
         self.lake, self.pg = lake, pg
 
-    def __call__(self, df: Any, batch_id: int) -> None:
+    def apply_changes(self, df: Any, batch_id: int, keys: Any) -> None:
+        """One micro-batch of the table's flattened changes (a
+        :class:`~pgcdc_events.spark.stream.ChangesTarget`)."""
         from pgcdc_events.spark._session import to_arrow_table  # noqa: PLC0415
         from pgcdc_events.spark.delta import DeltaTarget  # noqa: PLC0415
 
-        events = None
+        changes = None
         if isinstance(self.lake, DeltaTarget):
             app_id = self.lake.app_id_of(df)
             last = self.lake.last_batch(app_id)
             if last is None or batch_id > last:
-                events = to_arrow_table(df)
-                self.lake.apply(events, batch_id, app_id=app_id)
+                changes = to_arrow_table(df)
+                self.lake.apply(changes, batch_id, app_id=app_id, keys=keys)
         else:
             last = self.lake.last_batch()
             if last is None or batch_id > last:
-                events = to_arrow_table(df)
-                self.lake.apply(events, batch_id)
+                changes = to_arrow_table(df)
+                self.lake.apply(changes, batch_id, keys=keys)
         if self.pg is not None:
-            self.pg.apply(events if events is not None else to_arrow_table(df), batch_id)
+            self.pg.apply(changes if changes is not None else to_arrow_table(df), batch_id,
+                          keys=keys)

@@ -43,10 +43,10 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import attrs
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
@@ -87,6 +87,7 @@ from pgcdc_events.spark.decode import (
     _chunk_column,
     _Decode,
     normalize_capture,
+    table_changes,
 )
 from pgcdc_events.spark.errors import (
     SparkDecodeError,
@@ -102,7 +103,8 @@ from pgcdc_events.spark.layout import (
 from pgcdc_events.spark.schema import Flavour, SparkSchemaOptions
 from pgcdc_events.types.catalog import CatalogSnapshot
 
-__all__ = ["BatchProgress", "DecodedStream", "StreamState", "commit_ms", "decode_rows",
+__all__ = ["BatchProgress", "ChangesTarget", "DecodedStream", "StreamState", "commit_ms",
+           "decode_rows",
            "decode_stream", "plan_batch", "read_capture_stream", "write_atomic"]
 
 _SEGMENT_BITS: Final = 32
@@ -701,6 +703,17 @@ def _failure(query: str, batch_id: int, exc: BaseException) -> SparkQueryError:
     return SparkQueryError(f"{query} failed at micro-batch {batch_id}: {_cause(exc)}")
 
 
+class ChangesTarget(Protocol):
+    """A target :meth:`DecodedStream.apply` gives a table's flattened changes: each
+    micro-batch's DataFrame of them (the table's columns, ``__op``, ``__sequence``:
+    :meth:`DecodedCapture.changes <pgcdc_events.spark.decode.DecodedCapture.changes>`),
+    its id, and the table's key columns (empty for a table without a key)."""
+
+    def apply_changes(self, changes: DataFrame, batch_id: int, keys: Sequence[str]
+                      ) -> object:
+        """Apply one micro-batch."""
+
+
 class DecodedStream:
     """A running decode of a capture stream: one query whose micro-batches are decoded in
     Spark tasks and applied to each table's targets (:meth:`apply`), and, with a
@@ -731,18 +744,25 @@ class DecodedStream:
         self.make = _Decode(config, catalog, clock, run_id)
         self.query: StreamingQuery | None = None
         self.batches: list[BatchProgress] = []
-        self.targets: list[tuple[str, Callable[[DataFrame, int], object]]] = []
+        self.targets: list[tuple[str, Callable[[DataFrame, int], object] | ChangesTarget]] = []
         context = self.spark.sparkContext
         #: Chunks decoded, and records made, by the tasks (Spark accumulators).
         self.chunks = context.accumulator(0)
         self.records_made = context.accumulator(0)
+        #: Rows of flattened changes given to the targets (:meth:`flat_counts`).
+        self.flat = (context.accumulator(0), context.accumulator(0))
         self._schemas = catalog_table_schemas(catalog, config)
 
-    def apply(self, table: str, target: Callable[[DataFrame, int], object]) -> DecodedStream:
-        """Apply ``table``'s events (tombstones left out) of each micro-batch to ``target``,
-        a ``foreachBatch`` function ``(DataFrame, batch id)`` (``ParquetTarget``,
-        ``PostgresTarget``, ``DeltaTarget``...), in the decoding query itself; before
-        :meth:`start`. Returns the stream."""
+    def apply(self, table: str, target: Callable[[DataFrame, int], object] | ChangesTarget
+              ) -> DecodedStream:
+        """Apply each micro-batch of ``table`` to ``target``, in the decoding query itself;
+        before :meth:`start`. A target with an ``apply_changes`` method
+        (:class:`ChangesTarget`: ``DeltaTarget``, ``ParquetTarget``, ``PostgresTarget``)
+        is given the table's flattened changes (the columns of
+        :meth:`DecodedCapture.changes <pgcdc_events.spark.decode.DecodedCapture.changes>`:
+        runs flattened in the task, no event built for them; :meth:`flat_counts`) and the
+        table's key columns; any other ``foreachBatch`` function ``(DataFrame, batch id)``
+        is given the table's events (tombstones left out). Returns the stream."""
         self.layout(table)  # an unknown table is named now
         if self.query is not None:
             raise SparkDecodeError("add the targets before the query starts")
@@ -781,11 +801,19 @@ class DecodedStream:
             if persisted:
                 records.unpersist()
 
-    def _apply(self, records: DataFrame, target: tuple[str, Callable[[DataFrame, int], object]],
+    def _apply(self, records: DataFrame,
+               target: tuple[str, Callable[[DataFrame, int], object] | ChangesTarget],
                batch_id: int) -> None:
         table, function = target
+        layout = self.layout(table)
         try:
-            function(_table_events(records, self.layout(table), tombstones=False), batch_id)
+            take = getattr(function, "apply_changes", None)
+            if callable(take):  # a ChangesTarget: the flattened changes and the keys
+                keys = () if layout.key_type is None else tuple(layout.key_type.fieldNames())
+                take(table_changes(records, layout, self.flat, strict=True), batch_id, keys)
+            else:
+                assert callable(function)
+                function(_table_events(records, layout, tombstones=False), batch_id)
         except Exception as exc:
             if isinstance(exc, SparkQueryError):
                 raise
@@ -800,6 +828,11 @@ class DecodedStream:
     def tables(self) -> tuple[str, ...]:
         """The catalog's tables (``schema.table``) the configuration includes."""
         return tuple(self._schemas)
+
+    def flat_counts(self) -> tuple[int, int]:
+        """Rows of flattened changes given to the targets so far: straight from
+        column-wise runs, and from single records' events."""
+        return int(self.flat[0].value), int(self.flat[1].value)
 
     def report(self, progress: BatchProgress) -> None:
         """Record a batch's progress (and pass it on)."""
@@ -889,7 +922,8 @@ def _table_events(records: DataFrame, layout: TableLayout, *, tombstones: bool) 
 
 def decode_stream(stream_df: DataFrame, config: EventConfig, *, catalog: CatalogSnapshot,
                   checkpoint: str, path: str | None = None,
-                  targets: Mapping[str, Callable[[DataFrame, int], object]] | None = None,
+                  targets: Mapping[str, Callable[[DataFrame, int], object] | ChangesTarget]
+                  | None = None,
                   chunk_messages: int | None = None, flavour: Flavour = "semantic",
                   options: SparkSchemaOptions | None = None,
                   clock: Callable[[], int] = time.time_ns, run_id: str | None = None,
