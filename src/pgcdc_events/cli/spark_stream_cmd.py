@@ -51,8 +51,12 @@ def register(sub: Any) -> None:
     parser.add_argument("-c", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a connector property (repeatable; wins over --config)")
     parser.add_argument("--output", "-o", required=True,
-                        help="directory: records/ and tables/, one Delta table (or Parquet "
-                        "directory) per table")
+                        help="directory: tables/, one Delta table (or Parquet directory) per "
+                        "table (and records/ with --records)")
+    parser.add_argument("--records", action="store_true",
+                        help="also write every decoded record under OUTPUT/records (one "
+                        "Parquet file per micro-batch), for queries of your own; the targets "
+                        "do not need them")
     parser.add_argument("--checkpoint", required=True, metavar="DIR",
                         help="checkpoint location of the query (and the decoder's state)")
     parser.add_argument("--tables", help="comma-separated schema.table names (default: the "
@@ -258,7 +262,7 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
                                  max_files_per_trigger=args.max_files_per_trigger)
     checkpoint = os.path.join(args.checkpoint, "decode")
     stream = decode_stream(source, config, catalog=catalog,
-                           path=args.output,
+                           path=args.output if args.records else None,
                            checkpoint=checkpoint, progress=progress)
     keyed = [t for t in stream.tables if stream.layout(t).key_type is not None]
     wanted = keyed
@@ -273,6 +277,9 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
             if name not in keyed:
                 print(f"pgcdc-events spark stream: {name} has no key (no primary key, no "
                       "message.key.columns): not applied", file=sys.stderr, flush=True)
+    if not wanted and not args.records:
+        raise ConfigurationError("no table of the catalog has a key, so none can be applied: "
+                                 "give --records to keep the decoded records")
     for table in wanted:  # every table's targets in the decoding query itself
         path = os.path.join(args.output, "tables", table_directory(table))
         lake: Any = (DeltaTarget(path, **cdc) if args.target == "delta" else
