@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from pgcdc_events.adapters.rotating import capture_file_name
 from pgcdc_events.events import EventConfig
+from pgcdc_events.events.chunks import CONTROL_TYPES
 from pgcdc_events.events.decoder import EventDecoder
 from pgcdc_events.protocol import CaptureRow, dump_capture_row
 from pgcdc_events.spark import decode_capture
@@ -28,7 +29,7 @@ from pgcdc_events.spark.apply import ParquetTarget, PostgresTarget
 from pgcdc_events.spark.capture import capture_dataframe
 from pgcdc_events.spark.delta import DeltaTarget
 from pgcdc_events.spark.errors import SparkDecodeError
-from pgcdc_events.spark.stream import decode_stream, read_capture_stream
+from pgcdc_events.spark.stream import control_input, decode_stream, read_capture_stream
 from pgcdc_events.types.catalog import fetch_catalog
 from support.capture import Capturer
 from support.golden import recordings
@@ -124,6 +125,19 @@ def test_tasks_decode_and_the_driver_does_not(spark: SparkSession, tmp_path: Pat
         assert collect.queries == {str(query.id)}, table
         assert [_strip(r) for r in collect.rows()] == \
             [_strip(r) for r in table_rows(want[table])], table
+
+
+def test_the_control_job_reads_only_the_control_messages_bytes(spark: SparkSession) -> None:
+    """What the micro-batch's control job ships to the Python workers: every row's position,
+    but the bytes of the control messages (Begin, Commit, Relation...) only."""
+    rows = list(RECORDING.capture)
+    df = capture_dataframe(spark, rows).selectExpr(
+        "position", "lsn", "data", "false AS snapshot", "CAST(NULL AS long) AS segment")
+    got = sorted((r["position"], r["data"]) for r in control_input(df).collect())
+    assert [p for p, _ in got] == list(range(len(rows)))
+    want = {i: bytes(r.data) for i, r in enumerate(rows) if r.data[0] in CONTROL_TYPES}
+    assert {p: bytes(d) for p, d in got if d is not None} == want
+    assert len(want) < len(rows) and any(r.data[:1] == b"I" for r in rows)
 
 
 SIZES = (1, 31, 32, 1000, 100_000)

@@ -104,7 +104,7 @@ from pgcdc_events.spark.schema import Flavour, SparkSchemaOptions
 from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = ["BatchProgress", "ChangesTarget", "DecodedStream", "StreamState", "commit_ms",
-           "decode_rows",
+           "control_input", "decode_rows",
            "decode_stream", "plan_batch", "read_capture_stream", "write_atomic"]
 
 _SEGMENT_BITS: Final = 32
@@ -515,8 +515,10 @@ class _BatchWriter:
                        .alias("segment")).persist()  # read and parsed once, used thrice
         self.persisted.append(df)
         # one small job, one stage (no shuffle): per segment, its positions, rows, newest
-        # LSN and control messages
-        summary = _summary(to_arrow_table(map_in_arrow(df, _summarize, _SUMMARY_TYPE)))
+        # LSN and control messages; only the control messages' data goes to the Python
+        # workers (the first byte is looked at in the JVM), the data messages' is null
+        summary = _summary(to_arrow_table(map_in_arrow(control_input(df), _summarize,
+                                                       _SUMMARY_TYPE)))
         intake = _intake(state, [r["segment"] for r in summary])
         taken = [r for r in summary if intake.takes(r["segment"])]
         old = _old_rows(state, intake)
@@ -606,9 +608,20 @@ _SUMMARY_TYPE: Final = StructType([
 _CONTROL_BYTES: Final = pa.array([bytes([t]) for t in sorted(CONTROL_TYPES)], pa.binary())
 
 
+def control_input(df: DataFrame) -> DataFrame:
+    """What the control job reads of a micro-batch's rows ``(position, lsn, data, snapshot,
+    segment)``: every row, but ``data`` only for the control messages (their first byte
+    looked at in the JVM), null for the data messages, so their bytes are not shipped to
+    the Python workers."""
+    control = F.substring(F.col("data"), 1, 1).isin(*(bytes([t]) for t in CONTROL_TYPES))
+    return df.select("position", "lsn", F.when(control, F.col("data")).alias("data"),
+                     "snapshot", "segment")
+
+
 def _summarize(batches: Iterator[Any]) -> Iterator[Any]:
     """The control job's task function (``mapInArrow``): each batch of rows ``(position,
-    lsn, data, snapshot, segment)`` summed up per segment, and its control messages, in
+    lsn, data, snapshot, segment)`` (``data`` null but for the control messages) summed up
+    per segment, and its control messages, in
     the task that read it; the driver adds the parts up (:func:`_summary`). Where Spark's
     ``groupBy`` shuffled them into a second stage (0.3 to 1.1 s a micro-batch)."""
     import pyarrow.compute as pc  # type: ignore[import-untyped]  # noqa: PLC0415
