@@ -3,8 +3,11 @@ the source table.
 
 :class:`ParquetTarget` and :class:`PostgresTarget` are ``foreachBatch`` functions for a
 table's events DataFrame (:meth:`DecodedStream.table
-<pgcdc_events.spark.stream.DecodedStream.table>`, or a batch one). Each batch is reduced
-to its net effect in the decoder's order (:func:`net_changes`): the latest row per key,
+<pgcdc_events.spark.stream.DecodedStream.table>`, or a batch one), and take a table's
+flattened changes and its key columns through ``apply_changes`` (what
+:meth:`DecodedStream.apply <pgcdc_events.spark.stream.DecodedStream.apply>` gives them).
+Each batch is reduced to its net effect in the decoder's order, or the changes'
+``__sequence`` order (:func:`net_changes`): the latest row per key,
 deletes, and a truncate (which empties the table before what follows it); the target
 then takes that effect, which is idempotent, and records the batch id, so a batch Spark
 replays after a failure is skipped (or, if the failure came before the id was recorded,

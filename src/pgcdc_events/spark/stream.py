@@ -7,11 +7,13 @@ decodes each micro-batch as :func:`~pgcdc_events.spark.decode.decode_capture` de
 capture at rest: the driver collects the batch's control messages (one small job) and
 plans its chunks (:func:`plan_batch`), Spark tasks decode the chunks with the batch
 layer's task function (:class:`~pgcdc_events.spark.decode.RecordsFunction`: the records
-are :class:`~pgcdc_events.events.EventDecoder`'s), and each table's events are applied
-to its targets (:meth:`DecodedStream.apply`: ``foreachBatch`` functions such as
-``ParquetTarget``, ``PostgresTarget`` or ``DeltaTarget``) in the same function. With a
-``path``, the records (:data:`~pgcdc_events.spark.decode.RECORDS_TYPE`) are also written as
-one Parquet file per batch, and :class:`DecodedStream` gives streaming DataFrames over
+are :class:`~pgcdc_events.events.EventDecoder`'s), and each table's changes are applied
+to its targets (:meth:`DecodedStream.apply`: ``DeltaTarget``, ``ParquetTarget`` and
+``PostgresTarget`` get the table's flattened changes, made in the tasks with no event built
+for a column-wise run; any other ``foreachBatch`` function the table's events) in the same
+function. Only with a ``path``, the records
+(:data:`~pgcdc_events.spark.decode.RECORDS_TYPE`) are also written as one Parquet file per
+batch, and :class:`DecodedStream` gives streaming DataFrames over
 them: :attr:`~DecodedStream.records`, and each table's Debezium events
 (:meth:`~DecodedStream.table`, shaped by the catalog's schema).
 
@@ -783,8 +785,8 @@ class DecodedStream:
         return self
 
     def write(self, records: DataFrame, batch_id: int) -> int:
-        """A batch's outputs: each target's table events, then the records file (with a
-        ``path``). Returns the records written to the file (0 without one)."""
+        """A batch's outputs: each target's table changes (or events), then the records
+        file (with a ``path``). Returns the records written to the file (0 without one)."""
         persisted = len(self.targets) + (self.records_dir is not None) > 1
         if persisted:
             records = records.persist()
