@@ -10,7 +10,8 @@ keeps the DSN off the command line, and the password may come from ``~/.pgpass``
 ``PGPASSFILE``).
 One streaming query decodes each micro-batch (in Spark tasks) and applies every table's
 changes to its targets (:meth:`~pgcdc_events.spark.stream.DecodedStream.apply`); a table
-whose first change comes later is applied from then on. ``--checkpoint`` holds the query's
+whose first change comes later is applied from then on, and so is a table created after
+the catalog was taken (without ``--tables``). ``--checkpoint`` holds the query's
 checkpoint and the decoder's state: a stopped or killed run continues where it was.
 One progress line per decoded micro-batch goes to stderr.
 """
@@ -277,19 +278,30 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
             if name not in keyed:
                 print(f"pgcdc-events spark stream: {name} has no key (no primary key, no "
                       "message.key.columns): not applied", file=sys.stderr, flush=True)
-    if not wanted and not args.records:
-        raise ConfigurationError("no table of the catalog has a key, so none can be applied: "
-                                 "give --records to keep the decoded records")
-    for table in wanted:  # every table's targets in the decoding query itself
+    def target(table: str, layout: Any) -> _Both:
         path = os.path.join(args.output, "tables", table_directory(table))
         lake: Any = (DeltaTarget(path, **cdc) if args.target == "delta" else
                      ParquetTarget(path, buckets=args.buckets or 16))
         pg = None
         if settings is not None:
-            layout = stream.layout(table)
             pg = PostgresTarget(lambda settings=settings: settings.connect()[0],
                                 layout.schema_name, layout.table_name)
-        stream.apply(table, _Both(lake, pg))
+        return _Both(lake, pg)
+
+    for table in wanted:  # every table's targets in the decoding query itself
+        stream.apply(table, target(table, stream.layout(table)))
+
+    def new_table(table: str, layout: Any) -> _Both | None:
+        """A table created after the catalog was taken, first seen in a micro-batch."""
+        if layout.key_type is None:
+            if not args.quiet:
+                print(f"pgcdc-events spark stream: {table} (not in the catalog) has no key: "
+                      "not applied", file=sys.stderr, flush=True)
+            return None
+        return target(table, layout)
+
+    if not args.tables:
+        stream.apply_new_tables(new_table)
     query = stream.start(trigger_seconds=args.trigger)
     stop = [False]
 

@@ -88,6 +88,7 @@ from pgcdc_events.spark.decode import (
     RecordsFunction,
     _chunk_column,
     _Decode,
+    capture_tables,
     normalize_capture,
     table_changes,
 )
@@ -538,6 +539,7 @@ class _BatchWriter:
         least = stream.chunk_messages or max(5000, rows // (4 * max(1, cores)))
         plan, last = plan_batch(state, messages, rank=rank,
                                 start=rank(first) - 1 if first is not None else 0, least=least)
+        stream.discover(plan)
         # the rows the batch decodes from: the new rows taken in and the state's
         frame = df
         if intake.taken is not None and intake.waiting:
@@ -767,6 +769,9 @@ class DecodedStream:
         #: Rows of flattened changes given to the targets (:meth:`flat_counts`).
         self.flat = (context.accumulator(0), context.accumulator(0))
         self._schemas = catalog_table_schemas(catalog, config)
+        #: Tables not in the catalog, found in the micro-batches (:meth:`apply_new_tables`).
+        self._new: dict[str, TableLayout] = {}
+        self._new_target: Callable[[str, TableLayout], Any] | None = None
 
     def apply(self, table: str, target: Callable[[DataFrame, int], object] | ChangesTarget
               ) -> DecodedStream:
@@ -839,6 +844,32 @@ class DecodedStream:
                 raise
             raise SparkDecodeError(f"applying {table}: {cause}") from None  # in the text
 
+    def apply_new_tables(self, target: Callable[[str, TableLayout], Any]) -> DecodedStream:
+        """Apply the tables the catalog does not have (created after it was taken) too:
+        when a micro-batch first holds such a table's Relation message (and at each
+        restart, from the decoder's state), ``target(name, layout)`` gives its target, as
+        :meth:`apply` takes one (``None``: the table is not applied). Its shape is the
+        decoder's schema of the table (no catalog: every column optional, the replica
+        identity as key); before :meth:`start`. Returns the stream."""
+        if self.query is not None:
+            raise SparkDecodeError("add the targets before the query starts")
+        self._new_target = target
+        return self
+
+    def discover(self, plan: ChunkPlan) -> None:
+        """Give a target to each table of ``plan``'s Relation messages that neither the
+        catalog nor an earlier batch had (:meth:`apply_new_tables`)."""
+        if self._new_target is None:
+            return
+        versions = capture_tables(plan.schema, self.config, self.catalog)
+        for name, schemas in versions.items():
+            if name in self._schemas or name in self._new:
+                continue
+            layout = self._new[name] = TableLayout(name, schemas, self.options)
+            target = self._new_target(name, layout)
+            if target is not None:
+                self.targets.append((name, target))
+
     @property
     def tables(self) -> tuple[str, ...]:
         """The catalog's tables (``schema.table``) the configuration includes."""
@@ -878,7 +909,7 @@ class DecodedStream:
         """Start the decoding query (once)."""
         if self.query is not None:
             return self.query
-        if self.records_dir is None and not self.targets:
+        if self.records_dir is None and not self.targets and self._new_target is None:
             raise SparkDecodeError("decode_stream has nowhere to put the records: give it a "
                                    "path, or targets with DecodedStream.apply")
         for directory in (self.records_dir, self.state_dir):
@@ -910,6 +941,8 @@ class DecodedStream:
 
     def layout(self, table: str) -> TableLayout:
         """``table``'s output shape: the catalog's schema of it."""
+        if table in self._new:
+            return self._new[table]
         schema = self._schemas.get(table)
         if schema is None:
             raise SparkDecodeError(f"no table {table!r} in the catalog (or not included); "
