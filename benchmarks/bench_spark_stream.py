@@ -1,27 +1,32 @@
-"""Spark Structured Streaming: sustained changes/s from rotating capture files to a Parquet
-target on local[1] and local[2], end-to-end latency (commit on the source -> visible in the
-target), and the batch layer's decode against the no-op floor.
+"""Spark Structured Streaming: sustained changes/s from rotating capture files into a Delta
+table on local[1] and local[2], end-to-end latency (commit on the source -> visible in the
+Delta table), and the batch layer's decode against the no-op floor.
 
 Run: ``.venv/bin/python benchmarks/bench_spark_stream.py [--changes 100000]
-[--masters local[1],local[2]] [--rate 20 --seconds 30]``.
+[--masters local[1],local[2]] [--rate 20 --seconds 30] [--latency-paths events,changes]``.
 
 1. **Throughput**, on each master of ``--masters`` (a session of its own each). A capture
    of ``--changes`` inserts into the six-column table of ``_common.py`` (plus updates and
    deletes of a fifth and a tenth of the rows, in transactions of 1,000 rows), cut into
    rotating files of ``--file-transactions`` transactions each, as ``capture
-   --rotate-every`` names them. Timed: one ``decode_stream`` query over the files, each
-   micro-batch decoded in Spark tasks and applied to a ``ParquetTarget`` (16 bucket files)
-   in the same ``foreachBatch``, until it has processed everything; and the same with a
-   target that only computes the events (Spark's ``noop`` sink): the decoding alone. An
-   untimed run goes first (``--no-warm-up`` leaves it out). Next to it: the batch layer on the same capture
-   (``decode_capture`` + ``latest_state`` written to Parquet), the batch decode of the
-   capture as Parquet (``decode_capture(persist=False)`` + the table to the ``noop`` sink)
-   against the no-op ``mapInArrow`` floor, and the pure-Python ``EventDecoder`` alone.
-2. **Latency** (on the last master). A throwaway PostgreSQL; ``pgcdc-events capture
-   --follow --rotate-every 0.2``; one ``decode_stream`` query (trigger 0.2 s) applying to
-   a ``ParquetTarget`` that records when each key became visible (its bucket file renamed
-   into place). A steady ``--rate`` of one-row transactions for ``--seconds``; each row's
-   latency is the time from its COMMIT returning to its file being in place. Median, p99.
+   --rotate-every`` names them. Timed, one ``decode_stream`` query over the files each,
+   until it has processed everything: to a target that only computes the table's events
+   (Spark's ``noop`` sink: the decoding alone); to a ``DeltaTarget`` given the table's
+   events (a plain ``foreachBatch`` function: the path before); to a ``DeltaTarget``
+   given the flattened changes (what ``DecodedStream.apply`` gives it now). For the two
+   Delta runs, the seconds spent collecting the micro-batches (the decoding job) and
+   applying them (the rules and delta-rs, on the driver). An untimed run goes first
+   (``--no-warm-up`` leaves it out). Next to them: the batch layer on the same capture
+   (``decode_capture`` + ``changes`` applied to a Delta table as one batch), the batch
+   decode of the capture as Parquet (``decode_capture(persist=False)`` + the table's
+   changes to the ``noop`` sink) against the no-op ``mapInArrow`` floor, and the
+   pure-Python ``EventDecoder`` alone.
+2. **Latency** (on the last master), once per ``--latency-paths`` entry (the events, the
+   flattened changes). A throwaway PostgreSQL; ``pgcdc-events capture --follow
+   --rotate-every 0.2``; one ``decode_stream`` query (trigger 0.2 s) applying to a
+   ``DeltaTarget`` that records when each key became visible (its MERGE committed). A
+   steady ``--rate`` of one-row transactions for ``--seconds``; each row's latency is the
+   time from its COMMIT returning to its commit in the Delta table. Median, p99.
 """
 
 from __future__ import annotations
@@ -96,14 +101,53 @@ def _noop(batches: Any) -> Any:
         yield batch.select(["position"])
 
 
+class Phases:
+    """Seconds a stream's Delta target spends collecting its micro-batches (the Spark job
+    that decodes them) and applying them (the AUTO CDC rules and delta-rs, on the
+    driver)."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+        self.collect_s = 0.0
+        self.apply_s = 0.0
+        self.rows = 0
+
+    def _apply(self, df: Any, batch_id: int, keys: Any) -> Any:
+        from pgcdc_events.spark._session import to_arrow_table
+
+        started = time.perf_counter()
+        table = to_arrow_table(df)
+        collected = time.perf_counter()
+        self.target.apply(table, batch_id, app_id=self.target.app_id_of(df), keys=keys)
+        self.collect_s += collected - started
+        self.apply_s += time.perf_counter() - collected
+        self.rows += table.num_rows
+        return table
+
+
+class ChangesPhases(Phases):
+    """The flattened changes (a ``ChangesTarget``: what ``DeltaTarget`` is given)."""
+
+    def apply_changes(self, df: Any, batch_id: int, keys: Any) -> None:
+        self._apply(df, batch_id, keys)
+
+
+class EventsPhases(Phases):
+    """The table's events (a plain ``foreachBatch`` function: the path before)."""
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        self._apply(df, batch_id, None)
+
+
 def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
                warm_up: bool = True) -> dict[str, float]:
+    from deltalake import DeltaTable
     from pyspark.sql.types import LongType, StructField, StructType
 
     from pgcdc_events.spark import decode_capture, read_capture
-    from pgcdc_events.spark._session import map_in_arrow
-    from pgcdc_events.spark.apply import ParquetTarget
+    from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
     from pgcdc_events.spark.capture import capture_dataframe, write_capture_parquet
+    from pgcdc_events.spark.delta import DeltaTarget
     from pgcdc_events.spark.state import latest_state
     from pgcdc_events.spark.stream import decode_stream, read_capture_stream
 
@@ -129,10 +173,8 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
         def noop(df: Any, batch_id: int) -> None:
             df.write.format("noop").mode("overwrite").save()
 
-        def run_stream(name: str, parquet: bool = True) -> tuple[float, Any]:
+        def run_stream(name: str, target: Any) -> tuple[float, Any]:
             started = time.perf_counter()
-            target = (ParquetTarget(str(work / f"target-{name}"), buckets=16) if parquet
-                      else noop)
             stream = decode_stream(read_capture_stream(spark, str(work / "files")), config,
                                    catalog=catalog, checkpoint=str(work / f"cp-{name}"),
                                    targets={"public.bench": target})
@@ -145,18 +187,23 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
         latest_state(warm.table("public.bench")).count()  # the JVM and the workers warmed up
         warm.unpersist()
         if warm_up:
-            run_stream("warm", parquet=False)
-        noop_stream_s, _ = run_stream("noop", parquet=False)
-        stream_s, stream = run_stream("timed")
+            run_stream("warm", noop)
+        noop_stream_s, _ = run_stream("noop", noop)
+        events = EventsPhases(DeltaTarget(str(work / "delta-events")))
+        events_s, _ = run_stream("events", events)
+        flat = ChangesPhases(DeltaTarget(str(work / "delta-changes")))
+        stream_s, stream = run_stream("changes", flat)
+        # the batch layer on the same capture: decoded to the table's flattened changes,
+        # applied to a Delta table by the same rules, as one batch
         started = time.perf_counter()
-        decoded = decode_capture(read_capture(spark, str(capture)), config, catalog=catalog)
-        latest_state(decoded.table("public.bench")).write.mode("overwrite").parquet(
-            str(work / "batch"))
-        decoded.unpersist()
+        decoded = decode_capture(read_capture(spark, str(capture)), config, catalog=catalog,
+                                 persist=False)
+        DeltaTarget(str(work / "delta-batch")).apply(
+            to_arrow_table(decoded.changes("public.bench")), 0, keys=["id"])
         batch_s = time.perf_counter() - started
-        got = spark.read.parquet(str(work / "target-timed")).count()
-        want = spark.read.parquet(str(work / "batch")).count()
-        assert got == want, (got, want)
+        counts = {name: DeltaTable(str(work / name)).to_pyarrow_dataset().count_rows()
+                  for name in ("delta-events", "delta-changes", "delta-batch")}
+        assert len(set(counts.values())) == 1, counts
 
         df = read_capture(spark, str(parquet))
         schema = StructType([StructField("position", LongType())])
@@ -166,7 +213,7 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
 
         def batch_decode() -> None:
             decoded = decode_capture(df, config, catalog=catalog, persist=False)
-            decoded.table("public.bench").write.format("noop").mode("overwrite").save()
+            decoded.changes("public.bench").write.format("noop").mode("overwrite").save()
 
         floor()
         batch_decode()
@@ -177,48 +224,69 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
         batch_decode()
         decode_s = time.perf_counter() - started
         chunks = sum(b.chunks for b in stream.batches)
+        runs, singles = stream.flat_counts()
         print(f"throughput on {master}: {n_changes:,} changes ({records:,} records) in "
               f"{files} files of {per_file} transactions; one query, "
-              f"{len(stream.batches)} micro-batches, {chunks} chunks decoded in tasks")
-        print(f"{'':52} {'seconds':>8} {'changes/s':>10}")
-        for name, seconds in (("stream: files -> decode_stream -> noop target", noop_stream_s),
-                              ("stream: files -> decode_stream -> Parquet target", stream_s),
-                              ("batch: decode_capture + latest_state -> Parquet", batch_s),
-                              ("batch decode (Parquet capture) -> noop sink", decode_s),
-                              ("no-op mapInArrow over the Parquet capture (floor)", floor_s),
-                              ("EventDecoder alone (one process)", python_s)):
-            print(f"{name:52} {seconds:8.2f} {n_changes / seconds:10,.0f}")
+              f"{len(stream.batches)} micro-batches, {chunks} chunks decoded in tasks; "
+              f"flattened changes: {runs:,} from runs, {singles:,} from single records")
+        for name, phases in (("events", events), ("changes", flat)):
+            print(f"  Delta target ({name}): {phases.rows:,} rows collected in "
+                  f"{phases.collect_s:.2f} s (the decoding job), applied in "
+                  f"{phases.apply_s:.2f} s (rules + delta-rs, on the driver)")
+        print(f"{'':60} {'seconds':>8} {'changes/s':>10}")
+        for name, seconds in (
+                ("stream: files -> decode_stream -> noop target (events)", noop_stream_s),
+                ("stream: files -> Delta target, events (before)", events_s),
+                ("stream: files -> Delta target, flattened changes (after)", stream_s),
+                ("batch: decode_capture -> changes -> Delta (one batch)", batch_s),
+                ("batch decode (Parquet capture) -> changes -> noop sink", decode_s),
+                ("no-op mapInArrow over the Parquet capture (floor)", floor_s),
+                ("EventDecoder alone (one process)", python_s)):
+            print(f"{name:60} {seconds:8.2f} {n_changes / seconds:10,.0f}")
         print(f"batch decode / no-op floor: {floor_s / decode_s:.2f}x the floor's speed")
         return {"stream_changes_per_s": n_changes / stream_s,
+                "stream_events_changes_per_s": n_changes / events_s,
                 "stream_noop_changes_per_s": n_changes / noop_stream_s,
                 "batch_changes_per_s": n_changes / batch_s,
+                "apply_s": flat.apply_s, "collect_s": flat.collect_s,
                 "decode_vs_floor": floor_s / decode_s}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 class TimedTarget:
-    """A ParquetTarget that records when each key became visible."""
+    """A Delta target that records when each key became visible (its MERGE committed):
+    given the flattened changes, or (``events``) the table's events."""
 
     def __init__(self, target: Any) -> None:
         self.target = target
         self.visible: dict[int, float] = {}
 
-    def __call__(self, df: Any, batch_id: int) -> None:
+    def _apply(self, df: Any, batch_id: int, keys: Any, column: str) -> None:
         from pgcdc_events.spark._session import to_arrow_table
 
-        events = to_arrow_table(df)
-        self.target.apply(events, batch_id)
+        table = to_arrow_table(df)
+        self.target.apply(table, batch_id, app_id=self.target.app_id_of(df), keys=keys)
         now = time.time()
-        for key in events.column("key").to_pylist():
-            self.visible.setdefault(key["id"], now)
+        for value in table.column(column).to_pylist():
+            self.visible.setdefault(value if column == "id" else value["id"], now)
 
 
-def latency(spark: Any, rate: float, seconds: float) -> None:
+class TimedChanges(TimedTarget):
+    def apply_changes(self, df: Any, batch_id: int, keys: Any) -> None:
+        self._apply(df, batch_id, keys, "id")
+
+
+class TimedEvents(TimedTarget):
+    def __call__(self, df: Any, batch_id: int) -> None:
+        self._apply(df, batch_id, None, "key")
+
+
+def latency(spark: Any, rate: float, seconds: float, path: str) -> dict[str, float]:
     import pg8000.native
 
     from pgcdc_events.cli import main as cli
-    from pgcdc_events.spark.apply import ParquetTarget
+    from pgcdc_events.spark.delta import DeltaTarget
     from pgcdc_events.spark.stream import decode_stream, read_capture_stream
     from pgcdc_events.testing.cluster import TempCluster
     from pgcdc_events.types.catalog import CatalogSnapshot
@@ -242,7 +310,8 @@ def latency(spark: Any, rate: float, seconds: float) -> None:
         con.run("INSERT INTO lat VALUES (0, 'warm-up')")
         while not list((work / "files").glob("capture-*")):
             time.sleep(0.1)
-        timed = TimedTarget(ParquetTarget(str(work / "target"), buckets=16))
+        timed = (TimedChanges if path == "changes" else TimedEvents)(
+            DeltaTarget(str(work / "target")))
         stream = decode_stream(read_capture_stream(spark, str(work / "files")),
                                EventConfig.from_properties(PROPS), catalog=catalog,
                                checkpoint=str(work / "cp"), targets={"public.lat": timed})
@@ -273,12 +342,12 @@ def latency(spark: Any, rate: float, seconds: float) -> None:
         print(f"latency: only {len(lat)} of {total} rows became visible")
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
     batch_s = sorted(b.seconds for b in stream.batches)
-    print(f"micro-batches: {len(batch_s)}, median {statistics.median(batch_s):.2f} s each, "
-          f"max {batch_s[-1]:.2f} s")
-    print(f"latency at {rate:g} transactions/s for {seconds:g} s ({len(lat)} rows; capture "
-          f"--rotate-every 0.2, triggers 0.2 s): median {statistics.median(lat):.2f} s, "
-          f"p99 {p99:.2f} s, max {lat[-1]:.2f} s")
-    print(json.dumps({"median_s": round(statistics.median(lat), 3), "p99_s": round(p99, 3)}))
+    print(f"latency ({path} to a Delta target): micro-batches: {len(batch_s)}, median "
+          f"{statistics.median(batch_s):.2f} s each, max {batch_s[-1]:.2f} s")
+    print(f"latency ({path}) at {rate:g} transactions/s for {seconds:g} s ({len(lat)} rows; "
+          f"capture --rotate-every 0.2, triggers 0.2 s): median {statistics.median(lat):.2f} "
+          f"s, p99 {p99:.2f} s, max {lat[-1]:.2f} s")
+    return {"median_s": round(statistics.median(lat), 3), "p99_s": round(p99, 3)}
 
 
 def main() -> None:
@@ -294,6 +363,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--latency-paths", default="events,changes",
+                        help="what the latency runs' Delta target is given, in turn: the "
+                        "table's events (the path before) and its flattened changes")
     args = parser.parse_args()
     from pgcdc_events.spark import session
 
@@ -312,12 +384,15 @@ def main() -> None:
     if len(figures) > 1:
         first, *rest = masters
         for master in rest:
-            for key in ("stream_noop_changes_per_s", "stream_changes_per_s"):
+            for key in ("stream_noop_changes_per_s", "stream_events_changes_per_s",
+                        "stream_changes_per_s"):
                 ratio = figures[master][key] / figures[first][key]
                 print(f"{key}: {master} / {first}: {ratio:.2f}x")
     print(json.dumps(figures))
     if not args.skip_latency and spark is not None:
-        latency(spark, args.rate, args.seconds)
+        for path in [p.strip() for p in args.latency_paths.split(",") if p.strip()]:
+            print(json.dumps({f"latency_{path}": latency(spark, args.rate, args.seconds,
+                                                         path)}), flush=True)
     assert spark is not None
     spark.stop()
     threading.Event().wait(0)

@@ -137,21 +137,24 @@ def dbs(pg_cluster: Any, pg_conn: Any) -> Iterator[Databases]:
         admin.close()
 
 
-def _create(conn: Any) -> None:
+def _create(conn: Any, name: str = "every") -> None:
     for extension in EXTENSIONS:
         conn.run(f"CREATE EXTENSION IF NOT EXISTS {extension}")
     columns = ", ".join(f"c{i} {t}" for i, t in enumerate(TYPES))
-    conn.run(f"CREATE TABLE every (id int PRIMARY KEY, {columns})")
-    conn.run("ALTER TABLE every REPLICA IDENTITY FULL")
+    conn.run(f"CREATE TABLE {name} (id int PRIMARY KEY, {columns})")
+    conn.run(f"ALTER TABLE {name} REPLICA IDENTITY FULL")
 
 
 def _apply(spark: SparkSession, dbs: Databases, capturer: Capturer, target: PostgresTarget,
-           batch: int, table: str = "public.every") -> None:
+           batch: int, table: str = "public.every", flat: PostgresTarget | None = None
+           ) -> None:
     rows = capturer.changes()
     catalog = fetch_catalog(dbs.source)
     decoded = decode_capture(capture_dataframe(spark, rows), EventConfig.from_properties(PROPS),
                              catalog=catalog)
     target.apply(to_arrow_table(decoded.table(table)), batch)
+    if flat is not None:  # the flattened changes, as DecodedStream.apply gives them
+        flat.apply(to_arrow_table(decoded.changes(table)), batch, keys=["id"])
     decoded.unpersist()
 
 
@@ -170,6 +173,7 @@ def test_every_type_family_arrives_as_it_left(spark: SparkSession, dbs: Database
         _create(source)
         target = dbs.target()
         _create(target)
+        _create(target, "every_flat")
         target.close()
         Capturer(source, tables=["every"])
     dbs.mappers = dbs.mapper()
@@ -177,7 +181,7 @@ def test_every_type_family_arrives_as_it_left(spark: SparkSession, dbs: Database
     capturer = Capturer(source, tables=["every"], create=False)
     capturer.changes()  # the truncate: not this example's
     target = dbs.target()
-    target.run("TRUNCATE every")
+    target.run("TRUNCATE every, every_flat")
     target.run("DROP TABLE IF EXISTS pgcdc_applied")
     target.close()
 
@@ -196,17 +200,20 @@ def test_every_type_family_arrives_as_it_left(spark: SparkSession, dbs: Database
                                                enumerate(changed)) + " WHERE id = 2")
     source.run("DELETE FROM every WHERE id = 3")
     pg = PostgresTarget(dbs.target, "public", "every")
-    _apply(spark, dbs, capturer, pg, 0)
+    _apply(spark, dbs, capturer, pg, 0,
+           flat=PostgresTarget(dbs.target, "public", "every_flat", name="flat"))
     target = dbs.target()
     target.run("SET TIME ZONE 'UTC'")
     try:
-        want, got = _select(source), _select(target)
+        want, got, flat = _select(source), _select(target), _select(target, "every_flat")
     finally:
         target.close()
-    assert [r[0] for r in got] == [r[0] for r in want] == [1, 2, 4, 5]
-    for w, g in zip(want, got, strict=True):
-        for i, (a, b) in enumerate(zip(w[1:], g[1:], strict=True)):
+    assert [r[0] for r in got] == [r[0] for r in want] == [r[0] for r in flat] == [1, 2, 4, 5]
+    for w, g, f in zip(want, got, flat, strict=True):
+        for i, (a, b, c) in enumerate(zip(w[1:], g[1:], f[1:], strict=True)):
             assert a == b, f"id {w[0]}, column c{i} {TYPES[i]}: source {a!r}, target {b!r}"
+            assert a == c, f"id {w[0]}, column c{i} {TYPES[i]}: source {a!r}, from the " \
+                f"flattened changes {c!r}"
 
 
 def test_a_dotted_table_name_is_not_split(spark: SparkSession, dbs: Databases) -> None:

@@ -191,7 +191,7 @@ def test_cli_stream(spark: SparkSession, tmp_path: Path,
     assert main(["spark", "stream", "--input", str(tmp_path / "f"), "--catalog", str(catalog),
                  "--config", str(props), "--output", str(tmp_path / "o"),
                  "--checkpoint", str(tmp_path / "cp"), "--trigger", "0.2", "--target", "parquet", "--buckets", "2",
-                 "--max-files-per-trigger", "1", "--stop-when-idle", "4"]) == 0
+                 "--max-files-per-trigger", "1", "--stop-when-idle", "4", "--records"]) == 0
     err = capsys.readouterr().err
     progress = [line for line in err.splitlines() if ": batch " in line]
     assert len(progress) >= 3, err
@@ -212,6 +212,10 @@ def test_cli_stream(spark: SparkSession, tmp_path: Path,
         compared += 1
     batch.unpersist()
     assert compared >= 2
+    # asked for with --records: the records, one file per micro-batch that made some
+    parts = sorted((tmp_path / "o" / "records").glob("part-*.parquet"))
+    assert len(parts) == len([p for p in progress if " 0 records," not in p]) >= 1, parts
+    assert spark.read.parquet(str(tmp_path / "o" / "records")).count() > 0
 
 
 def _normalized(line: str) -> dict[str, Any]:

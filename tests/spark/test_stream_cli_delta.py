@@ -91,6 +91,12 @@ def test_each_table_is_a_delta_table_equal_to_the_latest_state(scd1: dict[str, A
     assert min(first.values()) == 0 and max(first.values()) >= 1, first
 
 
+def test_no_records_file_unless_asked(scd1: dict[str, Any]) -> None:
+    """The targets need no records: without ``--records`` none is written (test_stream's
+    ``test_cli_stream`` asks for them)."""
+    assert sorted(p.name for p in (scd1["tmp"] / "out").iterdir()) == ["tables"]
+
+
 def _first_batch(table: Path) -> int:
     """The micro-batch that created a Delta table (its first commit's transaction)."""
     with open(table / "_delta_log" / f"{0:020d}.json", encoding="utf-8") as fh:

@@ -1,7 +1,8 @@
 """``decode_stream`` decodes on the executors, in one query: the driver reads the control
 messages and plans the chunks, the tasks decode them (the batch layer's task function) and
 the tables' targets are applied in the same ``foreachBatch``; transactions of every size
-(ordinary ones from one row to 100,000, and a streamed one) give the batch layer's events."""
+(ordinary ones from one row to 100,000, and a streamed one) give the batch layer's events;
+targets with ``apply_changes`` get the flattened changes and keep the same tables."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pg8000.native
 import pytest
 
 pytest.importorskip("pyspark")
@@ -18,13 +20,16 @@ from pyspark.sql import SparkSession
 
 from pgcdc_events.adapters.rotating import capture_file_name
 from pgcdc_events.events import EventConfig
+from pgcdc_events.events.chunks import CONTROL_TYPES
 from pgcdc_events.events.decoder import EventDecoder
 from pgcdc_events.protocol import CaptureRow, dump_capture_row
 from pgcdc_events.spark import decode_capture
 from pgcdc_events.spark._session import to_arrow_table
+from pgcdc_events.spark.apply import ParquetTarget, PostgresTarget
 from pgcdc_events.spark.capture import capture_dataframe
+from pgcdc_events.spark.delta import DeltaTarget
 from pgcdc_events.spark.errors import SparkDecodeError
-from pgcdc_events.spark.stream import decode_stream, read_capture_stream
+from pgcdc_events.spark.stream import control_input, decode_stream, read_capture_stream
 from pgcdc_events.types.catalog import fetch_catalog
 from support.capture import Capturer
 from support.golden import recordings
@@ -122,6 +127,19 @@ def test_tasks_decode_and_the_driver_does_not(spark: SparkSession, tmp_path: Pat
             [_strip(r) for r in table_rows(want[table])], table
 
 
+def test_the_control_job_reads_only_the_control_messages_bytes(spark: SparkSession) -> None:
+    """What the micro-batch's control job ships to the Python workers: every row's position,
+    but the bytes of the control messages (Begin, Commit, Relation...) only."""
+    rows = list(RECORDING.capture)
+    df = capture_dataframe(spark, rows).selectExpr(
+        "position", "lsn", "data", "false AS snapshot", "CAST(NULL AS long) AS segment")
+    got = sorted((r["position"], r["data"]) for r in control_input(df).collect())
+    assert [p for p, _ in got] == list(range(len(rows)))
+    want = {i: bytes(r.data) for i, r in enumerate(rows) if r.data[0] in CONTROL_TYPES}
+    assert {p: bytes(d) for p, d in got if d is not None} == want
+    assert len(want) < len(rows) and any(r.data[:1] == b"I" for r in rows)
+
+
 SIZES = (1, 31, 32, 1000, 100_000)
 
 
@@ -197,3 +215,149 @@ def test_a_failing_target_fails_the_query_in_one_line(spark: SparkSession,
                          catalog=RECORDING.catalog, checkpoint=str(tmp_path / "c2"))
     with pytest.raises(SparkDecodeError, match="nowhere to put the records"):
         bare.start()
+
+
+# -- the targets get the flattened changes ----------------------------------------------
+
+FLAT_TABLE = "public.flat"
+COLUMNS = "id int PRIMARY KEY, note text, n numeric(12, 2), at timestamptz, flag boolean"
+
+
+class EventsOf:
+    """A plain ``foreachBatch`` function around a target: the events path."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+        self.batches = 0
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        assert "after" in df.columns and "key" in df.columns  # the table's events
+        self.batches += 1
+        events = to_arrow_table(df)
+        if isinstance(self.target, DeltaTarget):
+            self.target.apply(events, batch_id, app_id=self.target.app_id_of(df))
+        else:
+            self.target.apply(events, batch_id)
+
+
+def _rows(table: Any, columns: list[str]) -> list[str]:
+    return sorted(repr({c: r.get(c) for c in columns}) for r in table.to_pylist())
+
+
+def _parquet(spark: SparkSession, path: Path) -> Any:
+    return to_arrow_table(spark.read.option("mergeSchema", "true").parquet(str(path)))
+
+
+def _workload(conn: Any) -> None:
+    """Ordinary transactions of 1 and 31 rows (record by record), a truncate, 32 and 1,000
+    rows (column-wise runs), updates, a key change, deletes."""
+    first = 0
+    for size in (1, 31, 32, 1000):
+        if size == 32:
+            conn.run("TRUNCATE flat")
+        conn.run("INSERT INTO flat SELECT g, 'n' || g, g / 7.0, "
+                 "timestamptz '2024-01-01 00:00:00+00' + g * interval '1 minute', "
+                 "g % 3 = 0 FROM generate_series(CAST(:a AS int), CAST(:b AS int)) g",
+                 a=first + 1, b=first + size)
+        first += size
+    conn.run("UPDATE flat SET note = 'u', flag = NULL WHERE id <= 40")
+    conn.run("UPDATE flat SET id = 5000 WHERE id = 5")
+    conn.run("DELETE FROM flat WHERE id BETWEEN 100 AND 140")
+    conn.run("UPDATE flat SET n = n + 1 WHERE id BETWEEN 500 AND 600")
+
+
+def test_targets_get_the_flattened_changes_and_keep_the_same_tables(
+        spark: SparkSession, tmp_path: Path, pg_conn: Any, pg_cluster: Any) -> None:
+    """A target with ``apply_changes`` (Delta, Parquet, PostgreSQL) gets the table's
+    flattened changes (runs flattened in the task, no event built: counted) and its key
+    columns; the tables it keeps are those the same targets keep from the table's events
+    (a plain ``foreachBatch`` function, which still gets the events), and ``SELECT *``."""
+    pytest.importorskip("deltalake")
+    pg_conn.run(f"CREATE TABLE flat ({COLUMNS})")
+    pg_conn.run("CREATE SCHEMA tgt")
+    pg_conn.run(f"CREATE TABLE tgt.flat ({COLUMNS})")
+    capturer = Capturer(pg_conn, tables=["flat"])
+    _workload(pg_conn)
+    rows: list[CaptureRow] = capturer.changes(proto_version=2)
+    catalog = fetch_catalog(pg_conn)
+    database = pg_conn.run("SELECT current_database()")[0][0]
+
+    def connect() -> Any:
+        return pg8000.native.Connection(**{**pg_cluster.dsn(), "database": database})
+
+    config = EventConfig.from_properties({"topic.prefix": "s", "skipped.operations": "none"})
+    write_files(tmp_path / "f", rows, [2, 40, len(rows) // 2, len(rows) - 30])
+    out = tmp_path / "o"
+    flat = [DeltaTarget(str(out / "delta")), ParquetTarget(str(out / "parquet"), buckets=3),
+            PostgresTarget(connect, "tgt", "flat")]
+    events = [EventsOf(DeltaTarget(str(out / "delta-events"))),
+              EventsOf(ParquetTarget(str(out / "parquet-events"), buckets=3))]
+    stream = decode_stream(read_capture_stream(spark, str(tmp_path / "f"),
+                                               max_files_per_trigger=2),
+                           config, catalog=catalog, checkpoint=str(tmp_path / "c"),
+                           chunk_messages=500)
+    for target in [*flat, *events]:
+        stream.apply(FLAT_TABLE, target)
+    stream.start().processAllAvailable()
+    stream.stop()
+    assert len(stream.batches) >= 3 and not stream.batches[-1].pending
+    assert all(e.batches for e in events)  # the plain functions got the events
+    runs, records = stream.flat_counts()
+    assert runs >= 1000 + 32 and records >= 31, (runs, records)  # both ways ran
+
+    columns = ["id", "note", "n", "at", "flag"]
+    source = pg_conn.run("SELECT id, note, n::text, at, flag FROM flat")
+    assert len(source) == 1032 - 41
+    delta = flat[0].read()
+    assert _rows(delta, [*columns, "__SEQUENCE"]) == \
+        _rows(events[0].target.read(), [*columns, "__SEQUENCE"])
+    assert sorted(r["id"] for r in delta.to_pylist()) == sorted(r[0] for r in source)
+    assert _rows(_parquet(spark, out / "parquet"), columns) == \
+        _rows(_parquet(spark, out / "parquet-events"), columns)
+    target = connect()
+    try:
+        assert sorted(map(tuple, target.run("SELECT id, note, n::text, at, flag FROM tgt.flat"))
+                      ) == sorted(map(tuple, source))
+    finally:
+        target.close()
+
+
+def test_a_table_created_after_the_catalog_is_applied(spark: SparkSession, tmp_path: Path,
+                                                      pg_conn: Any) -> None:
+    """``DecodedStream.apply_new_tables``: a table the catalog does not have (created after
+    it was taken) gets its target when a micro-batch first holds its Relation message, and
+    ends equal to ``SELECT *``; the catalog's tables are applied as before."""
+    pytest.importorskip("deltalake")
+    pg_conn.run("CREATE TABLE old (id int PRIMARY KEY, v text)")
+    capturer = Capturer(pg_conn)  # FOR ALL TABLES
+    catalog = fetch_catalog(pg_conn)
+    pg_conn.run("INSERT INTO old SELECT g, 'o' FROM generate_series(1, 5) g")
+    pg_conn.run("CREATE TABLE fresh (id int PRIMARY KEY, v text, n int)")
+    pg_conn.run("INSERT INTO fresh SELECT g, 'f' || g, g FROM generate_series(1, 40) g")
+    pg_conn.run("UPDATE fresh SET v = 'u' WHERE id <= 3")
+    pg_conn.run("DELETE FROM fresh WHERE id = 4")
+    pg_conn.run("INSERT INTO old VALUES (6, 'late')")
+    rows = capturer.changes(proto_version=2)
+    write_files(tmp_path / "f", rows, [len(rows) // 3, 2 * len(rows) // 3])
+    config = EventConfig.from_properties({"topic.prefix": "s", "skipped.operations": "none"})
+    made: list[str] = []
+
+    def new_target(name: str, layout: Any) -> DeltaTarget:
+        made.append(name)
+        assert layout.key_type is not None and layout.key_type.fieldNames() == ["id"]
+        return DeltaTarget(str(tmp_path / "o" / name))
+
+    old = DeltaTarget(str(tmp_path / "o" / "old"))
+    stream = decode_stream(read_capture_stream(spark, str(tmp_path / "f"),
+                                               max_files_per_trigger=1),
+                           config, catalog=catalog, checkpoint=str(tmp_path / "c"),
+                           targets={"public.old": old})
+    stream.apply_new_tables(new_target)
+    stream.start().processAllAvailable()
+    stream.stop()
+    assert made == ["public.fresh"]
+    fresh = DeltaTarget(str(tmp_path / "o" / "public.fresh")).read().to_pylist()
+    assert sorted((r["id"], r["v"], r["n"]) for r in fresh) == \
+        sorted(tuple(r) for r in pg_conn.run("SELECT id, v, n FROM fresh"))
+    assert sorted((r["id"], r["v"]) for r in old.read().to_pylist()) == \
+        sorted(tuple(r) for r in pg_conn.run("SELECT id, v FROM old"))

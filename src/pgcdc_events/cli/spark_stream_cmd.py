@@ -10,7 +10,8 @@ keeps the DSN off the command line, and the password may come from ``~/.pgpass``
 ``PGPASSFILE``).
 One streaming query decodes each micro-batch (in Spark tasks) and applies every table's
 changes to its targets (:meth:`~pgcdc_events.spark.stream.DecodedStream.apply`); a table
-whose first change comes later is applied from then on. ``--checkpoint`` holds the query's
+whose first change comes later is applied from then on, and so is a table created after
+the catalog was taken (without ``--tables``). ``--checkpoint`` holds the query's
 checkpoint and the decoder's state: a stopped or killed run continues where it was.
 One progress line per decoded micro-batch goes to stderr.
 """
@@ -51,8 +52,12 @@ def register(sub: Any) -> None:
     parser.add_argument("-c", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="a connector property (repeatable; wins over --config)")
     parser.add_argument("--output", "-o", required=True,
-                        help="directory: records/ and tables/, one Delta table (or Parquet "
-                        "directory) per table")
+                        help="directory: tables/, one Delta table (or Parquet directory) per "
+                        "table (and records/ with --records)")
+    parser.add_argument("--records", action="store_true",
+                        help="also write every decoded record under OUTPUT/records (one "
+                        "Parquet file per micro-batch), for queries of your own; the targets "
+                        "do not need them")
     parser.add_argument("--checkpoint", required=True, metavar="DIR",
                         help="checkpoint location of the query (and the decoder's state)")
     parser.add_argument("--tables", help="comma-separated schema.table names (default: the "
@@ -257,7 +262,8 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
     source = read_capture_stream(spark, args.input,
                                  max_files_per_trigger=args.max_files_per_trigger)
     checkpoint = os.path.join(args.checkpoint, "decode")
-    stream = decode_stream(source, config, catalog=catalog, path=args.output,
+    stream = decode_stream(source, config, catalog=catalog,
+                           path=args.output if args.records else None,
                            checkpoint=checkpoint, progress=progress)
     keyed = [t for t in stream.tables if stream.layout(t).key_type is not None]
     wanted = keyed
@@ -272,16 +278,30 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
             if name not in keyed:
                 print(f"pgcdc-events spark stream: {name} has no key (no primary key, no "
                       "message.key.columns): not applied", file=sys.stderr, flush=True)
-    for table in wanted:  # every table's targets in the decoding query itself
+    def target(table: str, layout: Any) -> _Both:
         path = os.path.join(args.output, "tables", table_directory(table))
         lake: Any = (DeltaTarget(path, **cdc) if args.target == "delta" else
                      ParquetTarget(path, buckets=args.buckets or 16))
         pg = None
         if settings is not None:
-            layout = stream.layout(table)
             pg = PostgresTarget(lambda settings=settings: settings.connect()[0],
                                 layout.schema_name, layout.table_name)
-        stream.apply(table, _Both(lake, pg))
+        return _Both(lake, pg)
+
+    for table in wanted:  # every table's targets in the decoding query itself
+        stream.apply(table, target(table, stream.layout(table)))
+
+    def new_table(table: str, layout: Any) -> _Both | None:
+        """A table created after the catalog was taken, first seen in a micro-batch."""
+        if layout.key_type is None:
+            if not args.quiet:
+                print(f"pgcdc-events spark stream: {table} (not in the catalog) has no key: "
+                      "not applied", file=sys.stderr, flush=True)
+            return None
+        return target(table, layout)
+
+    if not args.tables:
+        stream.apply_new_tables(new_table)
     query = stream.start(trigger_seconds=args.trigger)
     stop = [False]
 
@@ -311,26 +331,30 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
 class _Both:
     """A table's target in the decoding query (:meth:`DecodedStream.apply
     <pgcdc_events.spark.stream.DecodedStream.apply>`, which names the table in a failure):
-    the Delta or Parquet target, then PostgreSQL (if any), from one collect of the events."""
+    the Delta or Parquet target, then PostgreSQL (if any), from one collect of the table's
+    flattened changes."""
 
     def __init__(self, lake: Any, pg: Any) -> None:
         self.lake, self.pg = lake, pg
 
-    def __call__(self, df: Any, batch_id: int) -> None:
+    def apply_changes(self, df: Any, batch_id: int, keys: Any) -> None:
+        """One micro-batch of the table's flattened changes (a
+        :class:`~pgcdc_events.spark.stream.ChangesTarget`)."""
         from pgcdc_events.spark._session import to_arrow_table  # noqa: PLC0415
         from pgcdc_events.spark.delta import DeltaTarget  # noqa: PLC0415
 
-        events = None
+        changes = None
         if isinstance(self.lake, DeltaTarget):
             app_id = self.lake.app_id_of(df)
             last = self.lake.last_batch(app_id)
             if last is None or batch_id > last:
-                events = to_arrow_table(df)
-                self.lake.apply(events, batch_id, app_id=app_id)
+                changes = to_arrow_table(df)
+                self.lake.apply(changes, batch_id, app_id=app_id, keys=keys)
         else:
             last = self.lake.last_batch()
             if last is None or batch_id > last:
-                events = to_arrow_table(df)
-                self.lake.apply(events, batch_id)
+                changes = to_arrow_table(df)
+                self.lake.apply(changes, batch_id, keys=keys)
         if self.pg is not None:
-            self.pg.apply(events if events is not None else to_arrow_table(df), batch_id)
+            self.pg.apply(changes if changes is not None else to_arrow_table(df), batch_id,
+                          keys=keys)

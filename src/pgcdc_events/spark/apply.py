@@ -3,8 +3,11 @@ the source table.
 
 :class:`ParquetTarget` and :class:`PostgresTarget` are ``foreachBatch`` functions for a
 table's events DataFrame (:meth:`DecodedStream.table
-<pgcdc_events.spark.stream.DecodedStream.table>`, or a batch one). Each batch is reduced
-to its net effect in the decoder's order (:func:`net_changes`): the latest row per key,
+<pgcdc_events.spark.stream.DecodedStream.table>`, or a batch one), and take a table's
+flattened changes and its key columns through ``apply_changes`` (what
+:meth:`DecodedStream.apply <pgcdc_events.spark.stream.DecodedStream.apply>` gives them).
+Each batch is reduced to its net effect in the decoder's order, or the changes'
+``__sequence`` order (:func:`net_changes`): the latest row per key,
 deletes, and a truncate (which empties the table before what follows it); the target
 then takes that effect, which is idempotent, and records the batch id, so a batch Spark
 replays after a failure is skipped (or, if the failure came before the id was recorded,
@@ -28,7 +31,7 @@ import contextlib
 import json
 import re
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -37,6 +40,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame
 
 from pgcdc_events.spark._session import to_arrow_table
+from pgcdc_events.spark.autocdc import OP, SEQUENCE
 from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.pgtext import PgColumn, column_text
 from pgcdc_events.spark.stream import write_atomic
@@ -71,9 +75,14 @@ def _hashable(value: Any) -> Any:
     return value
 
 
-def net_changes(events: Any) -> NetChanges:
+def net_changes(events: Any, keys: Sequence[str] | None = None) -> NetChanges:
     """The net effect of a table's events (an Arrow table with the columns of a table's
-    events DataFrame), applied in ``_position`` order."""
+    events DataFrame), applied in ``_position`` order; or of its flattened changes (the
+    columns of :meth:`DecodedCapture.changes <pgcdc_events.spark.decode.DecodedCapture.changes>`:
+    the table's columns, ``__op``, ``__sequence``) identified by the columns ``keys``,
+    applied in ``__sequence`` order (the change's position in the stream)."""
+    if OP in events.column_names:
+        return _net_of_changes(events, tuple(keys or ()))
     if "key" not in events.column_names:
         raise SparkDecodeError("the table has no key, so its changes cannot be applied per row; "
                                "give it one with message.key.columns")
@@ -86,7 +95,7 @@ def net_changes(events: Any) -> NetChanges:
                    key=lambda i: (positions[i]["message"], positions[i]["index"]))
     ops = events.column("op").to_pylist()
     kinds = events.column("_kind").to_pylist()
-    keys = events.column("key").to_pylist()
+    key_rows = events.column("key").to_pylist()
     afters = events.column("after").to_pylist()
     for i in order:
         op = ops[i]
@@ -97,9 +106,40 @@ def net_changes(events: Any) -> NetChanges:
             net.truncated = True
             net.rows.clear()
         elif op == "d":
-            net.rows[net.key_of(keys[i])] = None
+            net.rows[net.key_of(key_rows[i])] = None
         elif op in ("c", "u", "r"):
-            net.rows[net.key_of(keys[i])] = afters[i]
+            net.rows[net.key_of(key_rows[i])] = afters[i]
+    return net
+
+
+def _net_of_changes(changes: Any, keys: tuple[str, ...]) -> NetChanges:
+    if not keys:
+        raise SparkDecodeError("the table has no key, so its changes cannot be applied per row; "
+                               "give it one with message.key.columns")
+    names = [n for n in changes.column_names if n not in (OP, SEQUENCE)]
+    for key in keys:
+        if key not in names:
+            raise SparkDecodeError(f"the changes have no key column {key!r}")
+    net = NetChanges(keys, pa.struct([changes.schema.field(n) for n in names]))
+    sequences = changes.column(SEQUENCE).to_pylist()
+    if None in sequences:
+        raise SparkDecodeError(f"change {sequences.index(None)} has no {SEQUENCE}: the "
+                               "changes cannot be put in order")
+    order = sorted(range(changes.num_rows), key=sequences.__getitem__)  # stable
+    ops = changes.column(OP).to_pylist()
+    rows = changes.select(names).to_pylist()
+    for i in order:
+        op = ops[i]
+        if op is None:
+            continue
+        net.events += 1
+        if op == "t":
+            net.truncated = True
+            net.rows.clear()
+        elif op == "d":
+            net.rows[net.key_of(rows[i])] = None
+        elif op in ("c", "u", "r"):
+            net.rows[net.key_of(rows[i])] = rows[i]
     return net
 
 
@@ -146,12 +186,23 @@ class ParquetTarget:
             return  # applied before: a replay
         self.apply(to_arrow_table(df), batch_id)
 
-    def apply(self, events: Any, batch_id: int) -> None:
-        """Apply an Arrow table of events as batch ``batch_id``."""
+    def apply_changes(self, changes: DataFrame, batch_id: int, keys: Sequence[str]) -> None:
+        """Apply a micro-batch of the table's flattened changes, rows identified by the
+        columns ``keys`` (what :meth:`DecodedStream.apply
+        <pgcdc_events.spark.stream.DecodedStream.apply>` gives a target that has this
+        method)."""
+        last = self.last_batch()
+        if last is not None and batch_id <= last:
+            return  # applied before: a replay
+        self.apply(to_arrow_table(changes), batch_id, keys=keys)
+
+    def apply(self, events: Any, batch_id: int, *, keys: Sequence[str] | None = None) -> None:
+        """Apply an Arrow table of events (or of flattened changes identified by the
+        columns ``keys``: :func:`net_changes`) as batch ``batch_id``."""
         self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
         rewritten = 0
         if events.num_rows:
-            net = net_changes(events)
+            net = net_changes(events, keys)
             by_bucket: dict[int, dict[tuple[Any, ...], dict[str, Any] | None]] = {}
             for key, row in net.rows.items():
                 by_bucket.setdefault(_bucket(key, self.buckets), {})[key] = row
@@ -210,8 +261,16 @@ class PostgresTarget:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.apply(to_arrow_table(df), batch_id)
 
-    def apply(self, events: Any, batch_id: int) -> None:
-        """Apply an Arrow table of events as batch ``batch_id``, in one transaction."""
+    def apply_changes(self, changes: DataFrame, batch_id: int, keys: Sequence[str]) -> None:
+        """Apply a micro-batch of the table's flattened changes, rows identified by the
+        columns ``keys`` (what :meth:`DecodedStream.apply
+        <pgcdc_events.spark.stream.DecodedStream.apply>` gives a target that has this
+        method)."""
+        self.apply(to_arrow_table(changes), batch_id, keys=keys)
+
+    def apply(self, events: Any, batch_id: int, *, keys: Sequence[str] | None = None) -> None:
+        """Apply an Arrow table of events (or of flattened changes identified by the
+        columns ``keys``: :func:`net_changes`) as batch ``batch_id``, in one transaction."""
         conn = self.connect()
         try:
             # CREATE TABLE IF NOT EXISTS is not safe against itself: two targets creating
@@ -231,7 +290,7 @@ class PostgresTarget:
             events_applied = 0
             if events.num_rows:
                 columns = self.columns(conn)
-                net = net_changes(self._as_text(events, columns))
+                net = net_changes(self._as_text(events, columns), keys)
                 events_applied = net.events
                 self._apply(conn, net, columns)
             conn.run("INSERT INTO pgcdc_applied VALUES (:n, :b) ON CONFLICT (name) DO UPDATE "
@@ -254,8 +313,25 @@ class PostgresTarget:
         return {name: PgColumn(name, sql_type, element or base, element is not None, typmod)
                 for name, sql_type, base, element, typmod in rows}
 
+    def _text(self, array: Any, name: str, columns: dict[str, PgColumn]) -> Any:
+        """A column's values as the text input of the target column's type."""
+        column = columns.get(name)
+        if column is None:
+            raise SparkDecodeError(
+                f"the target table {self.qualified} has no column for it (an ALTER "
+                "TABLE on the source?): add the column to the target",
+                table=f"{self.schema}.{self.table}", column=name)
+        text = column_text(array, column, table=f"{self.schema}.{self.table}")
+        return pa.array(text, pa.string())
+
     def _as_text(self, events: Any, columns: dict[str, PgColumn]) -> Any:
-        """The events with ``key`` and ``after`` as structs of text input values."""
+        """The events with ``key`` and ``after`` as structs of text input values (flattened
+        changes: their columns as text)."""
+        if OP in events.column_names:
+            return pa.table({name: events.column(name) if name in (OP, SEQUENCE)
+                             else self._text(events.column(name).combine_chunks(), name,
+                                             columns)
+                             for name in events.column_names})
         if "key" not in events.column_names:
             return events  # net_changes says why it cannot apply it
         parts: dict[str, Any] = {}
@@ -266,15 +342,7 @@ class PostgresTarget:
             children, fields = [], []
             for i in range(array.type.num_fields):
                 name = array.type.field(i).name
-                column = columns.get(name)
-                if column is None:
-                    raise SparkDecodeError(
-                        f"the target table {self.qualified} has no column for it (an ALTER "
-                        "TABLE on the source?): add the column to the target",
-                        table=f"{self.schema}.{self.table}", column=name)
-                text = column_text(array.field(i), column,
-                                   table=f"{self.schema}.{self.table}")
-                children.append(pa.array(text, pa.string()))
+                children.append(self._text(array.field(i), name, columns))
                 fields.append(pa.field(name, pa.string()))
             parts[part] = pa.StructArray.from_arrays(
                 children, fields=fields, mask=array.is_null()) if fields else array

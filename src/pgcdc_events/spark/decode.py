@@ -80,7 +80,8 @@ from pgcdc_events.spark.schema import Flavour, SparkSchemaOptions
 from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = ["RECORDS_TYPE", "ChangesFunction", "DecodedCapture", "DecodingSource",
-           "TableChangesFunction", "capture_tables", "decode_capture", "decode_items"]
+           "TableChangesFunction", "capture_tables", "decode_capture", "decode_items",
+           "table_changes"]
 
 #: One row per record: where it goes, what it is, where it came from, and its contents
 #: (``payload``: key, value and related key for :class:`TableLayout`; ``line``: the
@@ -360,6 +361,20 @@ class ChangesFunction:
         _count(self.counters, flat.stats)
 
 
+def table_changes(records: DataFrame, layout: TableLayout,
+                  counters: tuple[Any, Any] | None = None, *, strict: bool = False
+                  ) -> DataFrame:
+    """``layout``'s table's flattened changes (:func:`~pgcdc_events.spark.flatten.changes_type`)
+    from :data:`RECORDS_TYPE` rows (a capture's persisted records, or a stream's
+    micro-batch), by :class:`ChangesFunction`: its runs flattened with no event built, no
+    tombstones. ``counters``: accumulators of the rows made from runs and from single
+    records; ``strict`` refuses a column the layout does not have (a stream's)."""
+    rows = records.filter((F.col("table") == layout.table) & F.col("kind").isin(*TABLE_KINDS)
+                          & (F.col("kind") != "tombstone"))
+    return map_in_arrow(rows.select("position", "index", "kind", "lsn", "payload"),
+                        ChangesFunction(layout, counters, strict=strict), changes_type(layout))
+
+
 def _count(counters: tuple[Any, Any] | None, stats: FlatStats) -> None:
     if counters is not None:
         counters[0].add(stats.runs)
@@ -478,9 +493,7 @@ class DecodedCapture:
             return map_in_arrow(source.frame, TableChangesFunction(
                 source.plan, source.make, layout, files=source.files, counters=counters),
                 changes_type(layout))
-        rows = self.table_records(table).filter(F.col("kind") != "tombstone")
-        return map_in_arrow(rows.select("position", "index", "kind", "lsn", "payload"),
-                            ChangesFunction(layout, counters), changes_type(layout))
+        return table_changes(self.records, layout, counters)
 
     def flat_counts(self) -> tuple[int, int]:
         """Rows of :meth:`changes` made so far (by the actions run on them) straight from

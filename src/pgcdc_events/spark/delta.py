@@ -153,6 +153,18 @@ class DeltaTarget:
             return  # a replay: no need to collect the batch
         self.apply(to_arrow_table(df), batch_id, app_id=app_id)
 
+    def apply_changes(self, changes: Any, batch_id: int, keys: Sequence[str]) -> None:
+        """Apply a micro-batch DataFrame of the table's flattened changes (``keys``: the
+        table's key columns, used unless the target was given ``keys=``); what
+        :meth:`DecodedStream.apply <pgcdc_events.spark.stream.DecodedStream.apply>` gives
+        a target that has this method."""
+        from pgcdc_events.spark._session import to_arrow_table  # noqa: PLC0415
+
+        app_id = self.app_id_of(changes)
+        if self._done(app_id, batch_id):
+            return  # a replay: no need to collect the batch
+        self.apply(to_arrow_table(changes), batch_id, app_id=app_id, keys=keys)
+
     def app_id_of(self, df: Any) -> str | None:
         """The application transaction's id for a micro-batch DataFrame: ``app_id`` if
         given, else ``pgcdc-events:<query id>`` inside a streaming query (the id is kept in
@@ -198,9 +210,12 @@ class DeltaTarget:
 
     # -- one batch ----------------------------------------------------------------
 
-    def apply(self, events: Any, batch_id: int, *, app_id: str | None = None) -> CdcPlan | None:
+    def apply(self, events: Any, batch_id: int, *, app_id: str | None = None,
+              keys: Sequence[str] | None = None) -> CdcPlan | None:
         """Apply an Arrow table of a table's events (or of flattened changes, with ``__op``
-        and the sequence) as batch ``batch_id``; ``None`` when the table already records it."""
+        and the sequence) as batch ``batch_id``; ``None`` when the table already records it.
+        ``keys``: the table's key columns, for changes (which have no ``key`` column) when
+        the target was not given ``keys=``."""
         from deltalake import CommitProperties, Transaction, write_deltalake  # noqa: PLC0415
 
         app = app_id or self.app_id or "pgcdc-events"
@@ -210,7 +225,7 @@ class DeltaTarget:
             return None
         changes = _to_delta(changes_from_events(events) if "after" in events.column_names
                             else events)
-        spec = self._spec(events)
+        spec = self._spec(events, keys)
         if not changes.num_rows:
             return None
         tombs = self._table(self.tombstone_path)
@@ -234,15 +249,18 @@ class DeltaTarget:
         self.applied.append((batch_id, plan.applied, plan.skipped))
         return plan
 
-    def _spec(self, events: Any) -> AutoCdc:
+    def _spec(self, events: Any, keys: Sequence[str] | None = None) -> AutoCdc:
+        """The rules: ``keys=`` as given, else the events' key columns (a ``key``
+        column's fields) or, for flattened changes, ``keys``."""
         if self.spec is not None:
             return self.spec
-        if "key" not in events.column_names:
+        if "key" in events.column_names:
+            key = events.schema.field("key").type
+            keys = [key.field(i).name for i in range(key.num_fields)]
+        if not keys:
             raise AutoCdcError("the table has no key: give keys=, or give the source table "
                                "one with message.key.columns")
-        key = events.schema.field("key").type
-        self.spec = AutoCdc(keys=[key.field(i).name for i in range(key.num_fields)],
-                            **self.options)
+        self.spec = AutoCdc(keys=keys, **self.options)
         return self.spec
 
     def _touched(self, main: Any, changes: Any, spec: AutoCdc) -> Any:

@@ -7,11 +7,13 @@ decodes each micro-batch as :func:`~pgcdc_events.spark.decode.decode_capture` de
 capture at rest: the driver collects the batch's control messages (one small job) and
 plans its chunks (:func:`plan_batch`), Spark tasks decode the chunks with the batch
 layer's task function (:class:`~pgcdc_events.spark.decode.RecordsFunction`: the records
-are :class:`~pgcdc_events.events.EventDecoder`'s), and each table's events are applied
-to its targets (:meth:`DecodedStream.apply`: ``foreachBatch`` functions such as
-``ParquetTarget``, ``PostgresTarget`` or ``DeltaTarget``) in the same function. With a
-``path``, the records (:data:`~pgcdc_events.spark.decode.RECORDS_TYPE`) are also written as
-one Parquet file per batch, and :class:`DecodedStream` gives streaming DataFrames over
+are :class:`~pgcdc_events.events.EventDecoder`'s), and each table's changes are applied
+to its targets (:meth:`DecodedStream.apply`: ``DeltaTarget``, ``ParquetTarget`` and
+``PostgresTarget`` get the table's flattened changes, made in the tasks with no event built
+for a column-wise run; any other ``foreachBatch`` function the table's events) in the same
+function. Only with a ``path``, the records
+(:data:`~pgcdc_events.spark.decode.RECORDS_TYPE`) are also written as one Parquet file per
+batch, and :class:`DecodedStream` gives streaming DataFrames over
 them: :attr:`~DecodedStream.records`, and each table's Debezium events
 (:meth:`~DecodedStream.table`, shaped by the catalog's schema).
 
@@ -43,10 +45,10 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import attrs
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
@@ -87,7 +89,9 @@ from pgcdc_events.spark.decode import (
     RecordsFunction,
     _chunk_column,
     _Decode,
+    capture_tables,
     normalize_capture,
+    table_changes,
 )
 from pgcdc_events.spark.errors import (
     SparkDecodeError,
@@ -103,7 +107,8 @@ from pgcdc_events.spark.layout import (
 from pgcdc_events.spark.schema import Flavour, SparkSchemaOptions
 from pgcdc_events.types.catalog import CatalogSnapshot
 
-__all__ = ["BatchProgress", "DecodedStream", "StreamState", "commit_ms", "decode_rows",
+__all__ = ["BatchProgress", "ChangesTarget", "DecodedStream", "StreamState", "commit_ms",
+           "control_input", "decode_rows",
            "decode_stream", "plan_batch", "read_capture_stream", "write_atomic"]
 
 _SEGMENT_BITS: Final = 32
@@ -524,8 +529,10 @@ class _BatchWriter:
                        .alias("segment")).persist()  # read and parsed once, used thrice
         self.persisted.append(df)
         # one small job, one stage (no shuffle): per segment, its positions, rows, newest
-        # LSN and control messages
-        summary = _summary(to_arrow_table(map_in_arrow(df, _summarize, _SUMMARY_TYPE)))
+        # LSN and control messages; only the control messages' data goes to the Python
+        # workers (the first byte is looked at in the JVM), the data messages' is null
+        summary = _summary(to_arrow_table(map_in_arrow(control_input(df), _summarize,
+                                                       _SUMMARY_TYPE)))
         intake = _intake(state, [r["segment"] for r in summary])
         taken = [r for r in summary if intake.takes(r["segment"])]
         old = _old_rows(state, intake)
@@ -543,6 +550,7 @@ class _BatchWriter:
         least = stream.chunk_messages or max(5000, rows // (4 * max(1, cores)))
         plan, last = plan_batch(state, messages, rank=rank,
                                 start=rank(first) - 1 if first is not None else 0, least=least)
+        stream.discover(plan)
         # the rows the batch decodes from: the new rows taken in and the state's
         frame = df
         if intake.taken is not None and intake.waiting:
@@ -615,9 +623,20 @@ _SUMMARY_TYPE: Final = StructType([
 _CONTROL_BYTES: Final = pa.array([bytes([t]) for t in sorted(CONTROL_TYPES)], pa.binary())
 
 
+def control_input(df: DataFrame) -> DataFrame:
+    """What the control job reads of a micro-batch's rows ``(position, lsn, data, snapshot,
+    segment)``: every row, but ``data`` only for the control messages (their first byte
+    looked at in the JVM), null for the data messages, so their bytes are not shipped to
+    the Python workers."""
+    control = F.substring(F.col("data"), 1, 1).isin(*(bytes([t]) for t in CONTROL_TYPES))
+    return df.select("position", "lsn", F.when(control, F.col("data")).alias("data"),
+                     "snapshot", "segment")
+
+
 def _summarize(batches: Iterator[Any]) -> Iterator[Any]:
     """The control job's task function (``mapInArrow``): each batch of rows ``(position,
-    lsn, data, snapshot, segment)`` summed up per segment, and its control messages, in
+    lsn, data, snapshot, segment)`` (``data`` null but for the control messages) summed up
+    per segment, and its control messages, in
     the task that read it; the driver adds the parts up (:func:`_summary`). Where Spark's
     ``groupBy`` shuffled them into a second stage (0.3 to 1.1 s a micro-batch)."""
     import pyarrow.compute as pc  # type: ignore[import-untyped]  # noqa: PLC0415
@@ -712,6 +731,17 @@ def _failure(query: str, batch_id: int, exc: BaseException) -> SparkQueryError:
     return SparkQueryError(f"{query} failed at micro-batch {batch_id}: {_cause(exc)}")
 
 
+class ChangesTarget(Protocol):
+    """A target :meth:`DecodedStream.apply` gives a table's flattened changes: each
+    micro-batch's DataFrame of them (the table's columns, ``__op``, ``__sequence``:
+    :meth:`DecodedCapture.changes <pgcdc_events.spark.decode.DecodedCapture.changes>`),
+    its id, and the table's key columns (empty for a table without a key)."""
+
+    def apply_changes(self, changes: DataFrame, batch_id: int, keys: Sequence[str]
+                      ) -> object:
+        """Apply one micro-batch."""
+
+
 class DecodedStream:
     """A running decode of a capture stream: one query whose micro-batches are decoded in
     Spark tasks and applied to each table's targets (:meth:`apply`), and, with a
@@ -742,18 +772,28 @@ class DecodedStream:
         self.make = _Decode(config, catalog, clock, run_id)
         self.query: StreamingQuery | None = None
         self.batches: list[BatchProgress] = []
-        self.targets: list[tuple[str, Callable[[DataFrame, int], object]]] = []
+        self.targets: list[tuple[str, Callable[[DataFrame, int], object] | ChangesTarget]] = []
         context = self.spark.sparkContext
         #: Chunks decoded, and records made, by the tasks (Spark accumulators).
         self.chunks = context.accumulator(0)
         self.records_made = context.accumulator(0)
+        #: Rows of flattened changes given to the targets (:meth:`flat_counts`).
+        self.flat = (context.accumulator(0), context.accumulator(0))
         self._schemas = catalog_table_schemas(catalog, config)
+        #: Tables not in the catalog, found in the micro-batches (:meth:`apply_new_tables`).
+        self._new: dict[str, TableLayout] = {}
+        self._new_target: Callable[[str, TableLayout], Any] | None = None
 
-    def apply(self, table: str, target: Callable[[DataFrame, int], object]) -> DecodedStream:
-        """Apply ``table``'s events (tombstones left out) of each micro-batch to ``target``,
-        a ``foreachBatch`` function ``(DataFrame, batch id)`` (``ParquetTarget``,
-        ``PostgresTarget``, ``DeltaTarget``...), in the decoding query itself; before
-        :meth:`start`. Returns the stream."""
+    def apply(self, table: str, target: Callable[[DataFrame, int], object] | ChangesTarget
+              ) -> DecodedStream:
+        """Apply each micro-batch of ``table`` to ``target``, in the decoding query itself;
+        before :meth:`start`. A target with an ``apply_changes`` method
+        (:class:`ChangesTarget`: ``DeltaTarget``, ``ParquetTarget``, ``PostgresTarget``)
+        is given the table's flattened changes (the columns of
+        :meth:`DecodedCapture.changes <pgcdc_events.spark.decode.DecodedCapture.changes>`:
+        runs flattened in the task, no event built for them; :meth:`flat_counts`) and the
+        table's key columns; any other ``foreachBatch`` function ``(DataFrame, batch id)``
+        is given the table's events (tombstones left out). Returns the stream."""
         self.layout(table)  # an unknown table is named now
         if self.query is not None:
             raise SparkDecodeError("add the targets before the query starts")
@@ -761,8 +801,8 @@ class DecodedStream:
         return self
 
     def write(self, records: DataFrame, batch_id: int) -> int:
-        """A batch's outputs: each target's table events, then the records file (with a
-        ``path``). Returns the records written to the file (0 without one)."""
+        """A batch's outputs: each target's table changes (or events), then the records
+        file (with a ``path``). Returns the records written to the file (0 without one)."""
         persisted = len(self.targets) + (self.records_dir is not None) > 1
         if persisted:
             records = records.persist()
@@ -792,11 +832,19 @@ class DecodedStream:
             if persisted:
                 records.unpersist()
 
-    def _apply(self, records: DataFrame, target: tuple[str, Callable[[DataFrame, int], object]],
+    def _apply(self, records: DataFrame,
+               target: tuple[str, Callable[[DataFrame, int], object] | ChangesTarget],
                batch_id: int) -> None:
         table, function = target
+        layout = self.layout(table)
         try:
-            function(_table_events(records, self.layout(table), tombstones=False), batch_id)
+            take = getattr(function, "apply_changes", None)
+            if callable(take):  # a ChangesTarget: the flattened changes and the keys
+                keys = () if layout.key_type is None else tuple(layout.key_type.fieldNames())
+                take(table_changes(records, layout, self.flat, strict=True), batch_id, keys)
+            else:
+                assert callable(function)
+                function(_table_events(records, layout, tombstones=False), batch_id)
         except Exception as exc:
             if isinstance(exc, SparkQueryError):
                 raise
@@ -807,10 +855,41 @@ class DecodedStream:
                 raise
             raise SparkDecodeError(f"applying {table}: {cause}") from None  # in the text
 
+    def apply_new_tables(self, target: Callable[[str, TableLayout], Any]) -> DecodedStream:
+        """Apply the tables the catalog does not have (created after it was taken) too:
+        when a micro-batch first holds such a table's Relation message (and at each
+        restart, from the decoder's state), ``target(name, layout)`` gives its target, as
+        :meth:`apply` takes one (``None``: the table is not applied). Its shape is the
+        decoder's schema of the table (no catalog: every column optional, the replica
+        identity as key); before :meth:`start`. Returns the stream."""
+        if self.query is not None:
+            raise SparkDecodeError("add the targets before the query starts")
+        self._new_target = target
+        return self
+
+    def discover(self, plan: ChunkPlan) -> None:
+        """Give a target to each table of ``plan``'s Relation messages that neither the
+        catalog nor an earlier batch had (:meth:`apply_new_tables`)."""
+        if self._new_target is None:
+            return
+        versions = capture_tables(plan.schema, self.config, self.catalog)
+        for name, schemas in versions.items():
+            if name in self._schemas or name in self._new:
+                continue
+            layout = self._new[name] = TableLayout(name, schemas, self.options)
+            target = self._new_target(name, layout)
+            if target is not None:
+                self.targets.append((name, target))
+
     @property
     def tables(self) -> tuple[str, ...]:
         """The catalog's tables (``schema.table``) the configuration includes."""
         return tuple(self._schemas)
+
+    def flat_counts(self) -> tuple[int, int]:
+        """Rows of flattened changes given to the targets so far: straight from
+        column-wise runs, and from single records' events."""
+        return int(self.flat[0].value), int(self.flat[1].value)
 
     def report(self, progress: BatchProgress) -> None:
         """Record a batch's progress (and pass it on)."""
@@ -841,7 +920,7 @@ class DecodedStream:
         """Start the decoding query (once)."""
         if self.query is not None:
             return self.query
-        if self.records_dir is None and not self.targets:
+        if self.records_dir is None and not self.targets and self._new_target is None:
             raise SparkDecodeError("decode_stream has nowhere to put the records: give it a "
                                    "path, or targets with DecodedStream.apply")
         for directory in (self.records_dir, self.state_dir):
@@ -873,6 +952,8 @@ class DecodedStream:
 
     def layout(self, table: str) -> TableLayout:
         """``table``'s output shape: the catalog's schema of it."""
+        if table in self._new:
+            return self._new[table]
         schema = self._schemas.get(table)
         if schema is None:
             raise SparkDecodeError(f"no table {table!r} in the catalog (or not included); "
@@ -900,7 +981,8 @@ def _table_events(records: DataFrame, layout: TableLayout, *, tombstones: bool) 
 
 def decode_stream(stream_df: DataFrame, config: EventConfig, *, catalog: CatalogSnapshot,
                   checkpoint: str, path: str | None = None,
-                  targets: Mapping[str, Callable[[DataFrame, int], object]] | None = None,
+                  targets: Mapping[str, Callable[[DataFrame, int], object] | ChangesTarget]
+                  | None = None,
                   chunk_messages: int | None = None, flavour: Flavour = "semantic",
                   options: SparkSchemaOptions | None = None,
                   clock: Callable[[], int] = time.time_ns, run_id: str | None = None,
