@@ -24,11 +24,7 @@ from pgcdc_events.events.config import JsonConverterConfig
 from pgcdc_events.events.records import ChangeRecord, Header
 from pgcdc_events.events.source import SHARED_FIELD_NAMES, SOURCE_SCHEMA
 from pgcdc_events.types.javafmt import jackson_string, java_double, upper_escape
-from pgcdc_events.types.jsonvalue import (
-    DECIMAL_LOGICAL,
-    decimal_base64,
-    unscaled_value,
-)
+from pgcdc_events.types.jsonvalue import DECIMAL_LOGICAL, decimal_to_bytes, unscaled_value
 from pgcdc_events.types.schema import Field, Schema
 
 __all__ = ["JsonRecordWriter", "jackson_string", "json_text", "record_to_json"]
@@ -107,7 +103,7 @@ class _Compiler:
         self.namespace: dict[str, Any] = {
             "_s": jackson_string, "_d": _double, "_b": _bytes, "_bool": _bool, "_str": str,
             "_e": encode_basestring, "_u": upper_escape,
-            "_db64": decimal_base64,
+            "_dtb": decimal_to_bytes, "_unscaled": unscaled_value,
         }
         self.sources: dict[int, tuple[Schema, str, str]] = {}
         self._writers: dict[int, tuple[Schema, Writer]] = {}
@@ -133,7 +129,7 @@ class _Compiler:
         if schema.name == DECIMAL_LOGICAL:
             scale = int(schema.params.get("scale", "0"))
             if self.config.decimal_format != "NUMERIC":  # BASE64, without a helper's frame
-                return f"('\"' + _db64({var}, {scale}) + '\"')"
+                return f"_b(_dtb(_unscaled({var}, {scale})))"
             helper = f"_dec{scale}_{self.config.decimal_format}"
             if helper not in self.namespace:
                 self.namespace[helper] = _decimal_writer(scale, self.config.decimal_format)
@@ -278,7 +274,7 @@ def _placeholder(value: Any) -> str:
 def _decimal_writer(scale: int, decimal_format: str) -> Writer:
     if decimal_format == "NUMERIC":
         return lambda value: _decimal_numeric(value, scale)
-    return lambda value: f'"{decimal_base64(value, scale)}"'
+    return lambda value: _bytes(decimal_to_bytes(unscaled_value(value, scale)))
 
 
 class JsonRecordWriter:

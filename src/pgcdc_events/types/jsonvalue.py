@@ -11,7 +11,6 @@ the default (``replace.null.with.default=true``, the default).
 from __future__ import annotations
 
 import base64
-import binascii
 import decimal
 import math
 from decimal import Decimal
@@ -21,7 +20,6 @@ from pgcdc_events.types.schema import Schema, Struct
 
 __all__ = [
     "DECIMAL_LOGICAL",
-    "decimal_base64",
     "decimal_from_bytes",
     "decimal_to_bytes",
     "unscaled_value",
@@ -38,16 +36,6 @@ def decimal_to_bytes(unscaled: int) -> bytes:
     """Big-endian two's-complement bytes of ``unscaled``, as ``BigInteger.toByteArray()``."""
     bits = (~unscaled if unscaled < 0 else unscaled).bit_length()
     return unscaled.to_bytes(bits // 8 + 1, "big", signed=True)
-
-
-def decimal_base64(value: Decimal, scale: int) -> str:
-    """A Decimal as JsonConverter writes it with ``decimal.format=BASE64`` (the default):
-    the base64 of :func:`decimal_to_bytes` of its :func:`unscaled_value`, in one call (the
-    JSON writer's path for every decimal)."""
-    return _b2a(decimal_to_bytes(unscaled_value(value, scale)), newline=False).decode("ascii")
-
-
-_b2a: Final = binascii.b2a_base64
 
 
 def decimal_from_bytes(raw: bytes, scale: int) -> Decimal:
@@ -86,7 +74,7 @@ def value_to_json(
         scale = int(schema.params.get("scale", "0"))
         if decimal_format == "NUMERIC":
             return value
-        return decimal_base64(value, scale)
+        return base64.b64encode(decimal_to_bytes(unscaled_value(value, scale))).decode("ascii")
     if kind == "bytes":
         return base64.b64encode(value).decode("ascii")
     if kind in ("float32", "float64"):
