@@ -15,12 +15,14 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -220,7 +222,8 @@ def _sigint_not_ignored() -> Iterator[None]:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_stopped_run_leaves_no_worker_files(tmp_path: Path, sig: signal.Signals) -> None:
     """SIGTERM (or Ctrl-C, to the process group) during a parallel run: one line on
-    stderr, no traceback, and the workers' chunk files removed."""
+    stderr, no traceback, nothing left in the temporary directory, and the output a
+    prefix of the whole (whole lines, then at most part of one)."""
     lines = _lines(CAPTURES / "basic_v1.jsonl")
     first = lines[:4]  # the first transaction, with its Relation; then its rows, again
     capture = tmp_path / "big.jsonl"
@@ -235,7 +238,9 @@ def test_a_stopped_run_leaves_no_worker_files(tmp_path: Path, sig: signal.Signal
              "-q", "--workers", "2", "-o", str(tmp_path / "out.jsonl")],
             env=env, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 60
-    while not any(spool.glob("pgcdc-decode-*/*.jsonl")) and time.monotonic() < deadline:
+    out = tmp_path / "out.jsonl"
+    # the workers write into the output itself (a regular file): some of it is there
+    while not (out.exists() and out.stat().st_size) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert proc.poll() is None, "the run ended before the signal"
     os.killpg(proc.pid, sig)
@@ -248,6 +253,22 @@ def test_a_stopped_run_leaves_no_worker_files(tmp_path: Path, sig: signal.Signal
     assert proc.returncode == 130
     assert err.decode() == "pgcdc-events decode: interrupted\n"
     assert not list(spool.iterdir())
+    # a run id of a run id's length: the lines of both runs are as long
+    whole = _decode(DecodeJob(EventConfig.from_properties({"topic.prefix": "pgcdc"}), None,
+                              None, None, None, str(uuid.UUID(int=0)), _clock),
+                    _lines(capture), 1)
+    got = out.read_bytes()
+    done = got[:got.rfind(b"\n") + 1]  # whole lines, then at most part of one
+    assert done and _without_times(done) == _without_times(whole[:len(done)])
+
+
+def _without_times(lines: bytes) -> bytes:
+    """Lines without what differs from run to run: processing times and the run id."""
+    return _RUN_ID.sub(b"run", _TIMES.sub(b"", lines))
+
+
+_TIMES = re.compile(rb'"ts_[mun]s":[0-9]+')
+_RUN_ID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 _PARENT_ONLY = frozenset(b"SEcApbPKr")  # streamed and two-phase: decoded in the parent
@@ -296,3 +317,51 @@ def test_workers_cut_where_spark_chunks_are_cut(recording, monkeypatch) -> None:
     # the last chunk ends at the last cut, or at the capture's end
     tail = () if plan.boundaries[-1] == len(lines) else (len(lines),)
     assert tuple(ends) == plan.boundaries + tail
+
+
+def test_workers_write_a_regular_file_in_place(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A regular output file: the workers write their chunks into it themselves, each at
+    its place (no chunk file is copied: copying is refused here), after what the file
+    held (its position) and between the lines the parent writes (big transactions): the
+    same bytes as one decoder, for every protocol capture and the events recordings;
+    and a chunk that ends in an error ends the output where one decoder's ends."""
+
+    def no_copy(*args: object) -> None:
+        raise AssertionError("a chunk file was copied into the output")
+
+    monkeypatch.setattr(_parallel._Output, "splice", no_copy)
+    jobs = []
+    for capture in INDEX:
+        config = EventConfig.from_properties({
+            "topic.prefix": "p", "provide.transaction.metadata": "true",
+            "skipped.operations": "none"})
+        streaming = "on" if capture["streaming"] else None
+        jobs.append((DecodeJob(config, None, capture["proto_version"], streaming, 1 << 20,
+                               "run", _clock), _lines(CAPTURES / capture["capture"])))
+    for recording in RECORDINGS:
+        if recording.corpus == "events":
+            jobs.append((DecodeJob(EventConfig.from_properties(recording.properties),
+                                   recording.catalog, None, None, None, "run", _clock),
+                         _lines(recording.path / "capture.jsonl")))
+    for number, (job, lines) in enumerate(jobs):
+        single = _decode(job, lines, 1)
+        path = tmp_path / f"{number}.jsonl"
+        with open(path, "wb") as out:
+            out.write(b"before\n")
+            run_decode(job, lines, out, workers=2, chunk_lines=2, big_lines=5)
+            out.write(b"after\n")
+        assert path.read_bytes() == b"before\n" + single + b"after\n", number
+    job, lines = jobs[-1]
+    bad_at = len(lines) // 2  # chunks after it are being decoded: they must write nothing
+    row = CaptureRow.from_line(lines[bad_at - 1])
+    lines[bad_at - 1] = (dump_capture_row(CaptureRow(Lsn(row.lsn), row.xid, b"I\x00"))
+                         + "\n").encode()
+    single_out = io.BytesIO()
+    with pytest.raises(CaptureError):
+        run_decode(job, lines, single_out, workers=1)
+    with open(tmp_path / "error.jsonl", "wb") as out, pytest.raises(CaptureError) as info:
+        run_decode(job, lines, out, workers=2, chunk_lines=3)
+    assert info.value.line == bad_at
+    assert (tmp_path / "error.jsonl").read_bytes() == single_out.getvalue()
+    assert single_out.getvalue().count(b"\n") > 10
