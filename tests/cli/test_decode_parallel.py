@@ -26,6 +26,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -319,18 +320,25 @@ def test_workers_cut_where_spark_chunks_are_cut(recording, monkeypatch) -> None:
     assert tuple(ends) == plan.boundaries + tail
 
 
-def test_workers_write_a_regular_file_in_place(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("turns", ["taken", "missed"])
+def test_workers_write_a_regular_file_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               turns: str) -> None:
     """A regular output file: the workers write their chunks into it themselves, each at
-    its place (no chunk file is copied: copying is refused here), after what the file
-    held (its position) and between the lines the parent writes (big transactions): the
-    same bytes as one decoder, for every protocol capture and the events recordings;
-    and a chunk that ends in an error ends the output where one decoder's ends."""
+    its place, after what the file held (its position) and between the lines the parent
+    writes (big transactions); a chunk whose turn has not come when it is decoded goes to
+    a file that the parent copies in its turn (``missed``: every chunk, forced). The same
+    bytes as one decoder, for every protocol capture and the events recordings; a chunk
+    that ends in an error ends the output where one decoder's ends."""
+    outputs: list[_parallel._Output] = []
 
-    def no_copy(*args: object) -> None:
-        raise AssertionError("a chunk file was copied into the output")
+    class Output(_parallel._Output):
+        def __init__(self, out: Any) -> None:
+            super().__init__(out)
+            outputs.append(self)
 
-    monkeypatch.setattr(_parallel._Output, "splice", no_copy)
+    monkeypatch.setattr(_parallel, "_Output", Output)
+    if turns == "missed":  # (before the workers are forked: theirs too)
+        monkeypatch.setattr(_parallel._InPlace, "write", lambda *args, **kwargs: None)
     jobs = []
     for capture in INDEX:
         config = EventConfig.from_properties({
@@ -352,6 +360,12 @@ def test_workers_write_a_regular_file_in_place(tmp_path: Path,
             run_decode(job, lines, out, workers=2, chunk_lines=2, big_lines=5)
             out.write(b"after\n")
         assert path.read_bytes() == b"before\n" + single + b"after\n", number
+    in_place = sum(o.chunks_in_place for o in outputs)
+    copied = sum(o.chunks_copied for o in outputs)
+    if turns == "missed":
+        assert in_place == 0 and copied > 100
+    else:
+        assert in_place > 100, (in_place, copied)  # (a chunk decoded early is copied)
     job, lines = jobs[-1]
     bad_at = len(lines) // 2  # chunks after it are being decoded: they must write nothing
     row = CaptureRow.from_line(lines[bad_at - 1])

@@ -34,6 +34,7 @@ import shutil
 import signal
 import stat
 import tempfile
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -253,14 +254,26 @@ class _Worker:
             ) -> _Result:
         prime(self.decoder, prelude, self.fed)
         counts: Counter[tuple[str, str]] | None = Counter() if tally else None
+        path = os.path.join(self.spool, f"{first}.jsonl")
+        written = None
         if self.place is not None:
-            # the chunk's lines go into the output itself, at the chunk's place
+            # the chunk's lines go into the output itself, at the chunk's place, if its
+            # turn has come (else to a file, as below)
             parts: list[bytes] = []
+            started = time.monotonic()
             messages, records, error = _feed_lines(self.decoder, enumerate(lines, first),
                                                    self.writer, parts.extend, tally=counts)
-            path, size = "", self.place.write(turn, parts, failed=error is not None)
+            # waiting longer than a quarter of the chunk's decoding costs more than the
+            # copy it saves
+            written = self.place.write(turn, parts, failed=error is not None,
+                                       patience=(time.monotonic() - started) / 4)
+            if written is None:
+                with _Spool(path) as spool:
+                    spool.write(parts)
+                size = spool.size
+            else:
+                path, size = "", written
         else:
-            path = os.path.join(self.spool, f"{first}.jsonl")
             # the chunk's lines go to a file of this run's private directory, never to a
             # pipe
             with _Spool(path) as spool:
@@ -279,12 +292,15 @@ class _Worker:
 class _InPlace:
     """Where the workers write their chunks' lines when the output is a regular file
     (not opened for appending) and they are forked: into the output itself, each chunk
-    at its place, by ``pwritev`` on the descriptor they inherit. A chunk is written when
-    its turn comes, after the chunk before it (turns in the order the chunks were cut):
-    the output is a prefix of the whole at every moment, never holds a hole, and no
-    chunk is copied (a chunk file copied into the output cost the parent as much system
-    time as the workers spent writing). After a chunk that ended in an error, or a
-    write that failed, the chunks after it write nothing."""
+    at its place, by ``pwritev`` on the descriptor they inherit. Chunks are written in
+    turns, in the order they were cut, each after the one before it: the output is a
+    prefix of the whole at every moment, never holds a hole. A worker whose chunk's turn
+    has not come waits for it a while (the chunk before it is usually being written,
+    or nearly decoded), then writes the chunk to a file of its own, which the parent
+    copies in its turn (:meth:`copy`), as every chunk was before (a copy that cost the
+    parent as much system time as the workers spent writing): a worker whose predecessor
+    was held up (a busy machine) goes on with its next chunk. After a chunk that ended in
+    an error, or a write that failed, the chunks after it write nothing."""
 
     def __init__(self, context: Any, fd: int, start: int) -> None:
         self.fd = fd
@@ -294,31 +310,71 @@ class _InPlace:
         self.offset = context.RawValue("q", start)
         self.failed = context.RawValue("b", 0)
 
-    def write(self, turn: int, parts: list[bytes], *, failed: bool) -> int:
-        """Write chunk ``turn``'s pieces in its turn (``failed``: it ended in an error, and
-        the chunks after it write nothing); the size written."""
+    def write(self, turn: int, parts: list[bytes], *, failed: bool, patience: float
+              ) -> int | None:
+        """Write chunk ``turn``'s pieces when its turn comes, within ``patience`` seconds
+        (``failed``: it ended in an error, and the chunks after it write nothing): the
+        size written; ``None`` when its turn has not come by then."""
         with self.cond:
-            while self.turn.value != turn:
-                self.cond.wait()
-            try:
-                size = 0
-                if not self.failed.value:
-                    size = _pwritev_all(self.fd, parts, self.offset.value)
-                    self.offset.value += size
-                if failed:
-                    self.failed.value = 1
-            except BaseException:
+            if not self.cond.wait_for(lambda: self.turn.value == turn, patience):
+                return None
+            return self._take_turn(lambda offset: _pwritev_all(self.fd, parts, offset),
+                                   failed)
+
+    def copy(self, path: str, size: int, *, failed: bool) -> None:
+        """The parent's turn for a chunk written to the file at ``path`` (``size`` bytes):
+        copied into the output (every chunk before it is written)."""
+        with self.cond:
+            self._take_turn(lambda offset: _copy_at(path, size, self.fd, offset), failed)
+
+    def _take_turn(self, write: Callable[[int], int], failed: bool) -> int:
+        try:
+            size = 0
+            if not self.failed.value:
+                size = write(self.offset.value)
+                self.offset.value += size
+            if failed:
                 self.failed.value = 1
-                raise
-            finally:
-                self.turn.value = turn + 1
-                self.cond.notify_all()
+        except BaseException:
+            self.failed.value = 1
+            raise
+        finally:
+            self.turn.value += 1
+            self.cond.notify_all()
         return size
 
     def parent_write(self, parts: list[bytes]) -> None:
         """The parent's own lines (no chunk is being decoded): at the end of the output."""
         size = _pwritev_all(self.fd, parts, self.offset.value)
         self.offset.value += size
+
+
+def _copy_at(path: str, size: int, fd: int, offset: int) -> int:
+    """Copy the file at ``path`` (``size`` bytes) into ``fd`` at ``offset``, in the kernel
+    where it can (``copy_file_range``), and delete it; the size."""
+    src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.unlink(path)
+        done = 0
+        kernel = True
+        while done < size:
+            copied = 0
+            if kernel:
+                try:
+                    copied = os.copy_file_range(src, fd, size - done, done, offset + done)
+                except OSError as exc:
+                    if exc.errno not in _UNSUPPORTED:
+                        raise
+                kernel = copied > 0
+            if not copied:
+                block = os.pread(src, min(size - done, 1 << 20), done)
+                if not block:
+                    raise OSError(f"{path}: {size - done} bytes missing")
+                copied = _pwritev_all(fd, [block], offset + done)
+            done += copied
+    finally:
+        os.close(src)
+    return size
 
 
 def _pwritev_all(fd: int, parts: list[bytes], offset: int) -> int:
@@ -420,6 +476,8 @@ class _Output:
         self.copies = [_copy_file_range, _sendfile] if self.fd >= 0 else []
         #: Set when the workers write into the output themselves (:meth:`in_place`).
         self.place: _InPlace | None = None
+        #: Chunks a worker wrote into the output itself, and chunks copied from files.
+        self.chunks_in_place = self.chunks_copied = 0
 
     def in_place(self, context: Any) -> _InPlace | None:
         """Let forked workers write into the output at their chunks' places, when it is a
@@ -454,8 +512,12 @@ class _Output:
         else:
             self.out.write(b"".join(parts))
 
-    def splice(self, path: str, size: int) -> None:
-        """Append the ``size`` bytes of the file at ``path``, then delete it."""
+    def splice(self, path: str, size: int, *, failed: bool = False) -> None:
+        """Append the ``size`` bytes of the file at ``path``, then delete it (``failed``:
+        the chunk ended in an error: the chunks after it write nothing)."""
+        if self.place is not None:
+            self.place.copy(path, size, failed=failed)
+            return
         src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             os.unlink(path)
@@ -526,8 +588,11 @@ class _Splitter:
     def drain(self, keep: int) -> None:
         while len(self.pending) > keep:
             path, size, messages, records, error, counts = self.pending.popleft().result()
-            if path:  # (written in place by the worker: no file)
-                self.out.splice(path, size)
+            if path:
+                self.out.splice(path, size, failed=error is not None)
+                self.out.chunks_copied += 1
+            else:  # the worker wrote the chunk into the output itself
+                self.out.chunks_in_place += 1
             self.add(messages, records)
             if self.tally is not None and counts:
                 self.tally.update(counts)
