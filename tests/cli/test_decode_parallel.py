@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import multiprocessing
 import os
 import re
 import signal
@@ -379,3 +380,38 @@ def test_workers_write_a_regular_file_in_place(tmp_path: Path, monkeypatch: pyte
     assert info.value.line == bad_at
     assert (tmp_path / "error.jsonl").read_bytes() == single_out.getvalue()
     assert single_out.getvalue().count(b"\n") > 10
+
+
+def _hold_the_turn_and_die(place: Any) -> None:
+    place.cond.acquire()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_the_parent_does_not_wait_for_ever_on_a_dead_workers_lock(tmp_path: Path) -> None:
+    """A worker killed in the instant it holds the output's turn lock leaves it held: the
+    parent, in its turn to copy a chunk, sees the worker gone and raises what a broken
+    pool raises, instead of waiting for ever."""
+    from concurrent.futures.process import BrokenProcessPool  # noqa: PLC0415
+
+    context = multiprocessing.get_context("fork")
+    chunk = tmp_path / "chunk.jsonl"
+    chunk.write_bytes(b"{}\n")
+    with open(tmp_path / "out.jsonl", "wb") as out:
+        place = _parallel._InPlace(context, out.fileno(), 0)
+        holder = context.Process(target=_hold_the_turn_and_die, args=(place,))
+        holder.start()
+        holder.join(30)
+        assert holder.exitcode == -signal.SIGKILL
+        raised: list[BaseException] = []
+
+        def copy() -> None:
+            try:
+                place.copy(str(chunk), 3, failed=False, alive=holder.is_alive)
+            except BaseException as exc:  # handed to the test's thread
+                raised.append(exc)
+
+        waiter = threading.Thread(target=copy, daemon=True)
+        waiter.start()
+        waiter.join(20)
+        assert not waiter.is_alive(), "the parent still waits for the dead worker's lock"
+        assert len(raised) == 1 and isinstance(raised[0], BrokenProcessPool), raised

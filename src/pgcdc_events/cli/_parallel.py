@@ -38,6 +38,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import IO, TYPE_CHECKING, Any
 
 import attrs
@@ -321,11 +322,19 @@ class _InPlace:
             return self._take_turn(lambda offset: _pwritev_all(self.fd, parts, offset),
                                    failed)
 
-    def copy(self, path: str, size: int, *, failed: bool) -> None:
+    def copy(self, path: str, size: int, *, failed: bool, alive: Callable[[], bool]) -> None:
         """The parent's turn for a chunk written to the file at ``path`` (``size`` bytes):
-        copied into the output (every chunk before it is written)."""
-        with self.cond:
+        copied into the output (every chunk before it is written). ``alive`` says whether
+        every worker still runs: one killed in the instant it held the lock would leave it
+        held, and the parent waiting for ever."""
+        while not self.cond.acquire(timeout=1.0):
+            if not alive():
+                raise BrokenProcessPool("a decode worker process ended while it held the "
+                                        "output's turn")
+        try:
             self._take_turn(lambda offset: _copy_at(path, size, self.fd, offset), failed)
+        finally:
+            self.cond.release()
 
     def _take_turn(self, write: Callable[[int], int], failed: bool) -> int:
         try:
@@ -512,11 +521,13 @@ class _Output:
         else:
             self.out.write(b"".join(parts))
 
-    def splice(self, path: str, size: int, *, failed: bool = False) -> None:
+    def splice(self, path: str, size: int, *, failed: bool = False,
+               alive: Callable[[], bool] = lambda: True) -> None:
         """Append the ``size`` bytes of the file at ``path``, then delete it (``failed``:
-        the chunk ended in an error: the chunks after it write nothing)."""
+        the chunk ended in an error: the chunks after it write nothing; ``alive``: whether
+        every worker still runs)."""
         if self.place is not None:
-            self.place.copy(path, size, failed=failed)
+            self.place.copy(path, size, failed=failed, alive=alive)
             return
         src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
@@ -580,6 +591,11 @@ class _Splitter:
         self.spool: str | None = None
         self.turns = 0  # the chunks sent: the next one's turn to be written
 
+    def alive(self) -> bool:
+        """Whether every worker process still runs."""
+        processes: dict[int, Any] = getattr(self.pool, "_processes", None) or {}
+        return all(process.is_alive() for process in processes.values())
+
     def add(self, messages: int, records: int) -> None:
         self.messages += messages
         self.records += records
@@ -589,7 +605,7 @@ class _Splitter:
         while len(self.pending) > keep:
             path, size, messages, records, error, counts = self.pending.popleft().result()
             if path:
-                self.out.splice(path, size, failed=error is not None)
+                self.out.splice(path, size, failed=error is not None, alive=self.alive)
                 self.out.chunks_copied += 1
             else:  # the worker wrote the chunk into the output itself
                 self.out.chunks_in_place += 1
