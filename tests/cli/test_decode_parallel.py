@@ -14,16 +14,20 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -220,7 +224,8 @@ def _sigint_not_ignored() -> Iterator[None]:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_stopped_run_leaves_no_worker_files(tmp_path: Path, sig: signal.Signals) -> None:
     """SIGTERM (or Ctrl-C, to the process group) during a parallel run: one line on
-    stderr, no traceback, and the workers' chunk files removed."""
+    stderr, no traceback, nothing left in the temporary directory, and the output a
+    prefix of the whole (whole lines, then at most part of one)."""
     lines = _lines(CAPTURES / "basic_v1.jsonl")
     first = lines[:4]  # the first transaction, with its Relation; then its rows, again
     capture = tmp_path / "big.jsonl"
@@ -235,7 +240,9 @@ def test_a_stopped_run_leaves_no_worker_files(tmp_path: Path, sig: signal.Signal
              "-q", "--workers", "2", "-o", str(tmp_path / "out.jsonl")],
             env=env, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 60
-    while not any(spool.glob("pgcdc-decode-*/*.jsonl")) and time.monotonic() < deadline:
+    out = tmp_path / "out.jsonl"
+    # the workers write into the output itself (a regular file): some of it is there
+    while not (out.exists() and out.stat().st_size) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert proc.poll() is None, "the run ended before the signal"
     os.killpg(proc.pid, sig)
@@ -248,6 +255,22 @@ def test_a_stopped_run_leaves_no_worker_files(tmp_path: Path, sig: signal.Signal
     assert proc.returncode == 130
     assert err.decode() == "pgcdc-events decode: interrupted\n"
     assert not list(spool.iterdir())
+    # a run id of a run id's length: the lines of both runs are as long
+    whole = _decode(DecodeJob(EventConfig.from_properties({"topic.prefix": "pgcdc"}), None,
+                              None, None, None, str(uuid.UUID(int=0)), _clock),
+                    _lines(capture), 1)
+    got = out.read_bytes()
+    done = got[:got.rfind(b"\n") + 1]  # whole lines, then at most part of one
+    assert done and _without_times(done) == _without_times(whole[:len(done)])
+
+
+def _without_times(lines: bytes) -> bytes:
+    """Lines without what differs from run to run: processing times and the run id."""
+    return _RUN_ID.sub(b"run", _TIMES.sub(b"", lines))
+
+
+_TIMES = re.compile(rb'"ts_[mun]s":[0-9]+')
+_RUN_ID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 _PARENT_ONLY = frozenset(b"SEcApbPKr")  # streamed and two-phase: decoded in the parent
@@ -296,3 +319,99 @@ def test_workers_cut_where_spark_chunks_are_cut(recording, monkeypatch) -> None:
     # the last chunk ends at the last cut, or at the capture's end
     tail = () if plan.boundaries[-1] == len(lines) else (len(lines),)
     assert tuple(ends) == plan.boundaries + tail
+
+
+@pytest.mark.parametrize("turns", ["taken", "missed"])
+def test_workers_write_a_regular_file_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               turns: str) -> None:
+    """A regular output file: the workers write their chunks into it themselves, each at
+    its place, after what the file held (its position) and between the lines the parent
+    writes (big transactions); a chunk whose turn has not come when it is decoded goes to
+    a file that the parent copies in its turn (``missed``: every chunk, forced). The same
+    bytes as one decoder, for every protocol capture and the events recordings; a chunk
+    that ends in an error ends the output where one decoder's ends."""
+    outputs: list[_parallel._Output] = []
+
+    class Output(_parallel._Output):
+        def __init__(self, out: Any) -> None:
+            super().__init__(out)
+            outputs.append(self)
+
+    monkeypatch.setattr(_parallel, "_Output", Output)
+    if turns == "missed":  # (before the workers are forked: theirs too)
+        monkeypatch.setattr(_parallel._InPlace, "write", lambda *args, **kwargs: None)
+    jobs = []
+    for capture in INDEX:
+        config = EventConfig.from_properties({
+            "topic.prefix": "p", "provide.transaction.metadata": "true",
+            "skipped.operations": "none"})
+        streaming = "on" if capture["streaming"] else None
+        jobs.append((DecodeJob(config, None, capture["proto_version"], streaming, 1 << 20,
+                               "run", _clock), _lines(CAPTURES / capture["capture"])))
+    for recording in RECORDINGS:
+        if recording.corpus == "events":
+            jobs.append((DecodeJob(EventConfig.from_properties(recording.properties),
+                                   recording.catalog, None, None, None, "run", _clock),
+                         _lines(recording.path / "capture.jsonl")))
+    for number, (job, lines) in enumerate(jobs):
+        single = _decode(job, lines, 1)
+        path = tmp_path / f"{number}.jsonl"
+        with open(path, "wb") as out:
+            out.write(b"before\n")
+            run_decode(job, lines, out, workers=2, chunk_lines=2, big_lines=5)
+            out.write(b"after\n")
+        assert path.read_bytes() == b"before\n" + single + b"after\n", number
+    in_place = sum(o.chunks_in_place for o in outputs)
+    copied = sum(o.chunks_copied for o in outputs)
+    if turns == "missed":
+        assert in_place == 0 and copied > 100
+    else:
+        assert in_place > 100, (in_place, copied)  # (a chunk decoded early is copied)
+    job, lines = jobs[-1]
+    bad_at = len(lines) // 2  # chunks after it are being decoded: they must write nothing
+    row = CaptureRow.from_line(lines[bad_at - 1])
+    lines[bad_at - 1] = (dump_capture_row(CaptureRow(Lsn(row.lsn), row.xid, b"I\x00"))
+                         + "\n").encode()
+    single_out = io.BytesIO()
+    with pytest.raises(CaptureError):
+        run_decode(job, lines, single_out, workers=1)
+    with open(tmp_path / "error.jsonl", "wb") as out, pytest.raises(CaptureError) as info:
+        run_decode(job, lines, out, workers=2, chunk_lines=3)
+    assert info.value.line == bad_at
+    assert (tmp_path / "error.jsonl").read_bytes() == single_out.getvalue()
+    assert single_out.getvalue().count(b"\n") > 10
+
+
+def _hold_the_turn_and_die(place: Any) -> None:
+    place.cond.acquire()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_the_parent_does_not_wait_for_ever_on_a_dead_workers_lock(tmp_path: Path) -> None:
+    """A worker killed in the instant it holds the output's turn lock leaves it held: the
+    parent, in its turn to copy a chunk, sees the worker gone and raises what a broken
+    pool raises, instead of waiting for ever."""
+    from concurrent.futures.process import BrokenProcessPool  # noqa: PLC0415
+
+    context = multiprocessing.get_context("fork")
+    chunk = tmp_path / "chunk.jsonl"
+    chunk.write_bytes(b"{}\n")
+    with open(tmp_path / "out.jsonl", "wb") as out:
+        place = _parallel._InPlace(context, out.fileno(), 0)
+        holder = context.Process(target=_hold_the_turn_and_die, args=(place,))
+        holder.start()
+        holder.join(30)
+        assert holder.exitcode == -signal.SIGKILL
+        raised: list[BaseException] = []
+
+        def copy() -> None:
+            try:
+                place.copy(str(chunk), 3, failed=False, alive=holder.is_alive)
+            except BaseException as exc:  # handed to the test's thread
+                raised.append(exc)
+
+        waiter = threading.Thread(target=copy, daemon=True)
+        waiter.start()
+        waiter.join(20)
+        assert not waiter.is_alive(), "the parent still waits for the dead worker's lock"
+        assert len(raised) == 1 and isinstance(raised[0], BrokenProcessPool), raised

@@ -376,3 +376,61 @@ def test_numeric_at_its_scale_parses_as_the_pattern_says(scale: int) -> None:
             assert (str(fast[1]), typed(fast[1])) == (str(slow[1]), typed(slow[1])), raw
         else:
             assert fast == slow, raw
+
+
+# -- a subclass's row builders ------------------------------------------------------------------
+
+
+class _Tagging(EventDecoder):
+    """Overrides the row builders the fast dispatch (``_direct``) would call as the base
+    class defines them: each records what it was given."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen: list[str] = []
+
+    def _insert(self, table: Any, message: Any, lsn: int) -> list[ChangeRecord]:
+        self.seen.append(f"c {lsn}")
+        return super()._insert(table, message, lsn)
+
+    def _update(self, table: Any, message: Any, lsn: int) -> list[ChangeRecord]:
+        self.seen.append(f"u {lsn}")
+        return super()._update(table, message, lsn)
+
+    def _delete(self, table: Any, message: Any, lsn: int) -> list[ChangeRecord]:
+        self.seen.append(f"d {lsn}")
+        return super()._delete(table, message, lsn)
+
+
+@pytest.mark.parametrize("entry", ["feed_row", "iter_feed", "handle"])
+def test_a_subclass_overriding_a_row_builder_is_not_bypassed(entry: str) -> None:
+    """feed_row and iter_feed dispatch row changes to the builders themselves: a subclass
+    that overrides ``_insert``, ``_update`` or ``_delete`` gets every row change of a real
+    capture through its own method, as through :meth:`EventDecoder.handle`, and the same
+    records as the base class."""
+    recording = next(r for r in RECORDINGS if r.key == "events/events-default")
+    kinds = {b"I": "c", b"U": "u", b"D": "d"}
+    expected = [f"{kinds[row.data[:1]]} {int(row.lsn)}" for row in recording.capture
+                if row.data[:1] in kinds and not row.snapshot]
+    assert {e[0] for e in expected} == {"c", "u", "d"}
+    config = EventConfig.from_properties(recording.properties)
+    decoders = [cls(config, catalog=recording.catalog, clock=lambda: 0, run_id="r")
+                for cls in (_Tagging, EventDecoder)]
+    outputs = []
+    for decoder in decoders:
+        out: list[ChangeRecord] = []
+        for row in recording.capture:
+            if entry == "feed_row":
+                out += decoder.feed_row(row)
+            elif entry == "iter_feed":
+                out += decoder.iter_feed(row.data, row.lsn, snapshot=row.snapshot)
+            else:
+                out += decoder.handle(decoder.reader.read(row.data), row.lsn,
+                                      snapshot=row.snapshot)
+        outputs.append(out)
+    tagging = decoders[0]
+    assert isinstance(tagging, _Tagging)
+    # the recording's tables may be filtered: only the changes of included ones reach a builder
+    assert tagging.seen and set(tagging.seen) <= set(expected)
+    assert tagging.seen == [e for e in expected if e in set(tagging.seen)]
+    assert outputs[0] == outputs[1]

@@ -32,10 +32,13 @@ import multiprocessing
 import os
 import shutil
 import signal
+import stat
 import tempfile
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import IO, TYPE_CHECKING, Any
 
 import attrs
@@ -274,29 +277,166 @@ _Result = tuple[str, int, int, int, "CaptureError | None", "Counter[tuple[str, s
 
 # -- the worker side: one decoder and writer per process, kept from chunk to chunk -------
 class _Worker:
-    def __init__(self, job: DecodeJob, spool: str) -> None:
+    def __init__(self, job: DecodeJob, spool: str, place: _InPlace | None) -> None:
         self.job = job
         self.spool = spool
+        self.place = place
         self.decoder = job.decoder()
         self.writer = JsonRecordWriter.for_config(job.config)
         self.fed: dict[bytes, bytes] = {}  # the schema messages this decoder holds (prime)
 
-    def run(self, prelude: Prelude, first: int, lines: list[bytes], tally: bool
+    def run(self, prelude: Prelude, first: int, lines: list[bytes], tally: bool, turn: int
             ) -> _Result:
         prime(self.decoder, prelude, self.fed)
         counts: Counter[tuple[str, str]] | None = Counter() if tally else None
         path = os.path.join(self.spool, f"{first}.jsonl")
-        # the chunk's lines go to a file of this run's private directory, never to a pipe
-        with _Spool(path) as spool:
+        written = None
+        if self.place is not None:
+            # the chunk's lines go into the output itself, at the chunk's place, if its
+            # turn has come (else to a file, as below)
+            parts: list[bytes] = []
+            started = time.monotonic()
             messages, records, error = _feed_lines(self.decoder, enumerate(lines, first),
-                                                   self.writer, spool.write, tally=counts)
+                                                   self.writer, parts.extend, tally=counts)
+            # waiting longer than a quarter of the chunk's decoding costs more than the
+            # copy it saves
+            written = self.place.write(turn, parts, failed=error is not None,
+                                       patience=(time.monotonic() - started) / 4)
+            if written is None:
+                with _Spool(path) as spool:
+                    spool.write(parts)
+                size = spool.size
+            else:
+                path, size = "", written
+        else:
+            # the chunk's lines go to a file of this run's private directory, never to a
+            # pipe
+            with _Spool(path) as spool:
+                messages, records, error = _feed_lines(self.decoder, enumerate(lines, first),
+                                                       self.writer, spool.write, tally=counts)
+            size = spool.size
         if error is not None:  # what was written before the error is kept
-            return path, spool.size, 0, records, error, counts
+            return path, size, 0, records, error, counts
         for line in lines:  # the chunk's own Relations and Types are now this decoder's
             if _line_type(line) in (_RELATION, _TYPE):
                 data = _line_row(line)[1]
                 self.fed[data[:5]] = data
-        return path, spool.size, messages, records, None, counts
+        return path, size, messages, records, None, counts
+
+
+class _InPlace:
+    """Where the workers write their chunks' lines when the output is a regular file
+    (not opened for appending) and they are forked: into the output itself, each chunk
+    at its place, by ``pwritev`` on the descriptor they inherit. Chunks are written in
+    turns, in the order they were cut, each after the one before it: the output is a
+    prefix of the whole at every moment, never holds a hole. A worker whose chunk's turn
+    has not come waits for it a while (the chunk before it is usually being written,
+    or nearly decoded), then writes the chunk to a file of its own, which the parent
+    copies in its turn (:meth:`copy`), as every chunk was before (a copy that cost the
+    parent as much system time as the workers spent writing): a worker whose predecessor
+    was held up (a busy machine) goes on with its next chunk. After a chunk that ended in
+    an error, or a write that failed, the chunks after it write nothing."""
+
+    def __init__(self, context: Any, fd: int, start: int) -> None:
+        self.fd = fd
+        self.cond = context.Condition()
+        #: The next chunk to write, where it goes, and whether writing has stopped.
+        self.turn = context.RawValue("q", 0)
+        self.offset = context.RawValue("q", start)
+        self.failed = context.RawValue("b", 0)
+
+    def write(self, turn: int, parts: list[bytes], *, failed: bool, patience: float
+              ) -> int | None:
+        """Write chunk ``turn``'s pieces when its turn comes, within ``patience`` seconds
+        (``failed``: it ended in an error, and the chunks after it write nothing): the
+        size written; ``None`` when its turn has not come by then."""
+        with self.cond:
+            if not self.cond.wait_for(lambda: self.turn.value == turn, patience):
+                return None
+            return self._take_turn(lambda offset: _pwritev_all(self.fd, parts, offset),
+                                   failed)
+
+    def copy(self, path: str, size: int, *, failed: bool, alive: Callable[[], bool]) -> None:
+        """The parent's turn for a chunk written to the file at ``path`` (``size`` bytes):
+        copied into the output (every chunk before it is written). ``alive`` says whether
+        every worker still runs: one killed in the instant it held the lock would leave it
+        held, and the parent waiting for ever."""
+        while not self.cond.acquire(timeout=1.0):
+            if not alive():
+                raise BrokenProcessPool("a decode worker process ended while it held the "
+                                        "output's turn")
+        try:
+            self._take_turn(lambda offset: _copy_at(path, size, self.fd, offset), failed)
+        finally:
+            self.cond.release()
+
+    def _take_turn(self, write: Callable[[int], int], failed: bool) -> int:
+        try:
+            size = 0
+            if not self.failed.value:
+                size = write(self.offset.value)
+                self.offset.value += size
+            if failed:
+                self.failed.value = 1
+        except BaseException:
+            self.failed.value = 1
+            raise
+        finally:
+            self.turn.value += 1
+            self.cond.notify_all()
+        return size
+
+    def parent_write(self, parts: list[bytes]) -> None:
+        """The parent's own lines (no chunk is being decoded): at the end of the output."""
+        size = _pwritev_all(self.fd, parts, self.offset.value)
+        self.offset.value += size
+
+
+def _copy_at(path: str, size: int, fd: int, offset: int) -> int:
+    """Copy the file at ``path`` (``size`` bytes) into ``fd`` at ``offset``, in the kernel
+    where it can (``copy_file_range``), and delete it; the size."""
+    src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.unlink(path)
+        done = 0
+        kernel = True
+        while done < size:
+            copied = 0
+            if kernel:
+                try:
+                    copied = os.copy_file_range(src, fd, size - done, done, offset + done)
+                except OSError as exc:
+                    if exc.errno not in _UNSUPPORTED:
+                        raise
+                kernel = copied > 0
+            if not copied:
+                block = os.pread(src, min(size - done, 1 << 20), done)
+                if not block:
+                    raise OSError(f"{path}: {size - done} bytes missing")
+                copied = _pwritev_all(fd, [block], offset + done)
+            done += copied
+    finally:
+        os.close(src)
+    return size
+
+
+def _pwritev_all(fd: int, parts: list[bytes], offset: int) -> int:
+    """:func:`_writev_all` at ``offset`` (the descriptor's position neither used nor
+    moved); the size."""
+    size = 0
+    for at in range(0, len(parts), _IOV_MAX):
+        batch = parts[at:at + _IOV_MAX]
+        total = sum(map(len, batch))
+        written = os.pwritev(fd, batch, offset + size)
+        if written < total:  # a short write (a signal): the rest, whole
+            view = memoryview(b"".join(batch))[written:]
+            done = written
+            while view:
+                n = os.pwrite(fd, view, offset + size + done)
+                view = view[n:]
+                done += n
+        size += total
+    return size
 
 
 class _Spool:
@@ -355,13 +495,13 @@ def _quiet_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, if it has one
 
 
-def _init(job: DecodeJob, spool: str) -> None:
+def _init(job: DecodeJob, spool: str, place: _InPlace | None) -> None:
     global _WORKER  # noqa: PLW0603 - one decoder per worker process
     _quiet_signals()  # again, for the spawn start method
-    _WORKER = _Worker(job, spool)
+    _WORKER = _Worker(job, spool, place)
 
 
-def _work(task: tuple[Prelude, int, list[bytes], bool]) -> _Result:
+def _work(task: tuple[Prelude, int, list[bytes], bool, int]) -> _Result:
     assert _WORKER is not None
     return _WORKER.run(*task)
 
@@ -377,16 +517,52 @@ class _Output:
         except (AttributeError, OSError, ValueError):  # an in-memory stream
             self.fd = -1
         self.copies = [_copy_file_range, _sendfile] if self.fd >= 0 else []
+        #: Set when the workers write into the output themselves (:meth:`in_place`).
+        self.place: _InPlace | None = None
+        #: Chunks a worker wrote into the output itself, and chunks copied from files.
+        self.chunks_in_place = self.chunks_copied = 0
+
+    def in_place(self, context: Any) -> _InPlace | None:
+        """Let forked workers write into the output at their chunks' places, when it is a
+        regular file not opened for appending (``pwrite`` there ignores the offset): from
+        the output's position now. ``None`` otherwise (the chunks' files are copied)."""
+        if self.fd < 0 or context.get_start_method() != "fork":
+            return None
+        import fcntl  # noqa: PLC0415 - where there is fork, there is fcntl
+
+        try:
+            mode = os.fstat(self.fd).st_mode
+            appending = fcntl.fcntl(self.fd, fcntl.F_GETFL) & os.O_APPEND
+        except OSError:
+            return None
+        if not stat.S_ISREG(mode) or appending:
+            return None
+        self.out.flush()
+        self.place = _InPlace(context, self.fd, os.lseek(self.fd, 0, os.SEEK_CUR))
+        return self.place
+
+    def finish(self) -> None:
+        """The output's position at its end, after writes at offsets."""
+        if self.place is not None:
+            os.lseek(self.fd, self.place.offset.value, os.SEEK_SET)
 
     def write(self, parts: list[bytes]) -> None:
-        if self.fd >= 0:  # a file descriptor: the pieces as they are
+        if self.place is not None:  # no chunk is being written: at the end, as the workers
+            self.place.parent_write(parts)
+        elif self.fd >= 0:  # a file descriptor: the pieces as they are
             self.out.flush()
             _writev_all(self.fd, parts)
         else:
             self.out.write(b"".join(parts))
 
-    def splice(self, path: str, size: int) -> None:
-        """Append the ``size`` bytes of the file at ``path``, then delete it."""
+    def splice(self, path: str, size: int, *, failed: bool = False,
+               alive: Callable[[], bool] = lambda: True) -> None:
+        """Append the ``size`` bytes of the file at ``path``, then delete it (``failed``:
+        the chunk ended in an error: the chunks after it write nothing; ``alive``: whether
+        every worker still runs)."""
+        if self.place is not None:
+            self.place.copy(path, size, failed=failed, alive=alive)
+            return
         src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             os.unlink(path)
@@ -447,6 +623,12 @@ class _Splitter:
         self.pending: deque[Future[_Result]] = deque()
         self.pool: ProcessPoolExecutor | None = None
         self.spool: str | None = None
+        self.turns = 0  # the chunks sent: the next one's turn to be written
+
+    def alive(self) -> bool:
+        """Whether every worker process still runs."""
+        processes: dict[int, Any] = getattr(self.pool, "_processes", None) or {}
+        return all(process.is_alive() for process in processes.values())
 
     def add(self, messages: int, records: int) -> None:
         self.messages += messages
@@ -456,7 +638,11 @@ class _Splitter:
     def drain(self, keep: int) -> None:
         while len(self.pending) > keep:
             path, size, messages, records, error, counts = self.pending.popleft().result()
-            self.out.splice(path, size)
+            if path:
+                self.out.splice(path, size, failed=error is not None, alive=self.alive)
+                self.out.chunks_copied += 1
+            else:  # the worker wrote the chunk into the output itself
+                self.out.chunks_in_place += 1
             self.add(messages, records)
             if self.tally is not None and counts:
                 self.tally.update(counts)
@@ -476,9 +662,13 @@ class _Splitter:
             # an executor, not a multiprocessing.Pool: a worker that dies (SIGTERM to the
             # process group) breaks it, where Pool.terminate can wait forever on a lock
             # the dead worker held
+            place = self.out.in_place(context)
             self.pool = ProcessPoolExecutor(self.workers, mp_context=context,
-                                            initializer=_init, initargs=(self.job, self.spool))
-        task = (self.chunk_prelude, self.chunk_first, self.chunk, self.tally is not None)
+                                            initializer=_init,
+                                            initargs=(self.job, self.spool, place))
+        task = (self.chunk_prelude, self.chunk_first, self.chunk, self.tally is not None,
+                self.turns)
+        self.turns += 1
         self.pending.append(self.pool.submit(_work, task))
         self.chunk = []
         self.drain(2 * self.workers)
@@ -609,6 +799,8 @@ def run_decode(job: DecodeJob, src: Iterable[bytes], out: IO[bytes], *, workers:
     except BaseException:
         splitter.close(stop=True)
         raise
+    finally:
+        output.finish()
     splitter.close()
     return splitter.messages, splitter.records
 

@@ -85,6 +85,9 @@ _STRING: Final = Schema("string")
 _BEGIN, _COMMIT, _PREPARE, _STREAM_STOP = (wire.BEGIN[0], wire.COMMIT[0], wire.PREPARE[0],
                                            wire.STREAM_STOP[0])
 _NOTHING: Final = object()
+#: The methods a row change goes through that ``_direct`` calls as this class defines
+#: them: a subclass that overrides one makes its decoder take ``_row_change`` instead.
+_ROW_PATH: Final = ("_emit_row", "_insert", "_update", "_delete")
 _LOG: Final = logging.getLogger("pgcdc_events")
 
 
@@ -146,8 +149,11 @@ class EventDecoder:
         #: Whether a subclass handles messages its own way: feed_row and iter_feed then
         #: call its handle, not their spelled-out copy of this class's.
         self._handled_apart = type(self).handle is not EventDecoder.handle
-        #: Whether a subclass extends ``_emit_row``: row changes then go through it.
-        self._emits_apart = type(self)._emit_row is not EventDecoder._emit_row
+        #: Whether a subclass overrides ``_emit_row`` or a builder it dispatches to
+        #: (``_insert``, ``_update``, ``_delete``), which the fast dispatch (``_direct``)
+        #: calls as this class defines them: row changes then go through its methods.
+        self._emits_apart = any(getattr(type(self), name) is not getattr(EventDecoder, name)
+                                for name in _ROW_PATH)
         self._fallbacks = 0  # of table versions replaced since (see fast_path_fallbacks)
         self._txn: TransactionContext | None = None
         self._last_commit_lsn: int | None = None
@@ -802,7 +808,7 @@ def _direct(build: Callable[[EventDecoder, TableSchema, Any, int], list[ChangeRe
             ) -> Callable[[EventDecoder, Any, int], list[ChangeRecord]]:
     """The handler of one kind of row change: ``_row_change`` with ``_emit_row``'s dispatch
     done (``build`` is ``_insert``, ``_update`` or ``_delete``), spelled out: this runs
-    for every change; a subclass that extends ``_emit_row`` gets ``_row_change``."""
+    for every change; a subclass that overrides one of ``_ROW_PATH`` gets ``_row_change``."""
 
     def row(self: EventDecoder, message: Any, lsn: int) -> list[ChangeRecord]:
         tx = self._tx
