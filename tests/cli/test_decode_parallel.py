@@ -134,10 +134,15 @@ def _to_file(job: DecodeJob, lines: list[bytes], path: Path, workers: int, mode:
 
 
 @pytest.mark.parametrize("schemas", ["true", "false"])
-def test_chunks_are_copied_into_files_and_pipes_in_order(tmp_path: Path, schemas: str) -> None:
+def test_chunks_are_copied_into_files_and_pipes_in_order(tmp_path: Path, schemas: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The workers' chunk files reach a real file (copy_file_range), a file opened for
     appending (where copy_file_range refuses) and a pipe (sendfile) in order, between
-    lines the parent writes (big transactions), and nothing of them is left behind."""
+    lines the parent writes (big transactions), and nothing of them is left behind (in a
+    temporary directory of this test's: other decodes may run beside it)."""
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))
     config = EventConfig.from_properties({
         "topic.prefix": "p", "provide.transaction.metadata": "true",
         "converter.schemas.enable": schemas})
@@ -159,7 +164,7 @@ def test_chunks_are_copied_into_files_and_pipes_in_order(tmp_path: Path, schemas
     reader.join()
     os.close(read)
     assert bytes(got) == single
-    assert not list(Path(tempfile.gettempdir()).glob("pgcdc-decode-*/*.jsonl"))
+    assert not list(spool.glob("pgcdc-decode-*/*.jsonl"))
 
 
 def iter_read(fd: int) -> list[bytes]:
@@ -262,6 +267,44 @@ def test_a_stopped_run_leaves_no_worker_files(tmp_path: Path, sig: signal.Signal
     got = out.read_bytes()
     done = got[:got.rfind(b"\n") + 1]  # whole lines, then at most part of one
     assert done and _without_times(done) == _without_times(whole[:len(done)])
+
+
+def test_a_killed_worker_is_one_line_naming_what_happened(tmp_path: Path) -> None:
+    """A decoding process killed under ``decode --workers 2`` (SIGKILL, as the kernel's
+    out-of-memory killer sends): the run stops with one line saying so, no traceback, and
+    the output is a prefix of the whole."""
+    lines = _lines(CAPTURES / "basic_v1.jsonl")
+    capture = tmp_path / "big.jsonl"
+    capture.write_bytes(b"".join(lines[:4]) + b"".join(lines[4:]) * 1000)
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pgcdc_events.cli", "decode", "--capture", str(capture),
+         "-q", "--workers", "2", "-o", str(out)], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    children: list[int] = []
+    while not children and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+        with contextlib.suppress(OSError):
+            children = [int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+                        .read_text().split()]
+    assert children, "no decoding process seen before the run ended"
+    os.kill(children[0], signal.SIGKILL)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("still running 60 s after a worker was killed")
+    message = err.decode()
+    assert proc.returncode == 1, message
+    assert message.startswith("pgcdc-events decode: error: a decoding process ended before "
+                              "its work was done"), message
+    assert message.count("\n") == 1 and "Traceback" not in message, message
+    whole = _decode(DecodeJob(EventConfig.from_properties({"topic.prefix": "pgcdc"}), None,
+                              None, None, None, str(uuid.UUID(int=0)), _clock),
+                    _lines(capture), 1)
+    got = out.read_bytes() if out.exists() else b""
+    done = got[:got.rfind(b"\n") + 1]
+    assert _without_times(done) == _without_times(whole[:len(done)])
 
 
 def _without_times(lines: bytes) -> bytes:

@@ -62,7 +62,7 @@ from pgcdc_events.types.catalog import CatalogSnapshot
 if TYPE_CHECKING:
     from pgcdc_events.events.incremental import RecordedChunks
 
-__all__ = ["DecodeJob", "default_workers", "record_label", "run_decode"]
+__all__ = ["DecodeJob", "WorkerLostError", "default_workers", "record_label", "run_decode"]
 
 # The type bytes of messages whose state a prelude carries.
 _PLAIN = frozenset(wire.BEGIN + wire.COMMIT + wire.INSERT + wire.UPDATE + wire.DELETE
@@ -772,6 +772,11 @@ class _Splitter:
             shutil.rmtree(self.spool, ignore_errors=True)
 
 
+class WorkerLostError(PgCdcError):
+    """A decoding process of ``decode --workers`` ended (killed by a signal, the kernel's
+    out-of-memory killer...) before its chunk was written."""
+
+
 def run_decode(job: DecodeJob, src: Iterable[bytes], out: IO[bytes], *, workers: int,
                report: Callable[[int, int], None] = lambda m, r: None,
                tally: Counter[tuple[str, str]] | None = None,
@@ -796,6 +801,12 @@ def run_decode(job: DecodeJob, src: Iterable[bytes], out: IO[bytes], *, workers:
     splitter = _Splitter(job, output, workers, report, tally, chunk_lines, big_lines)
     try:
         splitter.run(numbered)
+    except BrokenProcessPool as exc:
+        splitter.close(stop=True)
+        raise WorkerLostError(
+            f"a decoding process ended before its work was done ({exc}; killed, or out of "
+            "memory?): the output holds the records before its chunk, its last line perhaps "
+            "cut; decode again, or with --workers 1") from None
     except BaseException:
         splitter.close(stop=True)
         raise
