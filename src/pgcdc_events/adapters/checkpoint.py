@@ -590,6 +590,16 @@ class DurableOutput:
                     os.unlink(self.path)
         self._unlock()
 
+    def release(self) -> None:
+        """Close this process's descriptors of the output and its lock, touching neither
+        file: for a process that handed the open output to another one (``capture
+        --decode``'s decoding process, forked with it), which commits, rolls back and
+        closes it. The lock is held until both have closed it."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._unlock()
+
 
 class StreamOutput:
     """Units written to a stream (standard output) as they complete; nothing is durable.

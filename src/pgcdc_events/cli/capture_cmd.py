@@ -116,6 +116,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         metavar="KEY=VALUE", help="a connector property (repeatable)")
     events.add_argument("--catalog", help="catalog snapshot JSON (pgcdc-events catalog; "
                         "default: read from the connection when the capture starts)")
+    events.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="with --decode into an --output file: 2 decodes in a second "
+                        "process while this one reads the slot (the default when this process "
+                        "may use more than one core and the platform can fork); 1 decodes "
+                        "here")
     events.add_argument("--catalog-from-another-database", action="store_true",
                         help="use --catalog although it is a snapshot of another database "
                         "than the one read (its name becomes source.db)")
@@ -309,7 +314,7 @@ def _connected_catalog(reader: SlotReader, given: CatalogSnapshot | None, path: 
     return given
 
 
-def _catalog_again(reader: Callable[[], SlotReader], name: str | None
+def _catalog_again(reader: Callable[[], Any], name: str | None
                    ) -> Callable[[], CatalogSnapshot]:
     """The catalog read again from the reader's connection, for a table created or altered
     after the capture read it (a Relation message the catalog does not describe)."""
@@ -363,6 +368,26 @@ def _incremental(args: argparse.Namespace, name: str, properties: dict[str, str]
                               progress=None if args.quiet else progress)
 
 
+def _decoding_process(args: argparse.Namespace, incremental_on: bool) -> bool:
+    """Whether ``--decode`` decodes in a second process (``--workers``): into an output
+    file, without incremental snapshots (their windows need the decoder in the capture),
+    where the platform can fork and this process may use more than one core."""
+    workers = args.workers
+    if workers is not None and workers < 1:
+        raise ConfigurationError(f"--workers must be positive, got {workers}")
+    if workers == 1 or args.output in (None, "-") or incremental_on:
+        return False
+    from pgcdc_events.cli._capture_decoder import can_fork  # noqa: PLC0415 - start-up
+
+    if not can_fork():
+        return False
+    if workers is None:
+        from pgcdc_events.cli._parallel import default_workers  # noqa: PLC0415 - start-up
+
+        return default_workers() > 1
+    return True
+
+
 def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
     """Run capture or tail."""
     # as pgoutput reads publication_names: unquoted folded to lower case, "a,b" one name
@@ -394,6 +419,7 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
         raise ConfigurationError(f"-c {shaping[0]} shapes Debezium records: add --decode "
                                  "(without it, only heartbeat.interval.ms, "
                                  "heartbeat.action.query and snapshot.max.threads apply)")
+    separate = decode and _decoding_process(args, incremental_on)
     snapshot_mode = args.snapshot_mode or (DEFAULT_SNAPSHOT_MODE if name == "capture"
                                            else "no_data")
     memory = int(args.memory_limit * _MIB)
@@ -418,12 +444,18 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
                              reader, given, args.catalog, args.catalog_from_another_database,
                              None if args.quiet else name),
                          catalog_refresh=None if catalog is not None else _catalog_again(
-                             lambda: reader, None if args.quiet else name))
+                             # the decoding process reads it on a connection of its own
+                             (lambda: own) if separate else (lambda: reader),
+                             None if args.quiet else name))
     else:
         sink = CaptureSink()
     reader_class = StreamReader if args.reader == "stream" else SlotReader
     reader = reader_class(read_dsn(args), slot=args.slot, publications=publications,
                           options=options, memory_limit=memory)
+    if separate:
+        from pgcdc_events.cli._capture_decoder import OwnConnection  # noqa: PLC0415
+
+        own = OwnConnection(reader.settings or parse_conninfo({}), args.slot)
     heartbeat = _heartbeat(properties, reader)
     incremental = _incremental(args, name, properties, reader, publications, decode) \
         if incremental_on else None
@@ -460,6 +492,14 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
                   file=sys.stderr, flush=True)
         output = durable
         advance = True
+        if separate and isinstance(sink, EventSink):
+            from pgcdc_events.cli._capture_decoder import (  # noqa: PLC0415 - start-up
+                DecodingOutput,
+                ForwardingSink,
+            )
+
+            output = DecodingOutput(durable, sink)
+            sink = ForwardingSink(sink, output)
 
     warned = [False]
 
