@@ -74,6 +74,20 @@ def _referee(c: TempCluster) -> list[dict[str, Any]]:
             for r in decoder.feed_rows(test_delivery._oracle_rows(c))]
 
 
+def _exact(record: dict[str, Any]) -> Any:
+    """A record but for its processing time and run id."""
+    record = json.loads(json.dumps(record))
+    value = record["value"]
+    payload = value.get("payload", value) if isinstance(value, dict) and "schema" in value \
+        else value
+    if isinstance(payload, dict):
+        for key in _VARIES:
+            payload.pop(key, None)
+    if isinstance(record.get("headers"), dict):
+        record["headers"].pop("__debezium.context.runId", None)
+    return record
+
+
 def verify_events(c: TempCluster, output: Path) -> dict[str, int]:
     """Each record once, in commit order, as the referee's; the tables rebuilt."""
     with open(output / "events.jsonl", encoding="utf-8") as fh:
@@ -130,9 +144,10 @@ def _one_error_line(err: bytes) -> str:
 
 def test_the_decoding_process_writes_what_one_process_writes(
         cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two outputs of the same changes, --workers 2 and --workers 1: the same records, a
-    table created while the capture runs (the catalog read again, by the decoding process
-    on a connection of its own: its enum column comes out as the catalog says) included."""
+    """Two outputs of the same changes, --workers 2 and --workers 1: the same records (but
+    for the processing time and the run id), a table created while the capture runs (the
+    catalog read again, by the decoding processes on connections of their own: its enum
+    column comes out as the catalog says) included."""
     started: list[int] = []
     start = _capture_decoder.DecodingOutput.start
 
@@ -141,6 +156,9 @@ def test_the_decoding_process_writes_what_one_process_writes(
         started.append(1)
 
     monkeypatch.setattr(_capture_decoder.DecodingOutput, "start", counted)
+    # small segments and pieces: many of them, owned in turn, units sent in pieces
+    monkeypatch.setattr(_capture_decoder, "_SEGMENT", 20_000)
+    monkeypatch.setattr(_capture_decoder, "_PIECE", 3_000)
     conn = pg8000.native.Connection(**cluster.dsn())
     try:
         conn.run("SELECT pg_create_logical_replication_slot('one', 'pgoutput', false, true)")
@@ -159,10 +177,10 @@ def test_the_decoding_process_writes_what_one_process_writes(
                 assert main(args) == 0
     finally:
         conn.close()
-    assert len(started) == 3  # one decoding process a run, with --workers 2 only
+    assert len(started) == 3  # decoding processes for each run with --workers 2 only
     two, one = ([json.loads(x) for x in (tmp_path / w / "events.jsonl").read_text()
                  .splitlines()] for w in ("2", "1"))
-    assert len(two) > 3000 and [_same(r) for r in two] == [_same(r) for r in one]
+    assert len(two) > 3000 and [_exact(r) for r in two] == [_exact(r) for r in one]
     moods = [r["value"]["payload"]["after"]["m"] for r in two
              if r["topic"].endswith(".later")]
     assert moods == ["ok", "sad"]
@@ -172,21 +190,55 @@ def test_the_decoding_process_writes_what_one_process_writes(
     assert m["name"] == "io.debezium.data.Enum"
 
 
-CRASH_POINTS = [*test_delivery.CRASH_POINTS]
+def test_workers_is_checked(cluster: TempCluster, tmp_path: Path,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    args = test_delivery.capture_args(cluster, tmp_path / "o")
+    assert main([*args, "--workers", "2"]) == 1
+    assert capsys.readouterr().err == ("pgcdc-events capture: error: --workers says where "
+                                       "records are decoded: add --decode\n")
+    assert main([*args, "--decode", "--workers", "0"]) == 1
+    assert capsys.readouterr().err == ("pgcdc-events capture: error: --workers must be "
+                                       "positive, got 0\n")
+    assert not (tmp_path / "o").exists()
+
+
+DECODER_CRASH = test_delivery.crash_wrapper("from pgcdc_events.cli import _capture_decoder", '''
+    Spool = _capture_decoder._SpoolFile
+    write, close = Spool.write, Spool.close
+
+    if point == "mid-segment":  # records of a segment written, then a decoding process dies
+        def torn(self, data):
+            write(self, data)
+            if passing():
+                self.file.flush()
+                die()
+        Spool.write = torn
+    elif point == "before-answer":  # a segment's records complete, not answered for
+        def unanswered(self):
+            close(self)
+            if passing():
+                die()
+        Spool.close = unanswered
+''')
+#: Where each process dies: the capture process (the output's write, fsync and
+#: checkpoint, the slot's advance: test_delivery's points), a decoding process.
+CRASH_POINTS = [*((test_delivery.CRASH_WRAPPER, point) for point in test_delivery.CRASH_POINTS),
+                (DECODER_CRASH, "mid-segment"), (DECODER_CRASH, "before-answer")]
 
 
 def test_a_crash_at_every_step_of_either_process(cluster: TempCluster, tmp_path: Path) -> None:
-    """``test_delivery``'s crash points: the output's write, fsync and checkpoint are the
-    decoding process's (it dies there: the capture stops saying so), the slot's advance the
-    capture process's (its decoding process dies with it); restarted, the output is exact."""
+    """``test_delivery``'s crash points, in the capture process (which writes the output,
+    its checkpoint, and advances the slot: its decoding processes die with it), and a
+    decoding process dying in the middle of a segment's records or once they are complete
+    but not answered for (the capture stops saying so); restarted, the output is exact."""
     workload = test_delivery.Workload(cluster, seed=5, big_every=10)
     conn = workload.connect()
-    script = tmp_path / "crash.py"
-    script.write_text(test_delivery.CRASH_WRAPPER)
     output = tmp_path / "out"
     crashes = {"decoder": 0, "capture": 0}
     try:
-        for point in CRASH_POINTS:
+        for number, (wrapper, point) in enumerate(CRASH_POINTS):
+            script = tmp_path / f"crash{number}.py"
+            script.write_text(wrapper)
             for nth in (1, 3):
                 for _ in range(20):
                     try:
@@ -209,7 +261,7 @@ def test_a_crash_at_every_step_of_either_process(cluster: TempCluster, tmp_path:
             conn.run(f"COMMIT PREPARED '{gid}'")
     finally:
         conn.close()
-    assert crashes["decoder"] >= 4 and crashes["capture"] >= 2, crashes
+    assert crashes["decoder"] >= 3 and crashes["capture"] >= 7, crashes
     finish(cluster, output)
     verify_events(cluster, output)
 
@@ -267,7 +319,7 @@ FAILURES = test_delivery.crash_wrapper(
     "from pgcdc_events.errors import ConversionError\n"
     "from pgcdc_events.events import decoder", '''
     import errno
-    feed, write_all = decoder.EventDecoder.iter_feed, checkpoint._write_all
+    feed, fsync = decoder.EventDecoder.iter_feed, os.fsync
 
     if point == "decoder":  # the decoder fails on a change (a bug, a value it refuses)
         def failing(self, data, *a, **k):
@@ -276,15 +328,15 @@ FAILURES = test_delivery.crash_wrapper(
             return feed(self, data, *a, **k)
         decoder.EventDecoder.iter_feed = failing
     elif point == "disk-full":  # the records output's file system is full
-        def full(fd, data):
+        def full(fd):
             if passing():
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            return write_all(fd, data)
-        checkpoint._write_all = full
+            return fsync(fd)
+        checkpoint.os.fsync = full
 ''')
 
 
-@pytest.mark.parametrize(("point", "nth"), [("decoder", 900), ("disk-full", 5)])
+@pytest.mark.parametrize(("point", "nth"), [("decoder", 900), ("disk-full", 6)])
 def test_a_failing_decoder_or_a_full_disk(cluster: TempCluster, tmp_path: Path,
                                           point: str, nth: int) -> None:
     """The error reaches the user as the capture says it in one process (one line, the

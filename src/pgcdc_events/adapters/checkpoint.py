@@ -21,6 +21,7 @@ holds every unit exactly once.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -220,6 +221,9 @@ class Output(Protocol):
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: What copy_file_range fails with where it cannot copy between two files.
+_NO_COPY = frozenset({errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS,
+                      errno.EBADF, errno.ENOTSUP})
 
 
 def _refuse_symlink(path: Path, what: str) -> None:
@@ -590,15 +594,42 @@ class DurableOutput:
                     os.unlink(self.path)
         self._unlock()
 
-    def release(self) -> None:
-        """Close this process's descriptors of the output and its lock, touching neither
-        file: for a process that handed the open output to another one (``capture
-        --decode``'s decoding process, forked with it), which commits, rolls back and
-        closes it. The lock is held until both have closed it."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        self._unlock()
+    def append_file(self, path: str | os.PathLike[str], size: int) -> None:
+        """Append the ``size`` bytes of the file at ``path`` (records decoded elsewhere:
+        ``capture --decode``'s decoding processes), then remove it; not durable until
+        :meth:`commit`. The kernel copies them (``copy_file_range``) where it can."""
+        self._flush()
+        assert self._fd is not None
+        try:
+            src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise CheckpointError(f"cannot read decoded records: {exc.strerror or exc}",
+                                  path=str(path)) from None
+        try:
+            os.unlink(path)
+            done = 0
+            kernel = hasattr(os, "copy_file_range")
+            while done < size:
+                copied = 0
+                if kernel:
+                    try:
+                        copied = os.copy_file_range(src, self._fd, size - done, done)
+                    except OSError as exc:
+                        if exc.errno not in _NO_COPY:
+                            raise
+                    kernel = copied > 0
+                if not copied:
+                    block = os.pread(src, min(size - done, 1 << 20), done)
+                    if not block:
+                        raise OSError(errno.EIO, f"{size - done} bytes missing")
+                    _write_all(self._fd, block)
+                    copied = len(block)
+                done += copied
+        except OSError as exc:
+            raise CheckpointError(f"cannot write the output: {exc.strerror or exc}",
+                                  path=str(self.path)) from None
+        finally:
+            os.close(src)
 
 
 class StreamOutput:
