@@ -190,6 +190,45 @@ def test_the_decoding_process_writes_what_one_process_writes(
     assert m["name"] == "io.debezium.data.Enum"
 
 
+def test_an_initial_snapshot_decoded_by_the_decoding_processes(
+        cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An initial snapshot (one segment, skimmed by the other process), then changes: the
+    records of --workers 1 (the snapshot's read events and their markers included)."""
+    monkeypatch.setattr(_capture_decoder, "_SEGMENT", 20_000)
+    monkeypatch.setattr(_capture_decoder, "_PIECE", 3_000)
+    conn = pg8000.native.Connection(**cluster.dsn())
+    try:
+        conn.run("INSERT INTO acct SELECT g, 'o' || g, g, true FROM generate_series(1, 700) g")
+        conn.run("INSERT INTO pair SELECT g, 'b', g FROM generate_series(1, 300) g")
+        outputs = {}
+        for workers in ("2", "1"):
+            args = [*decode_args(cluster, tmp_path / workers, "--workers", workers)]
+            args[args.index("cap")] = f"snap{workers}"
+            args[args.index("no_data")] = "initial"
+            assert main([*args, "--create-slot"]) == 0
+            outputs[workers] = args
+        conn.run("UPDATE acct SET balance = balance + 1 WHERE id % 3 = 0")
+        conn.run("DELETE FROM pair WHERE a % 2 = 0")
+        for args in outputs.values():
+            assert main(args) == 0
+    finally:
+        conn.close()
+    two, one = ([json.loads(x) for x in (tmp_path / w / "events.jsonl").read_text()
+                 .splitlines()] for w in ("2", "1"))
+    reads = [r for r in two if r["value"]["payload"]["op"] == "r"]
+    assert len(reads) == 1000 and len(two) > 1300
+    assert len({r["value"]["payload"]["source"]["snapshot"] for r in reads}) > 1  # markers
+
+    def comparable(record: dict[str, Any]) -> Any:
+        topic, key, payload = _same(record)
+        if payload["op"] == "r":  # each slot's snapshot has its own position and xid
+            payload["source"] = {k: v for k, v in payload["source"].items()
+                                 if k not in ("lsn", "txId")}
+        return topic, key, payload
+
+    assert [comparable(r) for r in two] == [comparable(r) for r in one]
+
+
 def test_workers_is_checked(cluster: TempCluster, tmp_path: Path,
                             capsys: pytest.CaptureFixture[str]) -> None:
     args = test_delivery.capture_args(cluster, tmp_path / "o")

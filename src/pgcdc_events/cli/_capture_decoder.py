@@ -283,8 +283,8 @@ class DecodingOutput:
 
     def rollback(self) -> None:
         """Forget what was written since the last commit: the segments in flight are
-        awaited (the decoders have seen their units, as one decoder would have) and cut."""
-        self._piece = bytearray()
+        awaited (the decoders have seen their units whole, as one decoder would have) and
+        cut."""
         if self.processes:
             self.drain()
         self.local.rollback()
