@@ -229,6 +229,42 @@ def test_an_initial_snapshot_decoded_by_the_decoding_processes(
     assert [comparable(r) for r in two] == [comparable(r) for r in one]
 
 
+def test_spool_files_left_by_a_killed_run_are_removed(cluster: TempCluster,
+                                                      tmp_path: Path) -> None:
+    """Segments' records wait beside the output, in a 0700 directory of the run's own; one
+    a killed run left for this output is removed by the next run, another output's is not
+    touched, and a run that ends leaves none."""
+    output = tmp_path / "out"
+    output.mkdir()
+    stale = output / ".events.jsonl.decoding-killed"
+    stale.mkdir(mode=0o700)
+    (stale / "123-1").write_bytes(b"records of a killed run\n")
+    other = output / ".other.jsonl.decoding-running"
+    other.mkdir(mode=0o700)
+    seen: list[tuple[str, int]] = []
+    start = _capture_decoder.DecodingOutput.start
+
+    def noted(self: _capture_decoder.DecodingOutput) -> None:
+        start(self)
+        assert self.spool is not None
+        seen.append((Path(self.spool).name, Path(self.spool).stat().st_mode & 0o777))
+
+    conn = pg8000.native.Connection(**cluster.dsn())
+    try:
+        conn.run("INSERT INTO acct VALUES (1, 'a', 1, true)")
+    finally:
+        conn.close()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_capture_decoder.DecodingOutput, "start", noted)
+        assert main([*decode_args(cluster, output, "--workers", "2")]) == 0
+    assert len(seen) == 1 and seen[0][0].startswith(".events.jsonl.decoding-")
+    assert seen[0][1] == 0o700
+    assert not stale.exists() and other.exists()
+    assert sorted(p.name for p in output.iterdir()) == [
+        ".other.jsonl.decoding-running", "events.jsonl", "events.jsonl.checkpoint.json",
+        "events.jsonl.lock"]
+
+
 def test_workers_is_checked(cluster: TempCluster, tmp_path: Path,
                             capsys: pytest.CaptureFixture[str]) -> None:
     args = test_delivery.capture_args(cluster, tmp_path / "o")
@@ -350,6 +386,7 @@ def test_sigkill_of_either_process_at_random_moments(cluster: TempCluster,
     finish(cluster, output)
     figures = verify_events(cluster, output)
     assert kills == {"decoder": 6, "capture": 2} and figures["records"] > 100
+    assert not list(output.glob(".events.jsonl.decoding-*"))  # (a killed run's: removed)
     assert workload.transactions > 50
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import glob
 import multiprocessing
 import os
 import pickle
@@ -81,8 +82,8 @@ _F_SETPIPE_SZ = 1031
 _CLOSE_WAIT = 60.0
 #: Messages to a decoding process: lines it owns, lines it skims, the end of its segment.
 _OWN, _SKIM, _END = b"O", b"S", b"E"
-#: The directory of a run's spool files, beside the output: ``.<prefix>XXXX``.
-_SPOOL_PREFIX = ".pgcdc-decoding-"
+#: The directory of a run's spool files, beside the output: ``.<output's name><this>XXXX``.
+_SPOOL_SUFFIX = ".decoding-"
 #: The changes a skimming decoder passes over (their type bytes).
 _CHANGES = frozenset(b"IUDT")
 
@@ -158,12 +159,12 @@ class DecodingOutput:
         if self.processes:
             return
         # beside the output (its file system, its space), 0700, this run's only; one a
-        # killed run left is removed (this run holds the output's lock)
-        directory = self.local.path.parent
-        for stale in directory.glob(f"{_SPOOL_PREFIX}*"):
+        # killed run left for this output is removed (this run holds the output's lock)
+        directory, prefix = self.local.path.parent, f".{self.local.path.name}{_SPOOL_SUFFIX}"
+        for stale in directory.glob(f"{glob.escape(prefix)}*"):
             if stale.is_dir() and not stale.is_symlink():
                 shutil.rmtree(stale, ignore_errors=True)
-        self.spool = tempfile.mkdtemp(prefix=_SPOOL_PREFIX, dir=directory)
+        self.spool = tempfile.mkdtemp(prefix=prefix, dir=directory)
         sys.stdout.flush()
         sys.stderr.flush()
         parent = os.getpid()
