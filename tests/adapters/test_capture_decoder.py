@@ -12,6 +12,7 @@ reads it from its connection (keys, ``source.db``).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -26,6 +27,7 @@ import pg8000.native
 import pytest
 
 from adapters import test_delivery
+from pgcdc_events.adapters import DurableOutput
 from pgcdc_events.cli import _capture_decoder, main
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.protocol import Lsn
@@ -455,3 +457,45 @@ def test_a_failing_decoder_or_a_full_disk(cluster: TempCluster, tmp_path: Path,
     expected = ("cannot convert (planted)" if point == "decoder"
                 else "No space left on device")
     assert expected in lines["2"], lines
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+def test_append_file_appends_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      kernel: bool) -> None:
+    """A segment's spool file appended after what was written (copy_file_range at explicit
+    offsets, the output being O_APPEND; read and write where the kernel cannot copy), the
+    file removed; a rollback cuts it again."""
+    copies: list[int] = []
+    real = os.copy_file_range
+
+    def copy(src: int, dst: int, count: int, *offsets: int) -> int:
+        if not kernel:
+            raise OSError(errno.EXDEV, "not here")
+        copied = real(src, dst, count, *offsets)
+        copies.append(copied)  # (by the kernel: a destination opened O_APPEND is refused)
+        return copied
+
+    monkeypatch.setattr(os, "copy_file_range", copy)
+    out = DurableOutput(tmp_path / "events.jsonl", kind="events", slot="s", publications=("p",))
+    out.open()
+    try:
+        out.write(b"one\n")
+        out.commit(100, 1, 1)
+        for number, text in ((1, b"two\nthree\n"), (2, b"four\n" * 50_000)):
+            spool = tmp_path / f"seg{number}"
+            spool.write_bytes(text)
+            out.append_file(spool, len(text))
+            assert not spool.exists()
+        out.write(b"five\n")
+        out.commit(200, 2, 2)
+        expected = b"one\ntwo\nthree\n" + b"four\n" * 50_000 + b"five\n"
+        assert (tmp_path / "events.jsonl").read_bytes() == expected
+        assert out.checkpoint.offset == len(expected)
+        assert bool(copies) is kernel
+        spool = tmp_path / "seg3"
+        spool.write_bytes(b"six\n")
+        out.append_file(spool, 4)
+        out.rollback()
+        assert (tmp_path / "events.jsonl").read_bytes() == expected
+    finally:
+        out.close()
