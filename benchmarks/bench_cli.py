@@ -5,14 +5,16 @@ Run: ``.venv/bin/python benchmarks/bench_cli.py [--changes 200000 1000000] [--no
 another interpreter needs this project's dependencies, ``attrs`` and ``pg8000``).
 
 For each size, one throwaway PostgreSQL 15 server gets N inserts into a six-column table
-in transactions of 1,000 rows, while four pgoutput slots hold them: ``dbz`` (Debezium's),
-``cap`` (for ``capture`` then ``decode``), ``capdec`` (for ``capture --decode``) and
-``peek`` (read in-process for the library figures). Then, one after the other, each a
+in transactions of 1,000 rows, while five pgoutput slots hold them: ``dbz`` (Debezium's),
+``cap`` (for ``capture`` then ``decode``), ``capdec`` and ``capdec1`` (for ``capture
+--decode``, with its decoding process and with ``--workers 1``) and ``peek`` (read
+in-process for the library figures). Then, one after the other, each a
 whole process with its start-up:
 
 - ``pgcdc-events capture`` into a directory, then ``pgcdc-events decode`` of that capture,
   with schemas (JsonConverter's default) and again without (``schemas.enable=false``);
-- ``pgcdc-events capture --decode``;
+- ``pgcdc-events capture --decode`` (decoding in a second process, the default on more than
+  one core), then ``capture --decode --workers 1`` (everything in one process);
 - the Debezium 3.6.3 embedded engine streaming the ``dbz`` slot with JsonConverter (records
   over the time from its first record to its last: JVM start-up excluded, to its favour).
 
@@ -20,8 +22,10 @@ Every run uses the connector's default configuration plus transaction metadata
 (``provide.transaction.metadata=true``) and the catalog that ``pgcdc-events catalog``
 wrote (not timed: a user writes it once). In-process figures from the same capture:
 ``PgOutputReader.read`` messages/s and ``EventDecoder.feed_row`` event objects/s, one core.
-Peak RSS is each child's own (``wait4``). Ratios are against Debezium in this run; the
-in-process figures are rows of the same table, and each figure with a goal (``GOALS``) says
+Peak RSS is each child's own (``wait4``); its CPU seconds (user and system) include its
+waited-for children (``capture --decode``'s decoding process). ``--only capture-decode``
+runs only the ``capture --decode`` rows and Debezium. Ratios are against Debezium in this
+run; the in-process figures are rows of the same table, and each figure with a goal (``GOALS``) says
 whether this run meets it.
 
 Our processes start from compiled bytecode, as an installed package does. Each
@@ -61,7 +65,7 @@ def prepare(cluster: TempCluster, changes: int) -> None:
     con = pg8000.native.Connection(**cluster.dsn())
     con.run(SIX_COLUMN_TABLE)
     con.run("CREATE PUBLICATION dbz_publication FOR ALL TABLES")
-    for slot in ("dbz", "cap", "capdec", "peek"):
+    for slot in ("dbz", "cap", "capdec", "capdec1", "peek"):
         con.run("SELECT pg_create_logical_replication_slot(:s, 'pgoutput')", s=slot)
     for start in range(0, changes, 1000):
         con.run("INSERT INTO bench SELECT g, 'name ' || g, now() - g * interval '1 second',"
@@ -84,8 +88,12 @@ _, status, usage = os.wait4(proc.pid, 0)
 seconds = time.perf_counter() - started
 sys.stderr.buffer.write(err)
 print(json.dumps({"seconds": seconds, "kib": usage.ru_maxrss,
+                  "cpu": usage.ru_utime + usage.ru_stime,
                   "code": os.waitstatus_to_exitcode(status)}))
 """
+#: CPU seconds of the last command timed (its own and its waited-for children's: the
+#: decoding process of ``capture --decode`` included).
+CPU: dict[str, float] = {}
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -95,6 +103,7 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     if launched.returncode != 0 or not launched.stdout.strip():
         raise SystemExit(f"could not time {' '.join(argv[2:5])}: {launched.stderr[-2000:]}")
     report = json.loads(launched.stdout)
+    CPU["last"] = float(report["cpu"])
     if report["code"] != 0:
         raise SystemExit(f"{' '.join(argv[2:5])} failed ({report['code']}): "
                          f"{launched.stderr[-2000:]}")
@@ -143,6 +152,8 @@ def main() -> None:
     parser.add_argument("--changes", type=int, nargs="+", default=[200_000])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-debezium", action="store_true")
+    parser.add_argument("--only", choices=("capture-decode",),
+                        help="capture-decode: only the capture --decode rows (and Debezium)")
     parser.add_argument("--python", action="append", default=[], metavar="EXE",
                         help="also run decode and the in-process figures under this "
                              "interpreter (repeatable)")
@@ -179,53 +190,69 @@ def main() -> None:
             # the slots exist (created before the changes, as Debezium's): stream from them
             slot_args = ["--dsn", dsn, "--publication", "dbz_publication", "--quiet",
                          "--snapshot-mode", "no_data"]
-            rows: list[tuple[str, float, float, float]] = []  # name, records, seconds, MiB
-
-            (work / "cap").mkdir()
-            (work / "capdec").mkdir()
-            cap_s, cap_mib = timed([*CLI, "capture", "--output", str(work / "cap"),
-                                    "--slot", "cap", *slot_args], env)
+            # name, records, seconds, peak MiB, CPU seconds
+            rows: list[tuple[str, float, float, float, float]] = []
+            nan = float("nan")
+            lib: dict[str, float] = {}
             capture = work / "cap" / "capture.jsonl"
-            for label, extra in (("with schemas", []),
-                                 ("schemas off", ["-c", "converter.schemas.enable=false"])):
-                out = work / f"decoded-{len(extra)}.jsonl"
-                dec_s, dec_mib = timed([*CLI, "decode", "--capture", str(capture), "--catalog",
-                                        str(catalog_path), *PROPS, *extra, "--quiet",
-                                        "--output", str(out)], env)
-                records = count_lines(out)
-                rows.append((f"decode alone, {label}", records, dec_s, dec_mib))
-                if not extra:
-                    rows.append(("capture, then decode (two processes)", records,
-                                 cap_s + dec_s, max(cap_mib, dec_mib)))
-                out.unlink()
-            both_s, both_mib = timed([*CLI, "capture", "--decode", "--output",
-                                      str(work / "capdec"), "--slot", "capdec", "--catalog",
-                                      str(catalog_path), *PROPS, *slot_args], env)
-            rows.append(("capture --decode", count_lines(work / "capdec" / "events.jsonl"),
-                         both_s, both_mib))
-
+            if not args.only:
+                (work / "cap").mkdir()
+                cap_s, cap_mib = timed([*CLI, "capture", "--output", str(work / "cap"),
+                                        "--slot", "cap", *slot_args], env)
+                cap_cpu = CPU["last"]
+                for label, extra in (("with schemas", []),
+                                     ("schemas off", ["-c", "converter.schemas.enable=false"])):
+                    out = work / f"decoded-{len(extra)}.jsonl"
+                    dec_s, dec_mib = timed([*CLI, "decode", "--capture", str(capture),
+                                            "--catalog", str(catalog_path), *PROPS, *extra,
+                                            "--quiet", "--output", str(out)], env)
+                    records = count_lines(out)
+                    rows.append((f"decode alone, {label}", records, dec_s, dec_mib,
+                                 CPU["last"]))
+                    if not extra:
+                        rows.append(("capture, then decode (two processes)", records,
+                                     cap_s + dec_s, max(cap_mib, dec_mib),
+                                     cap_cpu + CPU["last"]))
+                    out.unlink()
+            # capture --decode: the decoding process (the default on more than one core),
+            # then everything in the capture process (--workers 1)
+            for label, slot, workers in (("capture --decode", "capdec", []),
+                                         ("capture --decode --workers 1 (one process)",
+                                          "capdec1", ["--workers", "1"])):
+                (work / slot).mkdir()
+                both_s, both_mib = timed([*CLI, "capture", "--decode", "--output",
+                                          str(work / slot), "--slot", slot, "--catalog",
+                                          str(catalog_path), *PROPS, *workers, *slot_args],
+                                         env)
+                rows.append((label, count_lines(work / slot / "events.jsonl"), both_s,
+                             both_mib, CPU["last"]))
+            records_total = rows[-1][1]
             catalog = CatalogSnapshot.load(str(catalog_path))
-            lib = in_process(capture, catalog, args.repeat)
-            print(f"\n{changes:,} inserts in transactions of 1,000 "
-                  f"({lib['messages']:,.0f} messages, {lib['records']:,.0f} records)")
-            print(f"  capture alone: {cap_s:.2f} s, {lib['messages'] / cap_s:,.0f} messages/s, "
-                  f"peak RSS {cap_mib:,.0f} MiB")
+            if not args.only:
+                lib = in_process(capture, catalog, args.repeat)
+                print(f"\n{changes:,} inserts in transactions of 1,000 "
+                      f"({lib['messages']:,.0f} messages, {lib['records']:,.0f} records)")
+                print(f"  capture alone: {cap_s:.2f} s, {lib['messages'] / cap_s:,.0f} "
+                      f"messages/s, peak RSS {cap_mib:,.0f} MiB, {cap_cpu:.2f} s CPU")
+            else:
+                print(f"\n{changes:,} inserts in transactions of 1,000 "
+                      f"({records_total:,.0f} records)")
             dbz_rate = None
             if not args.no_debezium:
                 from bench_events import debezium
 
-                dbz = debezium(cluster, int(lib["records"]), work / "dbz",
+                dbz = debezium(cluster, int(records_total), work / "dbz",
                                {"provide.transaction.metadata": "true"})
                 dbz_rate = dbz["records"] / dbz["seconds"]
                 rows.append(("Debezium 3.6.3 embedded, first record to last", dbz["records"],
-                             dbz["seconds"], float("nan")))
-            # in process, one core: counted in the same table (messages for the reader)
-            rows.append(("EventDecoder.feed_row (in process, one core)", lib["records"],
-                         lib["objects"], float("nan")))
-            rows.append(("PgOutputReader.read, messages (in process)", lib["messages"],
-                         lib["read"], float("nan")))
+                             dbz["seconds"], nan, nan))
+            if lib:  # in process, one core: counted in the same table (messages: the reader)
+                rows.append(("EventDecoder.feed_row (in process, one core)", lib["records"],
+                             lib["objects"], nan, nan))
+                rows.append(("PgOutputReader.read, messages (in process)", lib["messages"],
+                             lib["read"], nan, nan))
             print_table(rows, dbz_rate)
-            if args.python:
+            if args.python and not args.only:
                 compare_interpreters(args.python, capture, catalog_path, env, args.repeat,
                                      dbz_rate)
 
@@ -240,11 +267,13 @@ GOALS: dict[str, tuple[float, str]] = {
 }
 
 
-def print_table(rows: list[tuple[str, float, float, float]], dbz_rate: float | None) -> None:
-    """Every figure with its ratio to Debezium's records/s, its goal and whether it is met."""
+def print_table(rows: list[tuple[str, float, float, float, float]], dbz_rate: float | None
+                ) -> None:
+    """Every figure with its ratio to Debezium's records/s, its goal and whether it is met
+    (with the CPU seconds of a whole process: its own and its children's)."""
     print(f"  {'':44} {'count':>10} {'seconds':>8} {'per s':>10} "
-          f"{'vs Debezium':>11} {'peak RSS':>9}  goal")
-    for name, count, seconds, mib in rows:
+          f"{'vs Debezium':>11} {'peak RSS':>9} {'CPU s':>6}  goal")
+    for name, count, seconds, mib, cpu in rows:
         rate = count / seconds
         ratio = f"{rate / dbz_rate:.2f}x" if dbz_rate else "-"
         rss = f"{mib:,.0f} MiB" if mib == mib else "-"
@@ -256,8 +285,9 @@ def print_table(rows: list[tuple[str, float, float, float]], dbz_rate: float | N
                 goal = f">= {target:g}x Debezium: {met}"
             else:
                 goal = f">= {target:,.0f}/s: {'met' if rate >= target else 'not met'}"
+        cpu_s = f"{cpu:.2f}" if cpu == cpu else "-"
         print(f"  {name:44} {count:>10,.0f} {seconds:>8.2f} {rate:>10,.0f} "
-              f"{ratio:>11} {rss:>9}  {goal}")
+              f"{ratio:>11} {rss:>9} {cpu_s:>6}  {goal}")
 
 
 def compare_interpreters(pythons: list[str], capture: Path, catalog_path: Path,

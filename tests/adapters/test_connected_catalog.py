@@ -85,7 +85,9 @@ def test_connected_commands_read_the_catalog_themselves(
 
 
 def test_a_catalog_of_another_database_is_refused_unless_asked(
-        url: str, pg_conn: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        url: str, pg_conn: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    # (capfd: capture --decode's decoding process, which warns, writes to the real stderr)
+    capsys = capfd
     catalog = tmp_path / "catalog.json"
     assert main(["catalog", "--dsn", url, "--output", str(catalog)]) == 0
     other = json.loads(catalog.read_text())

@@ -21,6 +21,7 @@ holds every unit exactly once.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -220,6 +221,9 @@ class Output(Protocol):
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: What copy_file_range fails with where it cannot copy between two files.
+_NO_COPY = frozenset({errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS,
+                      errno.EBADF, errno.ENOTSUP})
 
 
 def _refuse_symlink(path: Path, what: str) -> None:
@@ -279,6 +283,9 @@ class DurableOutput:
         self.lock_path = self.path.with_name(self.path.name + ".lock")
         self.server: dict[str, Any] = {}
         self._fd: int | None = None
+        #: A descriptor of the output without O_APPEND (append_file), and whether to try.
+        self._copy_to: int | None = None
+        self._copy = True
         self._lock_fd: int | None = None
         self._created = False
         self._stored = False
@@ -580,6 +587,9 @@ class DurableOutput:
 
     def close(self) -> None:
         """Close the output, dropping anything not committed."""
+        if self._copy_to is not None:
+            os.close(self._copy_to)
+            self._copy_to = None
         if self._fd is not None:
             with contextlib.suppress(CheckpointError):
                 self.rollback()
@@ -589,6 +599,69 @@ class DurableOutput:
                 with contextlib.suppress(OSError):
                     os.unlink(self.path)
         self._unlock()
+
+    def _copy_fd(self) -> int | None:
+        """A descriptor of the output without ``O_APPEND`` for ``copy_file_range`` (opened
+        once; ``None`` where the kernel cannot copy)."""
+        if not self._copy or not hasattr(os, "copy_file_range"):
+            return None
+        if self._copy_to is None:
+            assert self._fd is not None
+            try:
+                fd = os.open(self.path, os.O_WRONLY | _NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                self._copy = False
+                return None
+            mine, other = os.fstat(self._fd), os.fstat(fd)
+            if (mine.st_dev, mine.st_ino) != (other.st_dev, other.st_ino):  # (replaced)
+                os.close(fd)
+                self._copy = False
+                return None
+            self._copy_to = fd
+        return self._copy_to
+
+    def append_file(self, path: str | os.PathLike[str], size: int) -> None:
+        """Append the ``size`` bytes of the file at ``path`` (records decoded elsewhere:
+        ``capture --decode``'s decoding processes), then remove it; not durable until
+        :meth:`commit`. The kernel copies them (``copy_file_range``) where it can."""
+        self._flush()
+        assert self._fd is not None
+        try:
+            src = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise CheckpointError(f"cannot read decoded records: {exc.strerror or exc}",
+                                  path=str(path)) from None
+        try:
+            os.unlink(path)
+            done = 0
+            # copy_file_range refuses a destination opened O_APPEND: a second descriptor
+            # of the output, written at explicit offsets from its end
+            copy_fd = self._copy_fd()
+            end = os.fstat(self._fd).st_size
+            while done < size:
+                copied = 0
+                if copy_fd is not None:
+                    try:
+                        copied = os.copy_file_range(src, copy_fd, size - done, done,
+                                                    end + done)
+                    except OSError as exc:
+                        if exc.errno not in _NO_COPY:
+                            raise
+                    if not copied:  # not between these files: read and write, for good
+                        self._copy = False
+                        copy_fd = None
+                if not copied:
+                    block = os.pread(src, min(size - done, 1 << 20), done)
+                    if not block:
+                        raise OSError(errno.EIO, f"{size - done} bytes missing")
+                    _write_all(self._fd, block)
+                    copied = len(block)
+                done += copied
+        except OSError as exc:
+            raise CheckpointError(f"cannot write the output: {exc.strerror or exc}",
+                                  path=str(self.path)) from None
+        finally:
+            os.close(src)
 
 
 class StreamOutput:

@@ -116,6 +116,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         metavar="KEY=VALUE", help="a connector property (repeatable)")
     events.add_argument("--catalog", help="catalog snapshot JSON (pgcdc-events catalog; "
                         "default: read from the connection when the capture starts)")
+    events.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="with --decode into an --output file: N processes decode the "
+                        "units side by side while this one reads the slot and writes the "
+                        "records (default: the cores this process may use, where the "
+                        "platform can fork); 1: decode in this process")
     events.add_argument("--catalog-from-another-database", action="store_true",
                         help="use --catalog although it is a snapshot of another database "
                         "than the one read (its name becomes source.db)")
@@ -309,7 +314,8 @@ def _connected_catalog(reader: SlotReader, given: CatalogSnapshot | None, path: 
     return given
 
 
-def _catalog_again(reader: Callable[[], SlotReader], name: str | None
+def _catalog_again(reader: Callable[[], Any], name: str | None,
+                   speaks: Callable[[], bool] = lambda: True
                    ) -> Callable[[], CatalogSnapshot]:
     """The catalog read again from the reader's connection, for a table created or altered
     after the capture read it (a Relation message the catalog does not describe)."""
@@ -318,7 +324,7 @@ def _catalog_again(reader: Callable[[], SlotReader], name: str | None
 
         catalog: CatalogSnapshot = reader().call(fetch_catalog,
                                                  action="read the catalog again")
-        if name is not None:
+        if name is not None and speaks():
             print(f"pgcdc-events {name}: catalog read again from database "
                   f"{catalog.database!r} (a table created or altered since): "
                   f"{len(catalog.tables)} tables, {len(catalog.types)} types",
@@ -363,6 +369,27 @@ def _incremental(args: argparse.Namespace, name: str, properties: dict[str, str]
                               progress=None if args.quiet else progress)
 
 
+def _decoding_processes(args: argparse.Namespace, incremental_on: bool) -> int:
+    """How many decoding processes ``--decode`` runs (``--workers``; 0: it decodes in the
+    capture process): into an output file, without incremental snapshots (their windows
+    need the decoder in the capture), where the platform can fork; by default as many
+    as this process may use cores, when more than one."""
+    workers = args.workers
+    if workers is not None and workers < 1:
+        raise ConfigurationError(f"--workers must be positive, got {workers}")
+    if workers == 1 or args.output in (None, "-") or incremental_on:
+        return 0
+    from pgcdc_events.cli._capture_decoder import can_fork  # noqa: PLC0415 - start-up
+
+    if not can_fork():
+        return 0
+    if workers is None:
+        from pgcdc_events.cli._parallel import default_workers  # noqa: PLC0415 - start-up
+
+        workers = default_workers()
+    return workers if workers > 1 else 0
+
+
 def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
     """Run capture or tail."""
     # as pgoutput reads publication_names: unquoted folded to lower case, "a,b" one name
@@ -394,6 +421,9 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
         raise ConfigurationError(f"-c {shaping[0]} shapes Debezium records: add --decode "
                                  "(without it, only heartbeat.interval.ms, "
                                  "heartbeat.action.query and snapshot.max.threads apply)")
+    if args.workers is not None and not decode:
+        raise ConfigurationError("--workers says where records are decoded: add --decode")
+    separate = _decoding_processes(args, incremental_on) if decode else 0
     snapshot_mode = args.snapshot_mode or (DEFAULT_SNAPSHOT_MODE if name == "capture"
                                            else "no_data")
     memory = int(args.memory_limit * _MIB)
@@ -407,6 +437,11 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
 
         config = load_config(args.config, args.overrides)
         catalog = CatalogSnapshot.load(args.catalog) if args.catalog else None
+        speaks: Callable[[], bool] = lambda: True  # noqa: E731 - one process says all
+        if separate:  # decoding processes: the one that owns the lines says it
+            from pgcdc_events.cli import _capture_decoder  # noqa: PLC0415 - start-up
+
+            speaks = _capture_decoder.speaks
         if catalog is not None and config.database and catalog.database != config.database \
                 and not args.catalog_from_another_database:
             raise ConfigurationError(
@@ -418,12 +453,18 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
                              reader, given, args.catalog, args.catalog_from_another_database,
                              None if args.quiet else name),
                          catalog_refresh=None if catalog is not None else _catalog_again(
-                             lambda: reader, None if args.quiet else name))
+                             # decoding processes read it on connections of their own
+                             (lambda: own) if separate else (lambda: reader),
+                             None if args.quiet else name, speaks))
     else:
         sink = CaptureSink()
     reader_class = StreamReader if args.reader == "stream" else SlotReader
     reader = reader_class(read_dsn(args), slot=args.slot, publications=publications,
                           options=options, memory_limit=memory)
+    if separate:
+        from pgcdc_events.cli._capture_decoder import OwnConnection  # noqa: PLC0415
+
+        own = OwnConnection(reader.settings or parse_conninfo({}), args.slot)
     heartbeat = _heartbeat(properties, reader)
     incremental = _incremental(args, name, properties, reader, publications, decode) \
         if incremental_on else None
@@ -460,6 +501,14 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
                   file=sys.stderr, flush=True)
         output = durable
         advance = True
+        if separate and isinstance(sink, EventSink):
+            from pgcdc_events.cli._capture_decoder import (  # noqa: PLC0415 - start-up
+                DecodingOutput,
+                ForwardingSink,
+            )
+
+            output = DecodingOutput(durable, sink, separate)
+            sink = ForwardingSink(sink, output)
 
     warned = [False]
 

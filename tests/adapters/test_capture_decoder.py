@@ -1,0 +1,501 @@
+"""``capture --decode`` with its decoding process: the same records as one process, and the
+delivery guarantee across SIGKILLs of either process, Ctrl-C, a failing decoder and a full
+disk (the campaign and the crash points of ``test_delivery``, on a records output).
+
+The referee is ``test_delivery``'s: the slot created before the workload, read once at the
+end and decoded in this process with the same properties; the records of the output must be
+those, in the same order, each once (the processing times, the run id and
+``source.sequence``, whose last commit a restarted decoder learns again, set aside), and
+rebuild every table. The referee is decoded with the database's catalog, as the capture
+reads it from its connection (keys, ``source.db``).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pg8000.native
+import pytest
+
+from adapters import test_delivery
+from pgcdc_events.adapters import DurableOutput
+from pgcdc_events.cli import _capture_decoder, main
+from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
+from pgcdc_events.protocol import Lsn
+from pgcdc_events.testing.cluster import TempCluster
+from pgcdc_events.types.catalog import fetch_catalog
+
+cluster = test_delivery.cluster  # the fixture: a cluster of its own with the referee slot
+PROPS = [item for key, value in test_delivery.DECODE_PROPS.items()
+         for item in ("-c", f"{key}={value}")]
+DIED = b"ended unexpectedly"
+
+
+def decode_args(c: TempCluster, output: Path, *extra: str) -> list[str]:
+    return test_delivery.capture_args(c, output, "--decode", *PROPS, *extra)
+
+
+_VARIES = ("ts_ms", "ts_us", "ts_ns")
+
+
+def _same(record: dict[str, Any]) -> Any:
+    """A record without what differs from run to run or restart to restart."""
+    value = record["value"]
+    payload = value.get("payload", value) if isinstance(value, dict) and "schema" in value \
+        else value
+    if isinstance(payload, dict):
+        payload = {k: v for k, v in payload.items() if k not in _VARIES}
+        if isinstance(payload.get("source"), dict):  # (a message outside a transaction
+            # has the processing time there)
+            payload["source"] = {k: v for k, v in payload["source"].items()
+                                 if k not in (*_VARIES, "sequence")}
+    return record["topic"], record["key"], payload
+
+
+def _referee(c: TempCluster) -> list[dict[str, Any]]:
+    """The referee slot's changes decoded here, with the database's catalog."""
+    conn = pg8000.native.Connection(**c.dsn())
+    try:
+        catalog = fetch_catalog(conn)
+    finally:
+        conn.close()
+    config = EventConfig.from_properties(test_delivery.DECODE_PROPS)
+    decoder = EventDecoder(config, catalog=catalog, clock=lambda: test_delivery.CLOCK,
+                           run_id="r")
+    writer = JsonRecordWriter(config.json)
+    return [json.loads(writer.record_line(r))
+            for r in decoder.feed_rows(test_delivery._oracle_rows(c))]
+
+
+def _exact(record: dict[str, Any]) -> Any:
+    """A record but for its processing time and run id."""
+    record = json.loads(json.dumps(record))
+    value = record["value"]
+    payload = value.get("payload", value) if isinstance(value, dict) and "schema" in value \
+        else value
+    if isinstance(payload, dict):
+        for key in _VARIES:
+            payload.pop(key, None)
+    if isinstance(record.get("headers"), dict):
+        record["headers"].pop("__debezium.context.runId", None)
+    return record
+
+
+def verify_events(c: TempCluster, output: Path) -> dict[str, int]:
+    """Each record once, in commit order, as the referee's; the tables rebuilt."""
+    with open(output / "events.jsonl", encoding="utf-8") as fh:
+        records = [json.loads(line) for line in fh]
+    expected = _referee(c)
+    ours, theirs = [_same(r) for r in records], [_same(r) for r in expected]
+    seen = {json.dumps(x, sort_keys=True) for x in ours}
+    lost = sum(json.dumps(x, sort_keys=True) not in seen for x in theirs)
+    duplicates = len(ours) - len(seen)
+    missing = [x for x in theirs if json.dumps(x, sort_keys=True) not in seen]
+    theirset = {json.dumps(x, sort_keys=True) for x in theirs}
+    extra = [x for x in ours if json.dumps(x, sort_keys=True) not in theirset]
+    assert (lost, duplicates) == (0, 0), (lost, duplicates, missing[:2], extra[:2])
+    assert ours == theirs
+    rebuilt = {name: sorted(rows.values(), key=json.dumps)
+               for name, rows in test_delivery._apply(records).items()}
+    assert rebuilt == test_delivery._select_all(c)
+    return {"records": len(records), "lost": lost, "duplicates": duplicates}
+
+
+def finish(c: TempCluster, output: Path) -> None:
+    """One more run without --follow: must exit 0, caught up."""
+    proc = subprocess.run([sys.executable, "-m", "pgcdc_events", *decode_args(c, output)],
+                          capture_output=True, timeout=300, cwd=test_delivery.ROOT,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr.decode()
+
+
+def decoding_process(pid: int, timeout: float = 60) -> int | None:
+    """The PID of the capture's decoding process (its only child), once it is running;
+    ``None`` when the capture ended first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return None
+        if children:
+            return int(children[0])
+        time.sleep(0.05)
+    raise AssertionError("no decoding process started")
+
+
+def _one_error_line(err: bytes) -> str:
+    lines = [x for x in err.decode().splitlines() if x.strip()]
+    assert "Traceback" not in err.decode(), err.decode()
+    errors = [x for x in lines if ": error: " in x]
+    assert len(errors) == 1, lines
+    return errors[0]
+
+
+# ---------------------------------------------------------------- the tests
+
+
+def test_the_decoding_process_writes_what_one_process_writes(
+        cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two outputs of the same changes, --workers 2 and --workers 1: the same records (but
+    for the processing time and the run id), a table created while the capture runs (the
+    catalog read again, by the decoding processes on connections of their own: its enum
+    column comes out as the catalog says) included."""
+    started: list[int] = []
+    start = _capture_decoder.DecodingOutput.start
+
+    def counted(self: _capture_decoder.DecodingOutput) -> None:
+        start(self)
+        started.append(1)
+
+    monkeypatch.setattr(_capture_decoder.DecodingOutput, "start", counted)
+    # small segments and pieces: many of them, owned in turn, units sent in pieces
+    monkeypatch.setattr(_capture_decoder, "_SEGMENT", 20_000)
+    monkeypatch.setattr(_capture_decoder, "_PIECE", 3_000)
+    conn = pg8000.native.Connection(**cluster.dsn())
+    try:
+        conn.run("SELECT pg_create_logical_replication_slot('one', 'pgoutput', false, true)")
+        for step in range(3):
+            conn.run("INSERT INTO acct SELECT g, 'o' || g, g * 1.5, g % 2 = 0 FROM "
+                     "generate_series(CAST(:a AS int), CAST(:b AS int)) g",
+                     a=step * 1000 + 1, b=step * 1000 + 1000)
+            conn.run("UPDATE acct SET balance = balance + 1 WHERE id % 7 = 0")
+            if step == 1:
+                conn.run("CREATE TYPE mood AS ENUM ('sad', 'ok')")
+                conn.run("CREATE TABLE later (id int PRIMARY KEY, m mood)")
+                conn.run("INSERT INTO later VALUES (1, 'ok'), (2, 'sad')")
+            for workers, slot in (("2", "cap"), ("1", "one")):
+                args = [*decode_args(cluster, tmp_path / workers, "--workers", workers)]
+                args[args.index("cap")] = slot
+                assert main(args) == 0
+    finally:
+        conn.close()
+    assert len(started) == 3  # decoding processes for each run with --workers 2 only
+    two, one = ([json.loads(x) for x in (tmp_path / w / "events.jsonl").read_text()
+                 .splitlines()] for w in ("2", "1"))
+    assert len(two) > 3000 and [_exact(r) for r in two] == [_exact(r) for r in one]
+    moods = [r["value"]["payload"]["after"]["m"] for r in two
+             if r["topic"].endswith(".later")]
+    assert moods == ["ok", "sad"]
+    later = next(r for r in two if r["topic"].endswith(".later"))
+    field = next(f for f in later["value"]["schema"]["fields"] if f["field"] == "after")
+    m = next(f for f in field["fields"] if f["field"] == "m")
+    assert m["name"] == "io.debezium.data.Enum"
+
+
+def test_an_initial_snapshot_decoded_by_the_decoding_processes(
+        cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An initial snapshot (one segment, skimmed by the other process), then changes: the
+    records of --workers 1 (the snapshot's read events and their markers included)."""
+    monkeypatch.setattr(_capture_decoder, "_SEGMENT", 20_000)
+    monkeypatch.setattr(_capture_decoder, "_PIECE", 3_000)
+    conn = pg8000.native.Connection(**cluster.dsn())
+    try:
+        conn.run("INSERT INTO acct SELECT g, 'o' || g, g, true FROM generate_series(1, 700) g")
+        conn.run("INSERT INTO pair SELECT g, 'b', g FROM generate_series(1, 300) g")
+        outputs = {}
+        for workers in ("2", "1"):
+            args = [*decode_args(cluster, tmp_path / workers, "--workers", workers)]
+            args[args.index("cap")] = f"snap{workers}"
+            args[args.index("no_data")] = "initial"
+            assert main([*args, "--create-slot"]) == 0
+            outputs[workers] = args
+        conn.run("UPDATE acct SET balance = balance + 1 WHERE id % 3 = 0")
+        conn.run("DELETE FROM pair WHERE a % 2 = 0")
+        for args in outputs.values():
+            assert main(args) == 0
+    finally:
+        conn.close()
+    two, one = ([json.loads(x) for x in (tmp_path / w / "events.jsonl").read_text()
+                 .splitlines()] for w in ("2", "1"))
+    reads = [r for r in two if r["value"]["payload"]["op"] == "r"]
+    assert len(reads) == 1000 and len(two) > 1300
+    assert len({r["value"]["payload"]["source"]["snapshot"] for r in reads}) > 1  # markers
+
+    def comparable(record: dict[str, Any]) -> Any:
+        topic, key, payload = _same(record)
+        if payload["op"] == "r":  # each slot's snapshot has its own position and xid
+            payload["source"] = {k: v for k, v in payload["source"].items()
+                                 if k not in ("lsn", "txId")}
+        return topic, key, payload
+
+    assert [comparable(r) for r in two] == [comparable(r) for r in one]
+
+
+def test_spool_files_left_by_a_killed_run_are_removed(cluster: TempCluster,
+                                                      tmp_path: Path) -> None:
+    """Segments' records wait beside the output, in a 0700 directory of the run's own; one
+    a killed run left for this output is removed by the next run, another output's is not
+    touched, and a run that ends leaves none."""
+    output = tmp_path / "out"
+    output.mkdir()
+    stale = output / ".events.jsonl.decoding-killed"
+    stale.mkdir(mode=0o700)
+    (stale / "123-1").write_bytes(b"records of a killed run\n")
+    other = output / ".other.jsonl.decoding-running"
+    other.mkdir(mode=0o700)
+    seen: list[tuple[str, int]] = []
+    start = _capture_decoder.DecodingOutput.start
+
+    def noted(self: _capture_decoder.DecodingOutput) -> None:
+        start(self)
+        assert self.spool is not None
+        seen.append((Path(self.spool).name, Path(self.spool).stat().st_mode & 0o777))
+
+    conn = pg8000.native.Connection(**cluster.dsn())
+    try:
+        conn.run("INSERT INTO acct VALUES (1, 'a', 1, true)")
+    finally:
+        conn.close()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_capture_decoder.DecodingOutput, "start", noted)
+        assert main([*decode_args(cluster, output, "--workers", "2")]) == 0
+    assert len(seen) == 1 and seen[0][0].startswith(".events.jsonl.decoding-")
+    assert seen[0][1] == 0o700
+    assert not stale.exists() and other.exists()
+    assert sorted(p.name for p in output.iterdir()) == [
+        ".other.jsonl.decoding-running", "events.jsonl", "events.jsonl.checkpoint.json",
+        "events.jsonl.lock"]
+
+
+def test_workers_is_checked(cluster: TempCluster, tmp_path: Path,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    args = test_delivery.capture_args(cluster, tmp_path / "o")
+    assert main([*args, "--workers", "2"]) == 1
+    assert capsys.readouterr().err == ("pgcdc-events capture: error: --workers says where "
+                                       "records are decoded: add --decode\n")
+    assert main([*args, "--decode", "--workers", "0"]) == 1
+    assert capsys.readouterr().err == ("pgcdc-events capture: error: --workers must be "
+                                       "positive, got 0\n")
+    assert not (tmp_path / "o").exists()
+
+
+DECODER_CRASH = test_delivery.crash_wrapper("from pgcdc_events.cli import _capture_decoder", '''
+    Spool = _capture_decoder._SpoolFile
+    write, close = Spool.write, Spool.close
+
+    if point == "mid-segment":  # records of a segment written, then a decoding process dies
+        def torn(self, data):
+            write(self, data)
+            if passing():
+                self.file.flush()
+                die()
+        Spool.write = torn
+    elif point == "before-answer":  # a segment's records complete, not answered for
+        def unanswered(self):
+            close(self)
+            if passing():
+                die()
+        Spool.close = unanswered
+''')
+#: Where each process dies: the capture process (the output's write, fsync and
+#: checkpoint, the slot's advance: test_delivery's points), a decoding process.
+CRASH_POINTS = [*((test_delivery.CRASH_WRAPPER, point) for point in test_delivery.CRASH_POINTS),
+                (DECODER_CRASH, "mid-segment"), (DECODER_CRASH, "before-answer")]
+
+
+def test_a_crash_at_every_step_of_either_process(cluster: TempCluster, tmp_path: Path) -> None:
+    """``test_delivery``'s crash points, in the capture process (which writes the output,
+    its checkpoint, and advances the slot: its decoding processes die with it), and a
+    decoding process dying in the middle of a segment's records or once they are complete
+    but not answered for (the capture stops saying so); restarted, the output is exact."""
+    workload = test_delivery.Workload(cluster, seed=5, big_every=10)
+    conn = workload.connect()
+    output = tmp_path / "out"
+    crashes = {"decoder": 0, "capture": 0}
+    try:
+        for number, (wrapper, point) in enumerate(CRASH_POINTS):
+            script = tmp_path / f"crash{number}.py"
+            script.write_text(wrapper)
+            for nth in (1, 3):
+                for _ in range(20):
+                    try:
+                        workload.step(conn)
+                    except Exception:
+                        conn.run("ROLLBACK")
+                proc = test_delivery.start_capture(
+                    decode_args(cluster, output, "--workers", "2"),
+                    {"CRASH_AT": point, "CRASH_NTH": str(nth)}, script)
+                _, err = proc.communicate(timeout=300)
+                if proc.returncode == -signal.SIGKILL:
+                    crashes["capture"] += 1
+                elif proc.returncode == 1 and DIED in err:
+                    line = _one_error_line(err)
+                    assert "killed by signal 9 (SIGKILL)" in line, line
+                    crashes["decoder"] += 1
+                else:  # caught up before passing the crash point that many times
+                    assert proc.returncode == 0, err.decode()
+        for gid in workload.prepared:
+            conn.run(f"COMMIT PREPARED '{gid}'")
+    finally:
+        conn.close()
+    assert crashes["decoder"] >= 3 and crashes["capture"] >= 7, crashes
+    finish(cluster, output)
+    verify_events(cluster, output)
+
+
+def test_sigkill_of_either_process_at_random_moments(cluster: TempCluster,
+                                                     tmp_path: Path) -> None:
+    """A following ``capture --decode`` under the workload; its decoding process or the
+    capture itself SIGKILLed at random moments, restarted each time; then Ctrl-C (to the
+    process group, as a terminal sends it) stops it cleanly: 0 lost, 0 duplicated."""
+    rng = random.Random(31)
+    workload = test_delivery.Workload(cluster, 31)
+    workload.start()
+    output = tmp_path / "out"
+    args = decode_args(cluster, output, "--follow", "--workers", "2")
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-m", "pgcdc_events", *args],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                cwd=test_delivery.ROOT, start_new_session=True)
+
+    proc = start()
+    kills = {"decoder": 0, "capture": 0}
+    try:
+        for victim in ["decoder"] * 6 + ["capture"] * 2:
+            time.sleep(rng.uniform(0.3, 1.5))
+            if victim == "capture":
+                proc.kill()
+                proc.wait()
+            else:
+                child = decoding_process(proc.pid)
+                assert child is not None, proc.communicate()[1].decode()
+                os.kill(child, signal.SIGKILL)
+                _, err = proc.communicate(timeout=120)
+                assert proc.returncode == 1, err.decode()
+                assert DIED in _one_error_line(err).encode()
+            kills[victim] += 1
+            proc = start()
+    finally:
+        workload.finish()
+    time.sleep(3)
+    child = decoding_process(proc.pid)
+    os.killpg(proc.pid, signal.SIGINT)  # both processes get it, as from a terminal
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()
+    assert "Traceback" not in err.decode()
+    assert child is not None and not Path(f"/proc/{child}").exists()
+    finish(cluster, output)
+    figures = verify_events(cluster, output)
+    assert kills == {"decoder": 6, "capture": 2} and figures["records"] > 100
+    assert not list(output.glob(".events.jsonl.decoding-*"))  # (a killed run's: removed)
+    assert workload.transactions > 50
+
+
+FAILURES = test_delivery.crash_wrapper(
+    "from pgcdc_events.adapters import checkpoint\n"
+    "from pgcdc_events.errors import ConversionError\n"
+    "from pgcdc_events.events import decoder", '''
+    import errno
+    feed, fsync = decoder.EventDecoder.iter_feed, os.fsync
+
+    if point == "decoder":  # the decoder fails on a change (a bug, a value it refuses)
+        def failing(self, data, *a, **k):
+            if data[:1] == b"I" and passing():
+                raise ConversionError("column public.acct.owner: cannot convert (planted)")
+            return feed(self, data, *a, **k)
+        decoder.EventDecoder.iter_feed = failing
+    elif point == "disk-full":  # the records output's file system is full
+        def full(fd):
+            if passing():
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return fsync(fd)
+        checkpoint.os.fsync = full
+''')
+
+
+@pytest.mark.parametrize(("point", "nth"), [("decoder", 900), ("disk-full", 6)])
+def test_a_failing_decoder_or_a_full_disk(cluster: TempCluster, tmp_path: Path,
+                                          point: str, nth: int) -> None:
+    """The error reaches the user as the capture says it in one process (one line, the
+    same text, exit status 1), nothing past what is durable is acknowledged, and the next
+    run delivers every change once."""
+    conn = pg8000.native.Connection(**cluster.dsn())
+    script = tmp_path / "fail.py"
+    script.write_text(FAILURES)
+    lines = {}
+    try:
+        for workers in ("2", "1"):
+            output = tmp_path / workers
+            for step in range(4):
+                conn.run("INSERT INTO acct SELECT g, 'o' || g, g, true FROM "
+                         "generate_series(CAST(:a AS int), CAST(:b AS int)) g",
+                         a=step * 500 + 1, b=step * 500 + 500)
+            proc = test_delivery.start_capture(
+                decode_args(cluster, output, "--workers", workers),
+                {"CRASH_AT": point, "CRASH_NTH": str(nth)}, script)
+            _, err = proc.communicate(timeout=300)
+            assert proc.returncode == 1, err.decode()
+            lines[workers] = _one_error_line(err).replace(str(output), "OUT")
+            saved = json.loads((output / "events.jsonl.checkpoint.json").read_text())
+            confirmed = conn.run("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                                 "WHERE slot_name = 'cap'")[0][0]
+            assert saved["lsn"] is not None  # what came before the failure is durable
+            assert Lsn.parse(confirmed) <= Lsn.parse(saved["lsn"])
+            finish(cluster, output)
+            verify_events(cluster, output)
+            # the next round: new slots, empty tables
+            conn.run("SELECT pg_drop_replication_slot('oracle')")
+            conn.run("SELECT pg_drop_replication_slot('cap')")
+            conn.run("SELECT pg_create_logical_replication_slot('oracle', 'pgoutput')")
+            conn.run("SELECT pg_create_logical_replication_slot('cap', 'pgoutput', false, "
+                     "true)")
+            conn.run("TRUNCATE acct")
+    finally:
+        conn.close()
+    assert lines["2"] == lines["1"], lines
+    expected = ("cannot convert (planted)" if point == "decoder"
+                else "No space left on device")
+    assert expected in lines["2"], lines
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+def test_append_file_appends_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      kernel: bool) -> None:
+    """A segment's spool file appended after what was written (copy_file_range at explicit
+    offsets, the output being O_APPEND; read and write where the kernel cannot copy), the
+    file removed; a rollback cuts it again."""
+    copies: list[int] = []
+    real = os.copy_file_range
+
+    def copy(src: int, dst: int, count: int, *offsets: int) -> int:
+        if not kernel:
+            raise OSError(errno.EXDEV, "not here")
+        copied = real(src, dst, count, *offsets)
+        copies.append(copied)  # (by the kernel: a destination opened O_APPEND is refused)
+        return copied
+
+    monkeypatch.setattr(os, "copy_file_range", copy)
+    out = DurableOutput(tmp_path / "events.jsonl", kind="events", slot="s", publications=("p",))
+    out.open()
+    try:
+        out.write(b"one\n")
+        out.commit(100, 1, 1)
+        for number, text in ((1, b"two\nthree\n"), (2, b"four\n" * 50_000)):
+            spool = tmp_path / f"seg{number}"
+            spool.write_bytes(text)
+            out.append_file(spool, len(text))
+            assert not spool.exists()
+        out.write(b"five\n")
+        out.commit(200, 2, 2)
+        expected = b"one\ntwo\nthree\n" + b"four\n" * 50_000 + b"five\n"
+        assert (tmp_path / "events.jsonl").read_bytes() == expected
+        assert out.checkpoint.offset == len(expected)
+        assert bool(copies) is kernel
+        spool = tmp_path / "seg3"
+        spool.write_bytes(b"six\n")
+        out.append_file(spool, 4)
+        out.rollback()
+        assert (tmp_path / "events.jsonl").read_bytes() == expected
+    finally:
+        out.close()
