@@ -97,19 +97,8 @@ def net_changes(events: Any, keys: Sequence[str] | None = None) -> NetChanges:
     kinds = events.column("_kind").to_pylist()
     key_rows = events.column("key").to_pylist()
     afters = events.column("after").to_pylist()
-    for i in order:
-        op = ops[i]
-        if kinds[i] == "tombstone" or op is None:
-            continue
-        net.events += 1
-        if op == "t":
-            net.truncated = True
-            net.rows.clear()
-        elif op == "d":
-            net.rows[net.key_of(key_rows[i])] = None
-        elif op in ("c", "u", "r"):
-            net.rows[net.key_of(key_rows[i])] = afters[i]
-    return net
+    return _fold(net, ((None if kinds[i] == "tombstone" else ops[i], key_rows[i], afters[i])
+                       for i in order))
 
 
 def _net_of_changes(changes: Any, keys: tuple[str, ...]) -> NetChanges:
@@ -128,8 +117,14 @@ def _net_of_changes(changes: Any, keys: tuple[str, ...]) -> NetChanges:
     order = sorted(range(changes.num_rows), key=sequences.__getitem__)  # stable
     ops = changes.column(OP).to_pylist()
     rows = changes.select(names).to_pylist()
-    for i in order:
-        op = ops[i]
+    return _fold(net, ((ops[i], rows[i], rows[i]) for i in order))
+
+
+def _fold(net: NetChanges, changes: Iterable[tuple[str | None, Any, Any]]) -> NetChanges:
+    """``net`` after ``changes`` in order, each ``(op, whence its key, row)``: a truncate
+    empties it, a delete leaves ``None`` for its key, a create, update or read its row;
+    ``op`` ``None`` (a tombstone) changes nothing."""
+    for op, key, row in changes:
         if op is None:
             continue
         net.events += 1
@@ -137,9 +132,9 @@ def _net_of_changes(changes: Any, keys: tuple[str, ...]) -> NetChanges:
             net.truncated = True
             net.rows.clear()
         elif op == "d":
-            net.rows[net.key_of(rows[i])] = None
+            net.rows[net.key_of(key)] = None
         elif op in ("c", "u", "r"):
-            net.rows[net.key_of(rows[i])] = rows[i]
+            net.rows[net.key_of(key)] = row
     return net
 
 
