@@ -55,6 +55,10 @@ AUDITED = {
                                       "constant _COMMANDS table (argv only selects a row)",
     ("cli/__init__.py", "import_module"): "same",
     ("spark/_session.py", "importlib"): "find_spec('pandas'): a constant",
+    ("cli/_capture_decoder.py", "pickle"): "the back channel of capture --decode: answers and "
+                                           "errors of the capture's own forked decoding "
+                                           "processes, over an anonymous pipe between them "
+                                           "(no file, socket or other user's data)",
     ("spark/layout.py", "pickle"): "record payloads the decode step wrote, read back with an "
                                    "Unpickler that resolves no global but decimal.Decimal",
 }
