@@ -398,3 +398,42 @@ def test_pause_stop_and_resume_across_runs(url: str, pg_conn: Any, tmp_path: Pat
     records = decode(cap, tmp_path, *props)
     assert reads_of(records, "t") == [(i, i) for i in range(1, 11)]
     assert reads_of(records, "u") == []
+
+
+def test_file_signals_are_taken_once_across_a_crash(url: str, pg_conn: Any, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A capture that committed the effect of ``signal.file`` lines and stopped before it
+    removed them from the file (a crash): the next run does not act on them again (the
+    checkpoint records their length and SHA-256), removes them, and acts on a line
+    appended since."""
+    import pgcdc_events.adapters.incremental as incremental  # noqa: PLC0415
+
+    pg_conn.run("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    pg_conn.run("INSERT INTO t SELECT g, g FROM generate_series(1, 5) g")
+    pg_conn.run("CREATE TABLE u (id int PRIMARY KEY, v int)")
+    pg_conn.run("INSERT INTO u SELECT g, g FROM generate_series(1, 3) g")
+    cap, signals = tmp_path / "cap.jsonl", tmp_path / "signals.jsonl"
+    props = ("-c", "signal.enabled.channels=source,file", "-c", f"signal.file={signals}")
+    assert capture(url, cap, "--create-slot", "--create-publication", *props) == 0
+    first = ('{"id": "f-1", "type": "execute-snapshot", "data": '
+             '{"data-collections": ["public.t"]}}\n')
+    signals.write_text(first)
+
+    def crash(path: str, prefix: bytes) -> bytes:
+        raise KeyboardInterrupt  # the process ends before the file is rewritten
+
+    monkeypatch.setattr(incremental, "_remove_prefix", crash)
+    assert capture(url, cap, *props) == 130
+    checkpoint = json.loads((tmp_path / "cap.jsonl.checkpoint.json").read_text())
+    assert checkpoint["incremental"]["signal_file"]["bytes"] == len(first)
+    assert signals.read_text() == first  # acted on, committed, not removed
+    monkeypatch.undo()
+    with signals.open("a") as fh:
+        fh.write('{"id": "f-2", "type": "execute-snapshot", "data": '
+                 '{"data-collections": ["public.u"]}}\n')
+    for _ in range(3):
+        assert capture(url, cap, *props) == 0
+    assert signals.read_text() == ""
+    records = decode(cap, tmp_path)
+    assert reads_of(records, "t") == [(i, i) for i in range(1, 6)]  # once, not twice
+    assert reads_of(records, "u") == [(i, i) for i in range(1, 4)]

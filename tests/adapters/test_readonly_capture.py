@@ -518,3 +518,32 @@ def test_a_window_closed_at_a_stream_commit(url: str, pg_conn: Any, tmp_path: Pa
     records = decode(cap, tmp_path, *stream[2:])
     assert reads_of(records, "t") == [1, 2, 3, 4, 5]
     assert sum(r["topic"] == "pgcdc.public.bulk" for r in records) == 4000
+
+
+def test_a_file_signal_before_the_first_unit_waits_in_the_file(
+        url: str, pg_conn: Any, tmp_path: Path) -> None:
+    """A ``signal.file`` signal acted on by a read-only capture whose output holds no unit
+    yet (nothing to commit its progress at): the run stops with the signal still in the
+    file, where it was emptied and the signal lost; the next run, once a transaction
+    came, takes it and reads every row once."""
+    pg_conn.run("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    pg_conn.run("INSERT INTO t SELECT g, g FROM generate_series(1, 6) g")
+    cap, signals = tmp_path / "cap.jsonl", tmp_path / "signals.jsonl"
+    props = (*RO, "-c", "incremental.snapshot.chunk.size=4",
+             "-c", "signal.enabled.channels=file", "-c", f"signal.file={signals}")
+    assert capture(url, cap, "--create-slot", "--create-publication", *props) == 0
+    signal_line = ('{"id": "early", "type": "execute-snapshot", "data": '
+                   '{"data-collections": ["public.t"]}}\n')
+    signals.write_text(signal_line)
+    assert capture(url, cap, *props) == 0  # no transaction: nothing committed
+    assert signals.read_text() == signal_line
+    assert "incremental" not in json.loads((tmp_path / "cap.jsonl.checkpoint.json").read_text())
+    pg_conn.run("INSERT INTO t VALUES (100, 100)")
+    for _ in range(5):
+        assert capture(url, cap, *props) == 0
+        pg_conn.run("UPDATE t SET v = v + 1 WHERE id = 100")  # transactions close windows
+    assert capture(url, cap, *props) == 0
+    assert signals.read_text() == ""
+    records = decode(cap, tmp_path, *props)
+    assert sorted(reads_of(records, "t"))[:6] == [1, 2, 3, 4, 5, 6]
+    check_invariants(records, "t", pg_conn, ["id"], {(100,)}, read_once=True)

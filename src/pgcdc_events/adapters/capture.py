@@ -466,6 +466,13 @@ class _CaptureRun:
                 self.retry(error)
         else:
             stats.stopped_by = "stopped"
+        incremental, output = self.incremental, self.output
+        if incremental is not None and incremental.settle() and self.after is not None:
+            # the signal.file lines the last commit acted on are gone from the file: so
+            # goes their record from the checkpoint
+            assert isinstance(output, (DurableOutput, StreamOutput))
+            output.stage_incremental(incremental.state())
+            output.commit(self.after, 0, 0)
         self.report(final=True)
         return stats
 

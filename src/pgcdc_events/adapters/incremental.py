@@ -50,6 +50,7 @@ the window (:class:`~pgcdc_events.events.incremental.RecordedChunks`).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import logging
@@ -128,6 +129,10 @@ ChunkHook = Callable[[str, CatalogTable, list[str], list[list[str | None]]], Non
 _TRUE: Final = ("true", "1", "yes", "on")
 #: ``read.only``: the checkpoint's key for the last transaction id of the stream.
 _LAST_TX: Final = "txId"
+#: The checkpoint's record of the first bytes of ``signal.file`` whose signals this
+#: committed progress has acted on: ``{"bytes": N, "sha256": hex}``, until they are
+#: removed from the file.
+_SIGNAL_FILE: Final = "signal_file"
 # PostgresReadOnlyIncrementalSnapshotChangeEventSource's queries (Debezium 3.6).
 _FORCE_NEW_TRANSACTION: Final = ("SELECT (CASE pg_is_in_recovery() WHEN 't' THEN NULL::xid8 "
                                  "ELSE pg_current_xact_id() END) AS txid")
@@ -852,6 +857,11 @@ class IncrementalCapture:
         #: ``read.only``: lines written (chunks, idle lines) since :meth:`state` was last
         #: taken: an idle poll commits them, with the progress.
         self.unsaved = False
+        #: The first bytes of ``signal.file`` whose signals were acted on and are still in
+        #: the file: removed from it once a commit holds their effect (:meth:`poll`).
+        self._taken = b""
+        #: The committed checkpoint's record of such bytes, checked at the next poll.
+        self._done: tuple[int, str] | None = None
 
     @property
     def read_only(self) -> bool:
@@ -883,6 +893,7 @@ class IncrementalCapture:
         self.lsn = lsn or 0
         state = dict(state)
         self.blocking = _blocking_state(state.pop("blocking", None))
+        self._taken, self._done = b"", _signal_file_record(state.pop(_SIGNAL_FILE, None))
         last_tx = state.pop(_LAST_TX, None)
         if last_tx is not None:
             if isinstance(last_tx, bool) or not isinstance(last_tx, int) or last_tx < 0:
@@ -950,29 +961,49 @@ class IncrementalCapture:
         return self.snapshotter.receive(record)
 
     def poll(self) -> None:
-        """Read the signals appended to ``signal.file`` (the file is emptied), and act on
-        them; a line that is not a signal is named in a warning and skipped."""
+        """Act on the signals appended to ``signal.file`` since the last poll (whole lines;
+        a line that is not a signal is named in a warning and skipped), and remove from the
+        file the lines whose effect a commit holds.
+
+        Exactly once, across crashes: the lines acted on stay in the file until the
+        checkpoint records them (:meth:`state` gives their length and SHA-256 with the
+        progress they made); a capture that stops before a commit (a read-only snapshot
+        whose output holds no unit yet, a crash) leaves them for the next run, and a run
+        whose committed checkpoint records the file's first lines does not act on them
+        again."""
         path = self.signal_file
         if path is None or self.snapshotter is None:
             return
         try:
-            with open(path, "r+", encoding="utf-8") as fh:
+            with open(path, "rb") as fh:
                 text = fh.read()
-                if not text.strip():
-                    return
-                fh.seek(0)
-                fh.truncate()
         except FileNotFoundError:
+            text = b""
+        except OSError as exc:
+            _LOG.warning("signal.file %s: cannot read it: %s", path, exc.strerror or exc)
             return
-        except (OSError, UnicodeDecodeError) as exc:
-            _LOG.warning("signal.file %s: cannot read it: %s", path,
-                         getattr(exc, "strerror", None) or exc)
-            return
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
+        if self._done is not None:  # the first poll of a start(): what the commit holds
+            size, digest = self._done
+            self._done = None
+            if len(text) >= size and _sha256(text[:size]) == digest:
+                self._taken = text[:size]
+        if not text.startswith(self._taken):  # the file was rewritten meanwhile
+            self._taken = b""
+        if self._taken and self._taken_committed():
+            text = _remove_prefix(path, self._taken)
+            if not text.startswith(self._taken):
+                self._taken = b""
+        new = text[len(self._taken):]
+        end = new.rfind(b"\n") + 1
+        if end < len(new) and _is_json(new[end:]):
+            end = len(new)  # a last line without its newline, whole
+        first = self._taken.count(b"\n") + 1
+        self._taken += new[:end]
+        for number, raw in enumerate(new[:end].splitlines(), first):
+            if not raw.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(raw)
                 signal_id, signal_type = obj["id"], obj["type"]
                 data = obj.get("data")
                 if not isinstance(signal_id, str) or not isinstance(signal_type, str):
@@ -984,6 +1015,24 @@ class IncrementalCapture:
             text_data = data if data is None or isinstance(data, str) else json.dumps(data)
             self.snapshotter.signal(parse_signal(signal_id, signal_type, text_data))
 
+    def settle(self) -> bool:
+        """At the end of a run: remove from ``signal.file`` the lines whose effect the last
+        commit holds (as the next poll would); whether they were (the checkpoint's record
+        of them is then to be dropped, with a commit of :meth:`state`)."""
+        path = self.signal_file
+        if path is not None and self._taken and self._taken_committed() \
+                and not _remove_prefix(path, self._taken).startswith(self._taken):
+            self._taken = b""
+            return True
+        return False
+
+    def _taken_committed(self) -> bool:
+        """Whether the output's committed checkpoint records the signal file's lines acted
+        on (their effect is durable: they may leave the file)."""
+        checkpoint = getattr(self._output, "checkpoint", None)
+        committed = getattr(checkpoint, "incremental", None) or {}
+        return bool(committed.get(_SIGNAL_FILE) == _signal_file_state(self._taken))
+
     def state(self) -> dict[str, Any]:
         """The progress to commit with the output (the blocking snapshots waiting too)."""
         self.unsaved = False
@@ -992,6 +1041,8 @@ class IncrementalCapture:
             state[_LAST_TX] = self.last_tx
         if self.blocking:
             state["blocking"] = [dict(b) for b in self.blocking]
+        if self._taken:
+            state[_SIGNAL_FILE] = _signal_file_state(self._taken)
         return state
 
     # -- blocking snapshots ----------------------------------------------------------------
@@ -1157,3 +1208,53 @@ class IncrementalCapture:
             self.progress(f"incremental snapshot of {name}: finished "
                           f"({self._rows.pop(name, 0):,} rows read by this run)")
             self._chunks.pop(name, None)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _signal_file_state(taken: bytes) -> dict[str, Any]:
+    """The checkpoint's record of ``signal.file``'s first bytes acted on."""
+    return {"bytes": len(taken), "sha256": _sha256(taken)}
+
+
+def _signal_file_record(value: Any) -> tuple[int, str] | None:
+    """``(bytes, sha256)`` of the checkpoint's ``signal_file`` record (None: none)."""
+    if value is None:
+        return None
+    size = value.get("bytes") if isinstance(value, dict) else None
+    digest = value.get("sha256") if isinstance(value, dict) else None
+    if (isinstance(size, bool) or not isinstance(size, int) or size < 0
+            or not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest)):
+        raise CheckpointError(f"field 'incremental.{_SIGNAL_FILE}' is malformed: {value!r}")
+    return size, digest
+
+
+def _is_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except ValueError:
+        return False
+    return True
+
+
+def _remove_prefix(path: str, prefix: bytes) -> bytes:
+    """Remove ``prefix`` from the start of the file at ``path`` (when it still starts
+    with it), in place; what the file holds after (as read, when it cannot be written:
+    the lines are then removed at a later poll)."""
+    try:
+        with open(path, "r+b") as fh:
+            text = fh.read()
+            if not text.startswith(prefix):
+                return text
+            fh.seek(0)
+            fh.write(text[len(prefix):])
+            fh.truncate()
+            return text[len(prefix):]
+    except FileNotFoundError:
+        return b""
+    except OSError as exc:
+        _LOG.warning("signal.file %s: cannot remove the signals acted on: %s", path,
+                     exc.strerror or exc)
+        return prefix
