@@ -234,7 +234,7 @@ def test_a_stopped_run_leaves_no_worker_files(tmp_path: Path, sig: signal.Signal
     lines = _lines(CAPTURES / "basic_v1.jsonl")
     first = lines[:4]  # the first transaction, with its Relation; then its rows, again
     capture = tmp_path / "big.jsonl"
-    capture.write_bytes(b"".join(first) + b"".join(lines[4:]) * 3000)
+    capture.write_bytes(b"".join(first) + b"".join(lines[4:]) * 1500)
     spool = tmp_path / "tmp"
     spool.mkdir()
     # a run that does not stop prints where each of its threads is when aborted
