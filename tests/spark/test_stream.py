@@ -16,14 +16,12 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-import itertools
 
 from pyspark.sql import SparkSession
 
-from pgcdc_events.adapters.rotating import capture_file_name
 from pgcdc_events.cli import main
 from pgcdc_events.events import EventConfig
-from pgcdc_events.protocol import CaptureRow, dump_capture_row
+from pgcdc_events.protocol import CaptureRow
 from pgcdc_events.spark import decode_capture
 from pgcdc_events.spark._session import to_arrow_table
 from pgcdc_events.spark.capture import capture_dataframe
@@ -35,6 +33,7 @@ from pgcdc_events.spark.stream import (
     decode_stream,
     read_capture_stream,
 )
+from support.capture_files import write_files
 from support.golden import recordings
 from support.spark_records import (
     CLOCK_NS,
@@ -46,23 +45,6 @@ from support.spark_records import (
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 RECORDING = next(r for r in recordings("events") if r.mode == "events-txmeta-truncate-notombstones")
-
-
-def write_files(directory: Path, rows: list[CaptureRow], cuts: list[int], first: int = 0
-                ) -> int:
-    """Capture files of ``rows`` cut at the ``cuts`` (row indexes), as the rotating writer
-    names them (hidden, then renamed); returns the next sequence number."""
-    directory.mkdir(exist_ok=True)
-    seq = first
-    bounds = [0, *cuts, len(rows)]
-    for lo, hi in itertools.pairwise(bounds):
-        if lo == hi:
-            continue
-        temp = directory / f".capture-{seq:010d}.tmp"
-        temp.write_text("".join(dump_capture_row(r) + "\n" for r in rows[lo:hi]))
-        os.rename(temp, directory / capture_file_name(seq, int(rows[hi - 1].lsn)))
-        seq += 1
-    return seq
 
 
 def records_lines(path: Path, spark: SparkSession) -> list[str]:

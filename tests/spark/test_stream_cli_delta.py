@@ -8,7 +8,6 @@ starts, one line per mistake."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import stat
@@ -23,28 +22,19 @@ pytest.importorskip("deltalake")
 import deltalake
 from pyspark.sql import SparkSession
 
-from pgcdc_events.adapters.rotating import capture_file_name
 from pgcdc_events.cli import main
 from pgcdc_events.events import EventConfig
-from pgcdc_events.protocol import CaptureRow, dump_capture_row, iter_capture
+from pgcdc_events.protocol import CaptureRow, iter_capture
 from pgcdc_events.spark import decode_capture
 from pgcdc_events.spark._session import to_arrow_table
 from pgcdc_events.spark.capture import capture_dataframe
 from pgcdc_events.spark.state import latest_state
+from support.capture_files import write_files
 from support.delta_history import duckdb_with_delta, expected_history, history, table_rows
 from support.golden import recordings
 
 RECORDING = next(r for r in recordings("events") if r.mode == "events-txmeta-truncate-notombstones")
 DEMO = Path(__file__).resolve().parents[2] / "examples"
-
-
-def write_files(directory: Path, rows: list[CaptureRow], cuts: list[int]) -> None:
-    """Capture files cut at ``cuts``, named as the rotating writer names them."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for seq, (lo, hi) in enumerate(itertools.pairwise([0, *cuts, len(rows)])):
-        temp = directory / f".capture-{seq:010d}.tmp"
-        temp.write_text("".join(dump_capture_row(r) + "\n" for r in rows[lo:hi]))
-        os.rename(temp, directory / capture_file_name(seq, int(rows[hi - 1].lsn)))
 
 
 def _stream(tmp: Path, capture: Path | None, *options: str, rows: list[CaptureRow] | None = None,

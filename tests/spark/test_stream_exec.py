@@ -7,7 +7,6 @@ targets with ``apply_changes`` get the flattened changes and keep the same table
 from __future__ import annotations
 
 import itertools
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +17,10 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession
 
-from pgcdc_events.adapters.rotating import capture_file_name
 from pgcdc_events.events import EventConfig
 from pgcdc_events.events.chunks import CONTROL_TYPES
 from pgcdc_events.events.decoder import EventDecoder
-from pgcdc_events.protocol import CaptureRow, dump_capture_row
+from pgcdc_events.protocol import CaptureRow
 from pgcdc_events.spark import decode_capture
 from pgcdc_events.spark._session import to_arrow_table
 from pgcdc_events.spark.apply import ParquetTarget, PostgresTarget
@@ -32,25 +30,11 @@ from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.stream import control_input, decode_stream, read_capture_stream
 from pgcdc_events.types.catalog import fetch_catalog
 from support.capture import Capturer
+from support.capture_files import write_files
 from support.golden import recordings
 from support.spark_records import CLOCK_NS, RUN_ID, decoder_lines, first_difference, table_rows
 
 RECORDING = next(r for r in recordings("events") if r.mode == "events-txmeta-truncate-notombstones")
-
-
-def write_files(directory: Path, rows: list[CaptureRow], cuts: list[int]) -> None:
-    """Capture files of ``rows`` cut at the ``cuts`` (row indexes), named as the rotating
-    writer names them (written hidden, then renamed)."""
-    directory.mkdir(exist_ok=True)
-    bounds = [0, *sorted(set(cuts)), len(rows)]
-    seq = 0
-    for lo, hi in itertools.pairwise(bounds):
-        if lo == hi:
-            continue
-        temp = directory / f".capture-{seq:010d}.tmp"
-        temp.write_text("".join(dump_capture_row(r) + "\n" for r in rows[lo:hi]))
-        os.rename(temp, directory / capture_file_name(seq, int(rows[hi - 1].lsn)))
-        seq += 1
 
 
 def records_lines(path: Path, spark: SparkSession) -> list[str]:

@@ -27,24 +27,14 @@ pytest.importorskip("deltalake")
 import deltalake
 from pyspark.sql import SparkSession
 
-from pgcdc_events.adapters.rotating import capture_file_name
-from pgcdc_events.protocol import CaptureRow, dump_capture_row
 from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
 from pgcdc_events.spark.stream import _BatchWriter
 from pgcdc_events.types.catalog import fetch_catalog
 from support.capture import Capturer
+from support.capture_files import write_files
 
 PROGRESS = "pgcdc-events spark stream: batch "
 STOPPED = "pgcdc-events spark stream: stopped; 1 tables under "
-
-
-def write_files(directory: Path, rows: list[CaptureRow], cuts: list[int]) -> None:
-    """Capture files of ``rows`` cut at ``cuts``, named as the rotating writer names them."""
-    directory.mkdir()
-    for seq, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, len(rows)], strict=True)):
-        temp = directory / f".capture-{seq:010d}.tmp"
-        temp.write_text("".join(dump_capture_row(r) + "\n" for r in rows[lo:hi]))
-        os.rename(temp, directory / capture_file_name(seq, int(rows[hi - 1].lsn)))
 
 
 def _command(tmp: Path, *extra: str) -> list[str]:
