@@ -5,7 +5,6 @@ table the records of ``pgcdc-events decode``."""
 from __future__ import annotations
 
 import glob
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,23 +18,15 @@ from pgcdc_events.spark import read_capture
 from pgcdc_events.spark.stream import decode_stream, read_capture_stream
 from pgcdc_events.testing.cluster import TempCluster
 from pgcdc_events.types.catalog import CatalogSnapshot
+from support.records import without_run_fields
 
 CORPUS = (Path(__file__).resolve().parents[1] / "golden" / "events_snapshot" / "snapshot-initial"
           / "corpus.sql")
 
 
-def _normalized(line: str) -> dict[str, Any]:
-    record = json.loads(line)
-    payload = (record["value"] or {}).get("payload")
-    if isinstance(payload, dict):
-        for name in ("ts_ms", "ts_us", "ts_ns"):
-            payload.pop(name, None)
-    record["headers"].pop("__debezium.context.runId", None)
-    return record  # type: ignore[no-any-return]
-
-
-def test_block_lines_read_and_decode_as_decode_does(tmp_path: Path, spark: SparkSession,
-                                                   pg_cluster: TempCluster, pg_conn: Any) -> None:
+def _load_corpus(pg_cluster: TempCluster, pg_conn: Any) -> tuple[str, str]:
+    """The snapshot corpus's tables and rows in the test database, all published as
+    ``p``: the database's URL and the corpus's changes, to run after the snapshot."""
     pg_conn.run("CREATE EXTENSION IF NOT EXISTS hstore")
     before, changes = CORPUS.read_text().split("-- @changes", 1)
     for statement in before.split(";\n"):
@@ -43,7 +34,13 @@ def test_block_lines_read_and_decode_as_decode_does(tmp_path: Path, spark: Spark
             pg_conn.run(statement)
     pg_conn.run("CREATE PUBLICATION p FOR ALL TABLES")
     database = pg_conn.run("SELECT current_database()")[0][0]
-    dsn = f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{database}"
+    return (f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{database}",
+            changes)
+
+
+def test_block_lines_read_and_decode_as_decode_does(tmp_path: Path, spark: SparkSession,
+                                                   pg_cluster: TempCluster, pg_conn: Any) -> None:
+    dsn, changes = _load_corpus(pg_cluster, pg_conn)
     out = tmp_path / "out"
     assert main(["capture", "--dsn", dsn, "--slot", "s", "--publication", "p", "--output",
                  f"{out}/", "-q", "--create-slot", "--snapshot-mode", "initial_only"]) == 0
@@ -67,7 +64,7 @@ def test_block_lines_read_and_decode_as_decode_does(tmp_path: Path, spark: Spark
     by_table: dict[str, list[dict[str, Any]]] = {}
     last = ""
     for line in reference.read_text().splitlines():
-        record = _normalized(line)
+        record = without_run_fields(line)
         source = ((record["value"] or {}).get("payload") or {}).get("source")
         if record["value"] is None:
             by_table[last].append(record)
@@ -84,7 +81,7 @@ def test_block_lines_read_and_decode_as_decode_does(tmp_path: Path, spark: Spark
     for table in written:
         lines = [line for part in sorted(glob.glob(str(spark_out / table / "part-*")))
                  for line in Path(part).read_text().splitlines()]
-        assert [_normalized(line) for line in lines] == by_table[table], table
+        assert [without_run_fields(line) for line in lines] == by_table[table], table
 
 
 def test_rotating_files_with_block_lines_stream_as_decode_does(
@@ -93,14 +90,7 @@ def test_rotating_files_with_block_lines_stream_as_decode_does(
     stream's changes in the next), streamed by ``decode_stream``: the records of
     ``pgcdc-events decode`` of the files one after the other, whole (but the processing
     time and run id)."""
-    pg_conn.run("CREATE EXTENSION IF NOT EXISTS hstore")
-    before, changes = CORPUS.read_text().split("-- @changes", 1)
-    for statement in before.split(";\n"):
-        if any(line.strip() and not line.startswith("--") for line in statement.splitlines()):
-            pg_conn.run(statement)
-    pg_conn.run("CREATE PUBLICATION p FOR ALL TABLES")
-    database = pg_conn.run("SELECT current_database()")[0][0]
-    dsn = f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{database}"
+    dsn, changes = _load_corpus(pg_cluster, pg_conn)
     files = tmp_path / "files"
     command = ["capture", "--dsn", dsn, "--slot", "s", "--publication", "p", "--output",
                f"{files}/", "-q", "--rotate-size", "0.000001"]
@@ -118,7 +108,7 @@ def test_rotating_files_with_block_lines_stream_as_decode_does(
     reference = tmp_path / "decode.jsonl"
     assert main(["decode", "--capture", str(whole), "-o", str(reference), "--catalog",
                  str(catalog), "-q"]) == 0
-    want = [_normalized(line) for line in reference.read_text().splitlines()]
+    want = [without_run_fields(line) for line in reference.read_text().splitlines()]
     assert sum(r["value"] is not None and r["value"]["payload"]["op"] == "r"
                for r in want) == 16
     stream = decode_stream(read_capture_stream(spark, str(files)),
@@ -131,4 +121,4 @@ def test_rotating_files_with_block_lines_stream_as_decode_does(
     stream.stop()
     df = spark.read.parquet(str(tmp_path / "o" / "records"))
     got = [r["line"] for r in df.orderBy("position", "index").select("line").collect()]
-    assert [_normalized(line) for line in got] == want
+    assert [without_run_fields(line) for line in got] == want

@@ -21,22 +21,11 @@ from pgcdc_events.protocol import iter_capture
 from pgcdc_events.spark import decode_capture, read_capture, write_capture_parquet
 from pgcdc_events.spark._session import nullable_type
 from pgcdc_events.types.catalog import CatalogSnapshot
+from support.records import without_run_fields
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURE = str(ROOT / "examples" / "demo-capture.jsonl")
 CATALOG = str(ROOT / "examples" / "demo-catalog.json")
-
-
-def _normalized(line: str) -> dict[str, Any]:
-    """A record without what is processing time or run identity by definition."""
-    record = json.loads(line)
-    value = record["value"]
-    payload = value.get("payload") if isinstance(value, dict) else None
-    if isinstance(payload, dict):
-        for name in ("ts_ms", "ts_us", "ts_ns"):
-            payload.pop(name, None)
-    record["headers"].pop("__debezium.context.runId", None)
-    return record  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("stored", ["jsonl", "parquet"])
@@ -53,7 +42,7 @@ def test_json_output_equals_decode(tmp_path: Path, spark: SparkSession, stored: 
                  "-q"]) == 0
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for line in reference.read_text().splitlines():
-        record = _normalized(line)
+        record = without_run_fields(line)
         by_topic.setdefault(record["topic"], []).append(record)
     out = tmp_path / "spark"
     assert main(["spark", "decode", "--capture", capture, "--catalog", CATALOG,
@@ -63,7 +52,7 @@ def test_json_output_equals_decode(tmp_path: Path, spark: SparkSession, stored: 
     for table in written:
         lines = [line for part in sorted(glob.glob(str(out / table / "part-*")))
                  for line in Path(part).read_text().splitlines()]
-        ours = [_normalized(line) for line in lines]
+        ours = [without_run_fields(line) for line in lines]
         assert ours == by_topic[f"pgcdc.{table}"], table
 
 
@@ -301,7 +290,7 @@ def test_a_capture_with_a_snapshot_decodes_as_decode_does(tmp_path: Path,
     by_table: dict[str, list[dict[str, Any]]] = {}
     last = ""
     for line in reference.read_text().splitlines():
-        record = _normalized(line)
+        record = without_run_fields(line)
         payload = (record["value"] or {}).get("payload") or {}
         source = payload.get("source") if isinstance(payload, dict) else None
         if record["value"] is None:  # a tombstone follows its delete
@@ -318,7 +307,7 @@ def test_a_capture_with_a_snapshot_decodes_as_decode_does(tmp_path: Path,
     for table in written:
         lines = [line for part in sorted(glob.glob(str(out / table / "part-*")))
                  for line in Path(part).read_text().splitlines()]
-        assert [_normalized(line) for line in lines] == by_table[table], table
+        assert [without_run_fields(line) for line in lines] == by_table[table], table
 
 
 def test_stream_refuses_a_checkpoint_of_one_query_per_table(

@@ -35,6 +35,7 @@ from pgcdc_events.spark.stream import (
 )
 from support.capture_files import write_files
 from support.golden import recordings
+from support.records import without_run_fields
 from support.spark_records import (
     CLOCK_NS,
     RUN_ID,
@@ -200,17 +201,6 @@ def test_cli_stream(spark: SparkSession, tmp_path: Path,
     assert spark.read.parquet(str(tmp_path / "o" / "records")).count() > 0
 
 
-def _normalized(line: str) -> dict[str, Any]:
-    """A record without what is processing time or run identity by definition."""
-    record = json.loads(line)
-    payload = (record["value"] or {}).get("payload")
-    if isinstance(payload, dict):
-        for name in ("ts_ms", "ts_us", "ts_ns"):
-            payload.pop(name, None)
-    record["headers"].pop("__debezium.context.runId", None)
-    return record  # type: ignore[no-any-return]
-
-
 def test_a_capture_that_begins_with_a_snapshot(spark: SparkSession, tmp_path: Path) -> None:
     """A capture that begins with an initial snapshot (what ``capture`` writes by default),
     in files cut inside the snapshot block: its rows are read (``r``) events, first, then
@@ -226,7 +216,7 @@ def test_a_capture_that_begins_with_a_snapshot(spark: SparkSession, tmp_path: Pa
     assert main(["decode", "--capture", str(golden / "capture.jsonl"), "-o", str(reference),
                  "--catalog", str(golden / "catalog.json"),
                  "--config", str(golden / "connector.properties"), "-q"]) == 0
-    want = [_normalized(line) for line in reference.read_text().splitlines()]
+    want = [without_run_fields(line) for line in reference.read_text().splitlines()]
     assert any((r["value"] or {}).get("payload", {}).get("op") == "r" for r in want)
     stream = decode_stream(read_capture_stream(spark, str(tmp_path / "f")),
                            EventConfig.from_properties(recording.properties),
@@ -236,7 +226,7 @@ def test_a_capture_that_begins_with_a_snapshot(spark: SparkSession, tmp_path: Pa
     assert stream.query is not None
     stream.query.processAllAvailable()
     stream.stop()
-    got = [_normalized(line) for line in records_lines(tmp_path / "o", spark)]
+    got = [without_run_fields(line) for line in records_lines(tmp_path / "o", spark)]
     assert got == want
 
 
