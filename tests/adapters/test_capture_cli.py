@@ -15,6 +15,7 @@ import pytest
 from pgcdc_events.cli import main
 from pgcdc_events.protocol import iter_capture
 from pgcdc_events.testing.cluster import TempCluster
+from support.records import without_run_fields
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -147,18 +148,6 @@ def test_ctrl_c_stops_after_the_current_read(url: str, pg_conn: Any, tmp_path: P
     assert len(_lines(out / "capture.jsonl")) == 4  # B R I C
 
 
-def _comparable(line: str) -> Any:
-    """A record without what differs from run to run (processing time, run id)."""
-    record = json.loads(line)
-    value = record["value"]
-    payload = value.get("payload", value) if value else None
-    if payload:
-        for key in ("ts_ms", "ts_us", "ts_ns"):
-            payload.pop(key, None)
-    record["headers"].pop("__debezium.context.runId", None)
-    return record
-
-
 def test_capture_decode_writes_what_decode_writes(url: str, pg_conn: Any,
                                                   tmp_path: Path) -> None:
     """``capture --decode`` and ``capture`` then ``decode`` of the same changes: the same
@@ -181,9 +170,9 @@ def test_capture_decode_writes_what_decode_writes(url: str, pg_conn: Any,
     assert main(["decode", "--capture", str(tmp_path / "cap" / "capture.jsonl"), "-q",
                  "-o", str(tmp_path / "decoded.jsonl"), "--catalog",
                  str(tmp_path / "catalog.json"), *props]) == 0
-    ours = [_comparable(x) for x in _lines(tmp_path / "ev" / "events.jsonl")]
+    ours = [without_run_fields(x) for x in _lines(tmp_path / "ev" / "events.jsonl")]
     assert len(ours) > 2000
-    assert ours == [_comparable(x) for x in _lines(tmp_path / "decoded.jsonl")]
+    assert ours == [without_run_fields(x) for x in _lines(tmp_path / "decoded.jsonl")]
     assert ours[1]["key"] == {"id": 1}  # the key converter without schemas
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from pgcdc_events.cli import main
 from pgcdc_events.testing.cluster import TempCluster
+from support.records import without_run_fields
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,16 +39,7 @@ def url(pg_cluster: TempCluster, pg_conn: Any) -> str:
 
 
 def _stable(text: str) -> list[dict[str, Any]]:
-    records = []
-    for line in text.splitlines():
-        record = json.loads(line)
-        (record.get("headers") or {}).pop("__debezium.context.runId", None)
-        payload = record["value"]["payload"] if record["value"] else None
-        if payload is not None:
-            for name in ("ts_ms", "ts_us", "ts_ns"):
-                payload.pop(name, None)
-        records.append(record)
-    return records
+    return [without_run_fields(line) for line in text.splitlines()]
 
 
 def _slot(url: str, slot: str) -> list[str]:

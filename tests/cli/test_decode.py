@@ -12,6 +12,7 @@ from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.properties import load_properties
 from pgcdc_events.protocol import iter_capture
 from pgcdc_events.types.catalog import CatalogSnapshot
+from support.records import without_run_fields
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "events" / "events-txmeta-truncate-notombstones"
@@ -24,27 +25,12 @@ def _library(capture: Path, props: dict[str, str], catalog: Path | None = None) 
                            run_id="r")
     writer = JsonRecordWriter.for_config(config)
     with open(capture, encoding="utf-8") as fh:
-        return [_stable(json.loads(writer.record_line(r)))
+        return [without_run_fields(json.loads(writer.record_line(r)))
                 for r in decoder.feed_rows(iter_capture(fh))]
 
 
-def _stable(record: dict) -> dict:
-    """The record without what differs between two runs: the run id and processing time."""
-    headers = record.get("headers") or {}
-    headers.pop("__debezium.context.runId", None)
-    value = record.get("value")
-    payload = value.get("payload", value) if isinstance(value, dict) else None
-    if isinstance(payload, dict):
-        source = payload.get("source") or {}
-        for name in ("ts_ms", "ts_us", "ts_ns"):
-            payload.pop(name, None)
-            if payload.get("op") == "m" and source.get("txId") is None:
-                source.pop(name, None)  # a non-transactional message happens "now"
-    return record
-
-
 def _decoded(out: str) -> list[dict]:
-    return [_stable(json.loads(line)) for line in out.splitlines()]
+    return [without_run_fields(line) for line in out.splitlines()]
 
 
 def test_decode_writes_the_decoders_records_under_a_connector_configuration(

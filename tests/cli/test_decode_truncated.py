@@ -10,6 +10,7 @@ import pytest
 
 from pgcdc_events.cli import main
 from pgcdc_events.cli.decode_cmd import unfinished_transaction
+from support.records import without_run_fields
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "events" / "events-txmeta-truncate-notombstones"
@@ -26,13 +27,7 @@ def _decode(capture: Path, out: Path, workers: str, capsys: pytest.CaptureFixtur
                  "--output", str(out), "--workers", workers, "-q"]) == 0
     records = []
     for line in out.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        record.get("headers", {}).pop("__debezium.context.runId", None)
-        payload = record["value"].get("payload", record["value"]) if record["value"] else None
-        if isinstance(payload, dict):
-            for name in ("ts_ms", "ts_us", "ts_ns"):
-                payload.pop(name, None)
-        records.append(json.dumps(record, sort_keys=True))
+        records.append(json.dumps(without_run_fields(line), sort_keys=True))
     return records, capsys.readouterr().err
 
 
