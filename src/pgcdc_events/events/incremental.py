@@ -42,6 +42,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -334,8 +335,11 @@ class _Chunk:
 
     chunk_id: str
     table: TableSchema
-    rows: dict[Any, tuple[tuple[Any, ...], tuple[Any, ...]]] | None = None
+    #: The rows still buffered: by message key, the key and value structs and the row's
+    #: text values (for its chunk key, at :attr:`key_positions`).
+    rows: dict[Any, tuple[Struct | None, Struct, SnapshotRow]] | None = None
     removed: set[Any] = attrs.Factory(set)
+    key_positions: tuple[int, ...] = ()
 
 
 def _hashable(value: Any) -> Any:
@@ -348,9 +352,19 @@ def _hashable(value: Any) -> Any:
     return value
 
 
+#: Values that are their own hashable form (:func:`_hashable`).
+_PLAIN: Final = frozenset({str, int, float, bool, bytes, Decimal, type(None)})
+
+
 def _message_key(key: Struct | None) -> Any:
     """What the window is keyed by: the message key's values (``None``: no key)."""
-    return None if key is None else _hashable(key)
+    if key is None:
+        return None
+    values = key.values
+    for value in values:
+        if value.__class__ not in _PLAIN:
+            return _hashable(key)
+    return tuple(values)  # what _hashable gives, without a call per value
 
 
 class ChunkWindow:
@@ -428,24 +442,26 @@ class ChunkWindow:
             raise IncrementalSnapshotError(
                 f"chunk key {key_names!r} is not a list of columns of {schema.qualified}"
                 ) from None
-        buffered: dict[Any, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+        buffered: dict[Any, tuple[Struct | None, Struct, SnapshotRow]] = {}
         width = len(schema.relation.columns)
-        last: tuple[Any, ...] | None = None
+        structs = schema.structs
+        removed = chunk.removed
+        row: SnapshotRow | None = None
         for row in rows:
             tup = snapshot_tuple(row, width, schema.qualified)
-            last = tuple(_text(row[p]) for p in positions)
             try:
-                converted = schema.row(tup)
+                key, value = structs(tup, None)
             except ConversionError as error:
                 self._row_failed(error, schema)
                 continue
-            key = _message_key(schema.key(converted))
-            if key in chunk.removed:
+            message_key = _message_key(key)
+            if message_key in removed:
                 continue  # changed in the stream after the open watermark
-            buffered[key] = (converted, last)  # a repeated key keeps its first place
+            buffered[message_key] = (key, value, row)  # a repeated key keeps its first place
         chunk.rows = buffered
-        if last is not None:
-            self.context.next_chunk_position(last)
+        chunk.key_positions = positions
+        if row is not None:
+            self.context.next_chunk_position([row[p] for p in positions])
 
     def receive(self, record: ChangeRecord) -> list[ChangeRecord]:
         """One record the decoder produced from the stream, in stream order; returns the
@@ -521,19 +537,21 @@ class ChunkWindow:
         config = decoder.config
         table = chunk.table
         out = []
-        for row, chunk_key in chunk.rows.values():
+        for key, after, _row in chunk.rows.values():
             now = decoder.clock()
             source = source_struct(
                 version=config.version, name=config.topic_prefix, ts_us=now // 1000,
                 snapshot="incremental", db=config.database, sequence=sequence,
                 schema=table.schema_name, table=table.table_name, tx_id=None, lsn=None)
             value = make_struct(table.envelope_schema, (
-                None, table.value(row), source, None, "r", now // 1_000_000, now // 1000, now))
-            decoder.metrics.events_seen += 1
-            out.append(make_record(table.topic, table.key_schema, table.key(row),
+                None, after, source, None, "r", now // 1_000_000, now // 1000, now))
+            out.append(make_record(table.topic, table.key_schema, key,
                                    table.envelope_schema, value, decoder.context_headers,
                                    lsn, "change"))
-            self.context.send_event(chunk_key)
+        decoder.metrics.events_seen += len(out)
+        if chunk.rows:  # the events go out together: the last one's key was sent
+            last = next(reversed(chunk.rows.values()))[2]
+            self.context.send_event([last[p] for p in chunk.key_positions])
         return out
 
     def _table_schema(self, table: CatalogTable) -> TableSchema:

@@ -14,6 +14,7 @@ throughout for incremental snapshots.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -50,9 +51,16 @@ def snapshot_tuple(row: SnapshotRow, width: int, table: str) -> TupleData:
     """The pgoutput tuple of one snapshot row: text values (``None`` for NULL)."""
     if len(row) != width:
         raise ConfigurationError(f"snapshot row of {table} has {len(row)} values, expected {width}")
-    values = tuple(v.encode() if isinstance(v, str) else v for v in row)
-    kinds = bytes(KIND_NULL if v is None else KIND_TEXT for v in values)
-    return TupleData(kinds, values)
+    values = tuple([v.encode() if isinstance(v, str) else v for v in row])
+    if None in values:
+        return TupleData(bytes([KIND_NULL if v is None else KIND_TEXT for v in values]), values)
+    return TupleData(_all_text(width), values)
+
+
+@functools.lru_cache(maxsize=64)
+def _all_text(width: int) -> bytes:
+    """The kinds of a tuple of ``width`` text values."""
+    return bytes([KIND_TEXT]) * width
 
 
 def _rows(decoder: RecordContext, tables: Iterable[tuple[CatalogTable, Iterable[SnapshotRow]]]
