@@ -231,6 +231,65 @@ def test_an_initial_snapshot_decoded_by_the_decoding_processes(
     assert [comparable(r) for r in two] == [comparable(r) for r in one]
 
 
+def _terminate_walsender(conn: Any) -> None:
+    """The capture's replication connection ended by the server (as an administrator's
+    pg_terminate_backend does), once it is gone."""
+    pid = conn.run("SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'cap'")[0][0]
+    assert pid is not None
+    conn.run("SELECT pg_terminate_backend(:p)", p=pid)
+    deadline = time.monotonic() + 30
+    while conn.run("SELECT count(*) FROM pg_stat_activity WHERE pid = :p", p=pid)[0][0]:
+        assert time.monotonic() < deadline, "the walsender did not end"
+        time.sleep(0.02)
+
+
+def test_a_read_rolled_back_after_half_a_unit_was_sent(
+        cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The replication connection lost in the middle of a read (the server terminates the
+    walsender while it sends a big transaction), after a big streamed transaction was
+    written whole, its first block sent to the decoding processes and the rest still held
+    in the capture process: the read is rolled back and read again. The decoding
+    processes must get what the capture process held first (they stopped inside one of
+    the streamed transaction's stream blocks, where no decoder fed the stream stops);
+    the records are then the referee's, each once."""
+    # the big transaction's first block (2,048 lines, 235 kB) is sent, its rest (113 kB) held
+    monkeypatch.setattr(_capture_decoder, "_PIECE", 200_000)
+    conn = pg8000.native.Connection(**cluster.dsn())
+    terminated: list[int] = []
+    write = _capture_decoder.ForwardingSink.write
+
+    def write_then_lose(self: _capture_decoder.ForwardingSink, unit: Any,
+                        output: Any) -> None:
+        write(self, unit, output)
+        if unit.changes == 3000 and not terminated:
+            assert 0 < len(self.output._piece) < _capture_decoder._PIECE
+            terminated.append(unit.changes)
+            _terminate_walsender(conn)
+
+    try:
+        conn.run("INSERT INTO acct VALUES (1, 'a', 1, true), (2, 'b', 2, false)")
+        # streamed (logical_decoding_work_mem is 64kB), narrow rows: short lines
+        conn.run("INSERT INTO item SELECT g, 'n', g FROM generate_series(1, 3000) g")
+        # wide rows (small in the WAL, 20 MB on the wire): still on their way when the
+        # walsender is terminated
+        conn.run("INSERT INTO item SELECT 10000 + g, repeat('w', 20000), g FROM "
+                 "generate_series(1, 1000) g")
+        conn.run("UPDATE acct SET balance = balance + 1")
+        monkeypatch.setattr(_capture_decoder.ForwardingSink, "write", write_then_lose)
+        args = [x for x in decode_args(cluster, tmp_path / "out", "--workers", "2")
+                if x != "--quiet"]
+        assert main([*args, "--batch-rows", "100000"]) == 0, capsys.readouterr().err
+    finally:
+        conn.close()
+    err = capsys.readouterr().err
+    assert terminated == [3000], err
+    assert "retrying for up to 120 s" in err, err
+    assert "Traceback" not in err
+    figures = verify_events(cluster, tmp_path / "out")
+    assert figures["records"] == 4004
+
+
 def test_spool_files_left_by_a_killed_run_are_removed(cluster: TempCluster,
                                                       tmp_path: Path) -> None:
     """Segments' records wait beside the output, in a 0700 directory of the run's own; one
