@@ -16,6 +16,7 @@ import errno
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -144,12 +145,32 @@ def _one_error_line(err: bytes) -> str:
 # ---------------------------------------------------------------- the tests
 
 
+_DECODED_BY = re.compile(r"; records decoded (?:by (\d+) processes \(([\d,+ ]+)\)|in this "
+                         r"process)$", re.MULTILINE)
+
+
+def decoded_by(err: str) -> list[int] | None:
+    """The records each decoding process decoded, from a run's last line (``None``: the
+    records were decoded in the capture process)."""
+    found = _DECODED_BY.findall(err)
+    assert len(found) == 1, err
+    processes, counts = found[0]
+    if not processes:
+        return None
+    each = [int(n.replace(",", "")) for n in counts.split(" + ")]
+    assert len(each) == int(processes), err
+    return each
+
+
 def test_the_decoding_process_writes_what_one_process_writes(
-        cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """Two outputs of the same changes, --workers 2 and --workers 1: the same records (but
     for the processing time and the run id), a table created while the capture runs (the
     catalog read again, by the decoding processes on connections of their own: its enum
-    column comes out as the catalog says) included."""
+    column comes out as the catalog says) included. Each run of --workers 2 says that both
+    decoding processes decoded records (a capture that fell back to decoding in its own
+    process would write the same records), and their counts add up to the output's."""
     started: list[int] = []
     start = _capture_decoder.DecodingOutput.start
 
@@ -161,6 +182,7 @@ def test_the_decoding_process_writes_what_one_process_writes(
     # small segments and pieces: many of them, owned in turn, units sent in pieces
     monkeypatch.setattr(_capture_decoder, "_SEGMENT", 20_000)
     monkeypatch.setattr(_capture_decoder, "_PIECE", 3_000)
+    decoded: dict[str, list[list[int] | None]] = {"2": [], "1": []}
     conn = pg8000.native.Connection(**cluster.dsn())
     try:
         conn.run("SELECT pg_create_logical_replication_slot('one', 'pgoutput', false, true)")
@@ -174,15 +196,21 @@ def test_the_decoding_process_writes_what_one_process_writes(
                 conn.run("CREATE TABLE later (id int PRIMARY KEY, m mood)")
                 conn.run("INSERT INTO later VALUES (1, 'ok'), (2, 'sad')")
             for workers, slot in (("2", "cap"), ("1", "one")):
-                args = [*decode_args(cluster, tmp_path / workers, "--workers", workers)]
+                args = [x for x in decode_args(cluster, tmp_path / workers, "--workers",
+                                               workers) if x != "--quiet"]
                 args[args.index("cap")] = slot
                 assert main(args) == 0
+                decoded[workers].append(decoded_by(capsys.readouterr().err))
     finally:
         conn.close()
-    assert len(started) == 3  # decoding processes for each run with --workers 2 only
     two, one = ([json.loads(x) for x in (tmp_path / w / "events.jsonl").read_text()
                  .splitlines()] for w in ("2", "1"))
     assert len(two) > 3000 and [_exact(r) for r in two] == [_exact(r) for r in one]
+    assert decoded["1"] == [None, None, None], decoded
+    assert all(each is not None and len(each) == 2 and min(each) > 0
+               for each in decoded["2"]), decoded
+    assert sum(sum(each or ()) for each in decoded["2"]) == len(two), decoded
+    assert len(started) == 3  # decoding processes for each run with --workers 2 only
     moods = [r["value"]["payload"]["after"]["m"] for r in two
              if r["topic"].endswith(".later")]
     assert moods == ["ok", "sad"]

@@ -130,6 +130,7 @@ class _Process:
     def __init__(self, pid: int, send: Connection, recv: Connection) -> None:
         self.pid, self.send, self.recv = pid, send, recv
         self.status: int | None = None  # its wait status, once ended
+        self.records = 0  # the records of its segments appended to the output
 
 
 class DecodingOutput:
@@ -197,6 +198,13 @@ class DecodingOutput:
         """The output's last committed checkpoint."""
         return self.local.checkpoint
 
+    @property
+    def decoded(self) -> tuple[int, ...]:
+        """The records each decoding process decoded and the output got, in the order they
+        were started (a rolled-back segment's included): the proof that they did the work
+        (none started yet: empty)."""
+        return tuple(process.records for process in self.processes)
+
     # -- writing: pieces, segments, the records appended -------------------------------------
     def write(self, data: bytes) -> None:
         """Capture lines (whole lines) of a unit or of a snapshot row, for the current
@@ -245,9 +253,10 @@ class DecodingOutput:
             process = self._pending[0]
             if not block and not process.recv.poll():
                 break
-            path, size = self._answer(process)
+            path, size, records = self._answer(process)
             self._pending.popleft()
             self.local.append_file(path, size)
+            process.records += records
         if block:  # a process that is owed nothing may still have failed (a skim)
             for process in self.processes:
                 if process.recv.poll():
@@ -312,9 +321,9 @@ class DecodingOutput:
         except OSError:
             self._died(process)
 
-    def _answer(self, process: _Process) -> tuple[str, int]:
-        """The next answer of ``process``: the spool file of its oldest segment, or the
-        error that stopped it (raised)."""
+    def _answer(self, process: _Process) -> tuple[str, int, int]:
+        """The next answer of ``process``: the spool file of its oldest segment (path, size,
+        records), or the error that stopped it (raised)."""
         try:
             data = process.recv.recv_bytes()
         except (EOFError, OSError):
@@ -322,8 +331,8 @@ class DecodingOutput:
         status, value = pickle.loads(data)
         if status != "done":
             raise _error(*value)
-        path, size = value
-        return str(path), int(size)
+        path, size, records = value
+        return str(path), int(size), int(records)
 
     def _died(self, process: _Process) -> NoReturn:
         status = _wait(process, 5.0)
@@ -424,6 +433,7 @@ class _SpoolFile:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         self.file = os.fdopen(fd, "wb", buffering=1 << 20)
         self.size = 0
+        self.records = 0  # (counted by the sink as it writes them)
 
     def write(self, data: bytes) -> None:
         try:
@@ -467,7 +477,9 @@ def _serve(inbox: Connection, outbox: Connection, events: EventSink, spool: str,
                 if current is None:
                     segments += 1
                     current = _SpoolFile(os.path.join(spool, f"{os.getpid()}-{segments}"))
+                before = events.records
                 events.write_records(_records(decoder, data), cast(Output, current))
+                current.records += events.records - before
             elif tag == _SKIM:
                 with _quiet():  # what the lines' owner says too: said once, by it
                     for _ in _records(decoder, data, skim=True):
@@ -475,7 +487,8 @@ def _serve(inbox: Connection, outbox: Connection, events: EventSink, spool: str,
             elif tag == _END:
                 assert current is not None, "the end of a segment this process never got"
                 current.close()
-                outbox.send_bytes(pickle.dumps(("done", (current.path, current.size))))
+                outbox.send_bytes(pickle.dumps(
+                    ("done", (current.path, current.size, current.records))))
                 current = None
         except Exception as exc:  # sent back: the capture process raises it
             failed = (_pickled(exc), str(exc) if isinstance(exc, PgCdcError)
