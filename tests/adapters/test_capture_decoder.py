@@ -366,11 +366,25 @@ def test_workers_is_checked(cluster: TempCluster, tmp_path: Path,
     assert not (tmp_path / "o").exists()
 
 
-DECODER_CRASH = test_delivery.crash_wrapper("from pgcdc_events.cli import _capture_decoder", '''
+DECODER_CRASH = test_delivery.crash_wrapper(
+    "from pgcdc_events.adapters import checkpoint\n"
+    "from pgcdc_events.cli import _capture_decoder", '''
     Spool = _capture_decoder._SpoolFile
     write, close = Spool.write, Spool.close
+    append = checkpoint.DurableOutput.append_file
 
-    if point == "mid-segment":  # records of a segment written, then a decoding process dies
+    if point == "torn-append":  # the capture process: half of a segment's records reach
+        # the output (cut inside a line), then death: the records of the decoding
+        # processes are not written by DurableOutput.write, where "torn-write" dies
+        def torn(self, path, size):
+            if passing():
+                self._flush()
+                with open(path, "rb") as fh:
+                    os.write(self._fd, fh.read(size)[:size // 2 + 1])
+                die()
+            return append(self, path, size)
+        checkpoint.DurableOutput.append_file = torn
+    elif point == "mid-segment":  # records of a segment written, then a decoding process dies
         def torn(self, data):
             write(self, data)
             if passing():
@@ -384,21 +398,27 @@ DECODER_CRASH = test_delivery.crash_wrapper("from pgcdc_events.cli import _captu
                 die()
         Spool.close = unanswered
 ''')
-#: Where each process dies: the capture process (the output's write, fsync and
-#: checkpoint, the slot's advance: test_delivery's points), a decoding process.
-CRASH_POINTS = [*((test_delivery.CRASH_WRAPPER, point) for point in test_delivery.CRASH_POINTS),
+#: Where each process dies: the capture process (a segment's records appended in part,
+#: then the output's fsync and checkpoint, the slot's advance: test_delivery's points but
+#: its torn write, which the records never pass through here), a decoding process.
+CRASH_POINTS = [(DECODER_CRASH, "torn-append"),
+                *((test_delivery.CRASH_WRAPPER, point) for point in test_delivery.CRASH_POINTS
+                  if point != "torn-write"),
                 (DECODER_CRASH, "mid-segment"), (DECODER_CRASH, "before-answer")]
 
 
 def test_a_crash_at_every_step_of_either_process(cluster: TempCluster, tmp_path: Path) -> None:
-    """``test_delivery``'s crash points, in the capture process (which writes the output,
-    its checkpoint, and advances the slot: its decoding processes die with it), and a
-    decoding process dying in the middle of a segment's records or once they are complete
-    but not answered for (the capture stops saying so); restarted, the output is exact."""
+    """``test_delivery``'s crash points, in the capture process (which appends the
+    segments' records to the output, torn here, then writes its checkpoint and advances
+    the slot: its decoding processes die with it), and a decoding process dying in the
+    middle of a segment's records or once they are complete but not answered for (the
+    capture stops saying so); each point is passed and dies at least once; restarted,
+    the output is exact: 0 lost, 0 duplicated."""
     workload = test_delivery.Workload(cluster, seed=5, big_every=10)
     conn = workload.connect()
     output = tmp_path / "out"
     crashes = {"decoder": 0, "capture": 0}
+    died: dict[str, int] = dict.fromkeys((point for _, point in CRASH_POINTS), 0)
     try:
         for number, (wrapper, point) in enumerate(CRASH_POINTS):
             script = tmp_path / f"crash{number}.py"
@@ -415,19 +435,23 @@ def test_a_crash_at_every_step_of_either_process(cluster: TempCluster, tmp_path:
                 _, err = proc.communicate(timeout=300)
                 if proc.returncode == -signal.SIGKILL:
                     crashes["capture"] += 1
+                    died[point] += 1
                 elif proc.returncode == 1 and DIED in err:
                     line = _one_error_line(err)
                     assert "killed by signal 9 (SIGKILL)" in line, line
                     crashes["decoder"] += 1
+                    died[point] += 1
                 else:  # caught up before passing the crash point that many times
                     assert proc.returncode == 0, err.decode()
         for gid in workload.prepared:
             conn.run(f"COMMIT PREPARED '{gid}'")
     finally:
         conn.close()
+    assert all(died.values()), died  # (a point never passed proves nothing)
     assert crashes["decoder"] >= 3 and crashes["capture"] >= 7, crashes
     finish(cluster, output)
-    verify_events(cluster, output)
+    figures = verify_events(cluster, output)
+    assert figures["records"] > 500, figures
 
 
 def test_sigkill_of_either_process_at_random_moments(cluster: TempCluster,
