@@ -33,6 +33,7 @@ from pgcdc_events.cli import _capture_decoder, main
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.protocol import Lsn
 from pgcdc_events.testing.cluster import TempCluster
+from pgcdc_events.types import catalog as catalog_module
 from pgcdc_events.types.catalog import fetch_catalog
 
 cluster = test_delivery.cluster  # the fixture: a cluster of its own with the referee slot
@@ -316,6 +317,65 @@ def test_a_read_rolled_back_after_half_a_unit_was_sent(
     assert "Traceback" not in err
     figures = verify_events(cluster, tmp_path / "out")
     assert figures["records"] == 4004
+
+
+@pytest.mark.parametrize("workers", ["2", "1"])
+@pytest.mark.filterwarnings('ignore:table "public"."later" does not match the catalog')
+def test_a_catalog_read_again_loses_its_connection(
+        cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str], workers: str) -> None:
+    """A column renamed since the table's changes were written (the catalog read when the
+    capture starts does not describe them): the catalog is read again (by each decoding process on
+    a connection of its own, or on the capture's), and the server terminates that session
+    (pg_terminate_backend) in the middle of the read. The read is retried as
+    the capture's connections are, and the records are the referee's."""
+    terminations = tmp_path / "terminated"
+    calls = [0]
+    real = catalog_module.fetch_catalog
+
+    def terminated_once(conn: Any) -> Any:
+        calls[0] += 1  # (a decoding process counts on from the capture's first read)
+        if calls[0] == 2:  # this process's first read again: its session terminated
+            pid = conn.run("SELECT pg_backend_pid()")[0][0]
+            admin = pg8000.native.Connection(**cluster.dsn())
+            try:
+                admin.run("SELECT pg_terminate_backend(:p)", p=pid)
+                while admin.run("SELECT count(*) FROM pg_stat_activity WHERE pid = :p",
+                                p=pid)[0][0]:
+                    time.sleep(0.02)
+            finally:
+                admin.close()
+            with open(terminations, "a", encoding="utf-8") as fh:
+                fh.write(f"{os.getpid()}\n")
+        return real(conn)
+
+    conn = pg8000.native.Connection(**cluster.dsn())
+    try:
+        conn.run("INSERT INTO acct SELECT g, 'o' || g, g, true FROM generate_series(1, 500) g")
+        conn.run("CREATE TYPE mood AS ENUM ('sad', 'ok')")
+        conn.run("CREATE TABLE later (id int PRIMARY KEY, m mood)")
+        conn.run("INSERT INTO later VALUES (1, 'ok'), (2, 'sad')")
+        conn.run("UPDATE acct SET balance = balance + 1 WHERE id % 3 = 0")
+        conn.run("ALTER TABLE later RENAME COLUMN m TO feeling")
+        conn.run("INSERT INTO later VALUES (3, 'ok')")
+    finally:
+        conn.close()
+    monkeypatch.setattr(catalog_module, "fetch_catalog", terminated_once)
+    args = [x for x in decode_args(cluster, tmp_path / "out", "--workers", workers)
+            if x != "--quiet"]
+    assert main(args) == 0, capfd.readouterr().err
+    err = capfd.readouterr().err  # (the decoding processes' lines too)
+    assert "Traceback" not in err
+    # each process that read the catalog again lost its session once, and said it retries
+    died = terminations.read_text().split()
+    assert len(died) == int(workers) and len(set(died)) == len(died), (died, err)
+    assert err.count("read the catalog again: ") == len(died), err
+    assert err.count("; retrying for up to 120 s") == len(died), err
+    assert "catalog read again from database 'postgres'" in err
+    with open(tmp_path / "out" / "events.jsonl", encoding="utf-8") as fh:
+        ours = [_same(json.loads(line)) for line in fh]
+    assert ours == [_same(r) for r in _referee(cluster)]  # (a table the workload lacks)
+    assert len(ours) == 500 + 2 + 166 + 1
 
 
 def test_spool_files_left_by_a_killed_run_are_removed(cluster: TempCluster,

@@ -43,6 +43,7 @@ import glob
 import multiprocessing
 import os
 import pickle
+import select
 import shutil
 import signal
 import sys
@@ -101,14 +102,46 @@ def can_fork() -> bool:
 class OwnConnection:
     """A connection of its own for reading the catalog again (``catalog_refresh``) from a
     decoding process: the capture's connections belong to the capture process. Opened for
-    each call (a table created or altered since: rare), its errors translated."""
+    each call (a table created or altered since: rare), its errors translated.
 
-    def __init__(self, settings: ConnectionSettings, slot: str) -> None:
+    A lost connection (the server restarted, the session terminated) is retried as the
+    capture retries its own: for ``retry_for`` seconds, for ever when ``follow``ing, with
+    the same back-off; ``notify`` is told when it starts. Meanwhile the capture waits for
+    the segment being decoded; it gives up at once when the capture process ends."""
+
+    def __init__(self, settings: ConnectionSettings, slot: str, *, retry_for: float = 10.0,
+                 follow: bool = False, notify: Callable[[str], None] | None = None) -> None:
         self.settings = settings
         self.slot = slot
+        self.retry_for, self.follow, self.notify = retry_for, follow, notify
+        #: Connections lost and retried (for tests and reports).
+        self.retries = 0
 
     def call(self, function: Callable[[Any], Any], *, action: str) -> Any:
-        """``function(connection)`` on a new connection, closed after."""
+        """``function(connection)`` on a new connection, closed after; again on a new one
+        when the connection is lost (see the class docstring)."""
+        failing_since: float | None = None
+        backoff = 0.1
+        while True:
+            try:
+                return self._call(function, action)
+            except ConnectionLostError as error:
+                now = time.monotonic()
+                if failing_since is None:
+                    failing_since = now
+                    if self.notify is not None and (self.follow or self.retry_for > 0):
+                        self.notify(f"{error}; retrying " + (
+                            "until it succeeds (--follow)" if self.follow
+                            else f"for up to {self.retry_for:g} s"))
+                left = self.retry_for - (now - failing_since)
+                if not self.follow and left <= 0:
+                    raise
+                if _ending(backoff if self.follow else min(backoff, left)):
+                    raise  # (the capture process is ending: no one waits for the answer)
+                self.retries += 1
+                backoff = min(backoff * 2, 5.0)
+
+    def _call(self, function: Callable[[Any], Any], action: str) -> Any:
         conn, _ = self.settings.connect()
         try:
             return function(conn)
@@ -152,6 +185,8 @@ class DecodingOutput:
         self._owner = 0
         #: Segments ended and not appended yet: their owners, oldest first.
         self._pending: deque[_Process] = deque()
+        #: The write end of the decoding processes' life line (closed: the capture ends).
+        self._lifeline: int | None = None
 
     # -- the decoding processes --------------------------------------------------------------
     def start(self) -> None:
@@ -169,6 +204,7 @@ class DecodingOutput:
         sys.stdout.flush()
         sys.stderr.flush()
         parent = os.getpid()
+        alive, self._lifeline = os.pipe()
         for _ in range(self.workers):
             inbox, send = multiprocessing.Pipe(duplex=False)
             recv, outbox = multiprocessing.Pipe(duplex=False)
@@ -183,6 +219,9 @@ class DecodingOutput:
                         other.recv.close()
                     send.close()
                     recv.close()
+                    os.close(self._lifeline)
+                    global _LIFELINE  # noqa: PLW0603 - one capture process a decoding process
+                    _LIFELINE = alive
                     status = _serve(inbox, outbox, self.events, self.spool, parent)
                 finally:
                     for stream in (sys.stdout, sys.stderr):  # its warnings, if any
@@ -192,6 +231,7 @@ class DecodingOutput:
             inbox.close()
             outbox.close()
             self.processes.append(_Process(pid, send, recv))
+        os.close(alive)
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -303,6 +343,9 @@ class DecodingOutput:
         """End the decoding processes (they drop their unfinished segment), remove their
         files, close the output (dropping anything not committed)."""
         try:
+            if self._lifeline is not None:  # a catalog read being retried gives up
+                os.close(self._lifeline)
+                self._lifeline = None
             for process in self.processes:
                 process.send.close()  # the end of its input: it exits
             deadline = time.monotonic() + _CLOSE_WAIT
@@ -504,6 +547,22 @@ def _serve(inbox: Connection, outbox: Connection, events: EventSink, spool: str,
 
 #: Whether this process is skimming (a decoding process, lines another one owns).
 _SKIMMING = False
+#: In a decoding process: the read end of the life line, which the capture process holds
+#: open until it ends (then it reads as the end of a file).
+_LIFELINE: int | None = None
+
+
+def _ending(seconds: float) -> bool:
+    """Wait ``seconds``; whether the capture process is ending (a decoding process's life
+    line closed; in any other process: never)."""
+    if _LIFELINE is None:
+        time.sleep(seconds)
+        return False
+    try:
+        readable, _, _ = select.select([_LIFELINE], [], [], seconds)
+    except OSError:
+        return True
+    return bool(readable)
 
 
 def speaks() -> bool:

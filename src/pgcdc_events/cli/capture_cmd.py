@@ -464,7 +464,10 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
     if separate:
         from pgcdc_events.cli._capture_decoder import OwnConnection  # noqa: PLC0415
 
-        own = OwnConnection(reader.settings or parse_conninfo({}), args.slot)
+        own = OwnConnection(reader.settings or parse_conninfo({}), args.slot,
+                            retry_for=args.retry_for, follow=args.follow,
+                            notify=None if args.quiet else lambda text: print(
+                                f"pgcdc-events {name}: {text}", file=sys.stderr, flush=True))
     heartbeat = _heartbeat(properties, reader)
     incremental = _incremental(args, name, properties, reader, publications, decode) \
         if incremental_on else None
