@@ -20,6 +20,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -376,6 +377,80 @@ def test_a_catalog_read_again_loses_its_connection(
         ours = [_same(json.loads(line)) for line in fh]
     assert ours == [_same(r) for r in _referee(cluster)]  # (a table the workload lacks)
     assert len(ours) == 500 + 2 + 166 + 1
+
+
+LOST_CATALOG = textwrap.dedent('''
+    """Run the CLI; every catalog read but the first ends its own session on the server."""
+    import sys
+    from pgcdc_events.cli import main
+    from pgcdc_events.types import catalog
+
+    real, calls = catalog.fetch_catalog, [0]
+
+    def lost(conn):
+        calls[0] += 1
+        if calls[0] > 1:  # (decoding processes count on from the capture's first read)
+            conn.run("SELECT pg_terminate_backend(pg_backend_pid())")
+        return real(conn)
+
+    catalog.fetch_catalog = lost
+    sys.exit(main(sys.argv[1:]))
+''')
+
+
+@pytest.mark.filterwarnings('ignore:table "public"."later" does not match the catalog')
+def test_ctrl_c_while_a_catalog_read_is_retried(cluster: TempCluster, tmp_path: Path) -> None:
+    """A following capture whose decoding processes cannot read the catalog again (every
+    session they open is terminated): they retry for ever, and the capture waits for the
+    segment; Ctrl-C says it stops after the current read, a second Ctrl-C stops it now:
+    the decoding processes give up their retries at once (the capture process's life line
+    closed) and end, the capture exits 130 without a traceback; the next run delivers
+    every record once."""
+    conn = pg8000.native.Connection(**cluster.dsn())
+    try:
+        conn.run("INSERT INTO acct SELECT g, 'o' || g, g, true FROM generate_series(1, 50) g")
+        conn.run("CREATE TYPE mood AS ENUM ('sad', 'ok')")
+        conn.run("CREATE TABLE later (id int PRIMARY KEY, m mood)")
+        conn.run("INSERT INTO later VALUES (1, 'ok'), (2, 'sad')")
+        conn.run("ALTER TABLE later RENAME COLUMN m TO feeling")  # (read again for m)
+    finally:
+        conn.close()
+    script = tmp_path / "lost.py"
+    script.write_text(LOST_CATALOG)
+    output = tmp_path / "out"
+    args = [x for x in decode_args(cluster, output, "--follow", "--workers", "2")
+            if x != "--quiet"]
+    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, cwd=test_delivery.ROOT)
+    assert proc.stderr is not None
+    lines = []
+    try:
+        deadline = time.monotonic() + 60
+        while not any("retrying until it succeeds (--follow)" in x for x in lines):
+            assert time.monotonic() < deadline, lines
+            lines.append(proc.stderr.readline().decode())
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert len(children) == 2, children
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1)
+        assert proc.poll() is None  # waiting for the segment
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=30)  # (not the 60 s the capture waits at most)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = "".join(lines) + rest.decode()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1] == "pgcdc-events capture: interrupted", err
+    assert not any(Path(f"/proc/{child}").exists() for child in children)
+    finish(cluster, output)
+    with open(output / "events.jsonl", encoding="utf-8") as fh:
+        ours = [_same(json.loads(line)) for line in fh]
+    assert ours == [_same(r) for r in _referee(cluster)]
+    assert len(ours) == 52
 
 
 def test_spool_files_left_by_a_killed_run_are_removed(cluster: TempCluster,
