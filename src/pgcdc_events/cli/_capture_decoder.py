@@ -32,6 +32,12 @@ committed. Either way the slot was acknowledged only up to the last commit, and 
 continues from the checkpoint exactly once. A decoder's error (or any other) comes back as
 the error one process would raise. Decoding processes ignore Ctrl-C and SIGTERM: the
 capture finishes its read and commit, then closes the pipes and they end.
+
+A catalog read again in a decoding process (:class:`OwnConnection`) that loses its
+connection is retried there, as the capture retries its own connections, while the
+capture waits for the segment; the capture process holds a *life line* (a pipe) open
+until it closes the output, and a retry gives up as soon as it reads as ended (a second
+Ctrl-C, an error: the capture ends without waiting for the server to come back).
 """
 
 from __future__ import annotations
@@ -114,8 +120,6 @@ class OwnConnection:
         self.settings = settings
         self.slot = slot
         self.retry_for, self.follow, self.notify = retry_for, follow, notify
-        #: Connections lost and retried (for tests and reports).
-        self.retries = 0
 
     def call(self, function: Callable[[Any], Any], *, action: str) -> Any:
         """``function(connection)`` on a new connection, closed after; again on a new one
@@ -138,7 +142,6 @@ class OwnConnection:
                     raise
                 if _ending(backoff if self.follow else min(backoff, left)):
                     raise  # (the capture process is ending: no one waits for the answer)
-                self.retries += 1
                 backoff = min(backoff * 2, 5.0)
 
     def _call(self, function: Callable[[Any], Any], action: str) -> Any:
@@ -220,8 +223,7 @@ class DecodingOutput:
                     send.close()
                     recv.close()
                     os.close(self._lifeline)
-                    global _LIFELINE  # noqa: PLW0603 - one capture process a decoding process
-                    _LIFELINE = alive
+                    _hold_lifeline(alive)
                     status = _serve(inbox, outbox, self.events, self.spool, parent)
                 finally:
                     for stream in (sys.stdout, sys.stderr):  # its warnings, if any
@@ -550,6 +552,12 @@ _SKIMMING = False
 #: In a decoding process: the read end of the life line, which the capture process holds
 #: open until it ends (then it reads as the end of a file).
 _LIFELINE: int | None = None
+
+
+def _hold_lifeline(fd: int) -> None:
+    """This decoding process's end of the life line (see :func:`_ending`)."""
+    global _LIFELINE  # noqa: PLW0603 - one capture process a decoding process
+    _LIFELINE = fd
 
 
 def _ending(seconds: float) -> bool:
