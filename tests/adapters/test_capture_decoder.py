@@ -30,7 +30,7 @@ import pytest
 
 from adapters import test_delivery
 from pgcdc_events.adapters import DurableOutput
-from pgcdc_events.cli import _capture_decoder, main
+from pgcdc_events.cli import _capture_decoder, capture_cmd, main
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.protocol import Lsn
 from pgcdc_events.testing.cluster import TempCluster
@@ -166,11 +166,12 @@ def decoded_by(err: str) -> list[int] | None:
 
 def test_the_decoding_process_writes_what_one_process_writes(
         cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capfd: pytest.CaptureFixture[str]) -> None:
     """Two outputs of the same changes, --workers 2 and --workers 1: the same records (but
-    for the processing time and the run id), a table created while the capture runs (the
-    catalog read again, by the decoding processes on connections of their own: its enum
-    column comes out as the catalog says) included. Each run of --workers 2 says that both
+    for the processing time and the run id), a table created while the capture runs (once
+    it read the catalog: the catalog read again, by the decoding processes on connections
+    of their own, said once; its enum column comes out as the catalog says) included. Each
+    run of --workers 2 says that both
     decoding processes decoded records (a capture that fell back to decoding in its own
     process would write the same records), and their counts add up to the output's."""
     started: list[int] = []
@@ -186,6 +187,16 @@ def test_the_decoding_process_writes_what_one_process_writes(
     monkeypatch.setattr(_capture_decoder, "_PIECE", 3_000)
     decoded: dict[str, list[list[int] | None]] = {"2": [], "1": []}
     conn = pg8000.native.Connection(**cluster.dsn())
+    create: list[str] = []
+    connected_catalog = capture_cmd._connected_catalog
+
+    def then_create(*args: Any, **kwargs: Any) -> Any:
+        catalog = connected_catalog(*args, **kwargs)
+        while create:
+            conn.run(create.pop(0))
+        return catalog
+
+    monkeypatch.setattr(capture_cmd, "_connected_catalog", then_create)
     try:
         conn.run("SELECT pg_create_logical_replication_slot('one', 'pgoutput', false, true)")
         for step in range(3):
@@ -193,16 +204,19 @@ def test_the_decoding_process_writes_what_one_process_writes(
                      "generate_series(CAST(:a AS int), CAST(:b AS int)) g",
                      a=step * 1000 + 1, b=step * 1000 + 1000)
             conn.run("UPDATE acct SET balance = balance + 1 WHERE id % 7 = 0")
-            if step == 1:
-                conn.run("CREATE TYPE mood AS ENUM ('sad', 'ok')")
-                conn.run("CREATE TABLE later (id int PRIMARY KEY, m mood)")
-                conn.run("INSERT INTO later VALUES (1, 'ok'), (2, 'sad')")
+            if step == 1:  # by the next run (--workers 2), once it has read the catalog
+                create[:] = ["CREATE TYPE mood AS ENUM ('sad', 'ok')",
+                             "CREATE TABLE later (id int PRIMARY KEY, m mood)",
+                             "INSERT INTO later VALUES (1, 'ok'), (2, 'sad')"]
             for workers, slot in (("2", "cap"), ("1", "one")):
                 args = [x for x in decode_args(cluster, tmp_path / workers, "--workers",
                                                workers) if x != "--quiet"]
                 args[args.index("cap")] = slot
                 assert main(args) == 0
-                decoded[workers].append(decoded_by(capsys.readouterr().err))
+                err = capfd.readouterr().err  # (the decoding processes' lines too)
+                decoded[workers].append(decoded_by(err))
+                again = err.count("catalog read again from database 'postgres'")
+                assert again == (step == 1 and workers == "2"), err
     finally:
         conn.close()
     two, one = ([json.loads(x) for x in (tmp_path / w / "events.jsonl").read_text()
