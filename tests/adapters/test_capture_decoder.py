@@ -29,7 +29,7 @@ import pg8000.native
 import pytest
 
 from adapters import test_delivery
-from pgcdc_events.adapters import DurableOutput
+from pgcdc_events.adapters import DurableOutput, EventSink
 from pgcdc_events.cli import _capture_decoder, capture_cmd, main
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.protocol import Lsn
@@ -465,6 +465,55 @@ def test_ctrl_c_while_a_catalog_read_is_retried(cluster: TempCluster, tmp_path: 
         ours = [_same(json.loads(line)) for line in fh]
     assert ours == [_same(r) for r in _referee(cluster)]
     assert len(ours) == 52
+
+
+@pytest.mark.xfail(strict=True, reason="EventDecoder.reset() keeps a snapshot block in "
+                   "progress (events/decoder.py, helper fastdec2's): the snapshot taken again "
+                   "after the reconnection is refused ('only Begin, Type, Relation, Insert and "
+                   "Commit in a snapshot block'); with self._snapshot = None there, it passes")
+@pytest.mark.parametrize("workers", ["2", "1"])
+def test_a_connection_lost_during_the_initial_snapshot(
+        cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str], workers: str) -> None:
+    """The snapshot's session terminated by the server between two tables (the first one's
+    rows written): the capture rolls back, reconnects and takes the snapshot again; the
+    decoders, which saw part of the first snapshot block, forget it (each decoding process
+    told to reset, as the capture's own decoder is): every row once, as read events."""
+    conn = pg8000.native.Connection(**cluster.dsn())
+    sink = _capture_decoder.ForwardingSink if workers == "2" else EventSink
+    write_row = sink.write_row
+    rows = [0]
+
+    def terminate_once(self: Any, row: Any, output: Any) -> None:
+        write_row(self, row, output)
+        rows[0] += 1
+        if rows[0] == 1500:  # (inside acct's rows: its COPY is over, pair's to come)
+            pids = conn.run("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND "
+                            "backend_type = 'client backend' "
+                            "AND state = 'idle in transaction'")
+            assert len(pids) == 1, pids
+            conn.run("SELECT pg_terminate_backend(:p)", p=pids[0][0])
+
+    try:
+        conn.run("INSERT INTO acct SELECT g, 'o' || g, g, true FROM generate_series(1, 3000) g")
+        conn.run("INSERT INTO pair SELECT g, 'b', g FROM generate_series(1, 3000) g")
+        monkeypatch.setattr(sink, "write_row", terminate_once)
+        args = [x for x in decode_args(cluster, tmp_path / "out", "--workers", workers)
+                if x != "--quiet"]
+        args[args.index("cap")] = "snap"
+        args[args.index("no_data")] = "initial"
+        assert main([*args, "--create-slot"]) == 0, capfd.readouterr().err
+    finally:
+        conn.close()
+    err = capfd.readouterr().err
+    assert rows[0] > 6000 and "retrying for up to 120 s" in err, err
+    records = [json.loads(x) for x in (tmp_path / "out" / "events.jsonl").read_text()
+               .splitlines()]
+    payloads = [r["value"]["payload"] for r in records]
+    assert {p["op"] for p in payloads} == {"r"}
+    keys = sorted((p["source"]["table"], json.dumps(p["after"], sort_keys=True))
+                  for p in payloads)
+    assert len(keys) == len(set(keys)) == 6000
 
 
 def test_spool_files_left_by_a_killed_run_are_removed(cluster: TempCluster,

@@ -87,8 +87,9 @@ _PIPE_SIZE = 1 << 20
 _F_SETPIPE_SZ = 1031
 #: Seconds the capture waits for the decoding processes to end once told to.
 _CLOSE_WAIT = 60.0
-#: Messages to a decoding process: lines it owns, lines it skims, the end of its segment.
-_OWN, _SKIM, _END = b"O", b"S", b"E"
+#: Messages to a decoding process: lines it owns, lines it skims, the end of its segment,
+#: forget the transaction in progress (the capture reconnected: the read starts again).
+_OWN, _SKIM, _END, _RESET = b"O", b"S", b"E", b"R"
 #: The directory of a run's spool files, beside the output: ``.<output's name><this>XXXX``.
 _SPOOL_SUFFIX = ".decoding-"
 #: The changes a skimming decoder passes over (their type bytes).
@@ -260,6 +261,14 @@ class DecodingOutput:
         if self._segment_bytes + len(self._piece) >= _SEGMENT:
             self._end_segment()
         self._collect(block=False)
+
+    def reset(self) -> None:
+        """The capture reconnected (after :meth:`rollback`): every decoding process's
+        decoder forgets the transaction it was in (:meth:`EventDecoder.reset`), as the
+        capture process's would."""
+        self._send_piece()
+        for process in self.processes:
+            self._send(process, _RESET)
 
     def replay(self, data: bytes) -> None:
         """Capture lines of a unit the output holds already: skimmed by every decoding
@@ -445,7 +454,10 @@ class ForwardingSink(CaptureSink):
         self.output = output
 
     def start(self, options: ResolvedOptions) -> None:
-        """The decoder made (once), then the decoding processes started (once)."""
+        """The decoder made (once), then the decoding processes started (once); after a
+        reconnection, their decoders reset (as :meth:`EventSink.start` resets its own)."""
+        if self.output.processes:
+            self.output.reset()
         self.events.start(options)
         self.output.start()
 
@@ -529,6 +541,8 @@ def _serve(inbox: Connection, outbox: Connection, events: EventSink, spool: str,
                 with _quiet():  # what the lines' owner says too: said once, by it
                     for _ in _records(decoder, data, skim=True):
                         pass
+            elif tag == _RESET:
+                decoder.reset()
             elif tag == _END:
                 assert current is not None, "the end of a segment this process never got"
                 current.close()
