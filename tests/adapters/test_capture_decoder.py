@@ -16,9 +16,11 @@ import errno
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -27,11 +29,12 @@ import pg8000.native
 import pytest
 
 from adapters import test_delivery
-from pgcdc_events.adapters import DurableOutput
-from pgcdc_events.cli import _capture_decoder, main
+from pgcdc_events.adapters import DurableOutput, EventSink
+from pgcdc_events.cli import _capture_decoder, capture_cmd, main
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.protocol import Lsn
 from pgcdc_events.testing.cluster import TempCluster
+from pgcdc_events.types import catalog as catalog_module
 from pgcdc_events.types.catalog import fetch_catalog
 
 cluster = test_delivery.cluster  # the fixture: a cluster of its own with the referee slot
@@ -144,12 +147,33 @@ def _one_error_line(err: bytes) -> str:
 # ---------------------------------------------------------------- the tests
 
 
+_DECODED_BY = re.compile(r"; records decoded (?:by (\d+) processes \(([\d,+ ]+)\)|in this "
+                         r"process)$", re.MULTILINE)
+
+
+def decoded_by(err: str) -> list[int] | None:
+    """The records each decoding process decoded, from a run's last line (``None``: the
+    records were decoded in the capture process)."""
+    found = _DECODED_BY.findall(err)
+    assert len(found) == 1, err
+    processes, counts = found[0]
+    if not processes:
+        return None
+    each = [int(n.replace(",", "")) for n in counts.split(" + ")]
+    assert len(each) == int(processes), err
+    return each
+
+
 def test_the_decoding_process_writes_what_one_process_writes(
-        cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
     """Two outputs of the same changes, --workers 2 and --workers 1: the same records (but
-    for the processing time and the run id), a table created while the capture runs (the
-    catalog read again, by the decoding processes on connections of their own: its enum
-    column comes out as the catalog says) included."""
+    for the processing time and the run id), a table created while the capture runs (once
+    it read the catalog: the catalog read again, by the decoding processes on connections
+    of their own, said once; its enum column comes out as the catalog says) included. Each
+    run of --workers 2 says that both
+    decoding processes decoded records (a capture that fell back to decoding in its own
+    process would write the same records), and their counts add up to the output's."""
     started: list[int] = []
     start = _capture_decoder.DecodingOutput.start
 
@@ -161,7 +185,18 @@ def test_the_decoding_process_writes_what_one_process_writes(
     # small segments and pieces: many of them, owned in turn, units sent in pieces
     monkeypatch.setattr(_capture_decoder, "_SEGMENT", 20_000)
     monkeypatch.setattr(_capture_decoder, "_PIECE", 3_000)
+    decoded: dict[str, list[list[int] | None]] = {"2": [], "1": []}
     conn = pg8000.native.Connection(**cluster.dsn())
+    create: list[str] = []
+    connected_catalog = capture_cmd._connected_catalog
+
+    def then_create(*args: Any, **kwargs: Any) -> Any:
+        catalog = connected_catalog(*args, **kwargs)
+        while create:
+            conn.run(create.pop(0))
+        return catalog
+
+    monkeypatch.setattr(capture_cmd, "_connected_catalog", then_create)
     try:
         conn.run("SELECT pg_create_logical_replication_slot('one', 'pgoutput', false, true)")
         for step in range(3):
@@ -169,20 +204,29 @@ def test_the_decoding_process_writes_what_one_process_writes(
                      "generate_series(CAST(:a AS int), CAST(:b AS int)) g",
                      a=step * 1000 + 1, b=step * 1000 + 1000)
             conn.run("UPDATE acct SET balance = balance + 1 WHERE id % 7 = 0")
-            if step == 1:
-                conn.run("CREATE TYPE mood AS ENUM ('sad', 'ok')")
-                conn.run("CREATE TABLE later (id int PRIMARY KEY, m mood)")
-                conn.run("INSERT INTO later VALUES (1, 'ok'), (2, 'sad')")
+            if step == 1:  # by the next run (--workers 2), once it has read the catalog
+                create[:] = ["CREATE TYPE mood AS ENUM ('sad', 'ok')",
+                             "CREATE TABLE later (id int PRIMARY KEY, m mood)",
+                             "INSERT INTO later VALUES (1, 'ok'), (2, 'sad')"]
             for workers, slot in (("2", "cap"), ("1", "one")):
-                args = [*decode_args(cluster, tmp_path / workers, "--workers", workers)]
+                args = [x for x in decode_args(cluster, tmp_path / workers, "--workers",
+                                               workers) if x != "--quiet"]
                 args[args.index("cap")] = slot
                 assert main(args) == 0
+                err = capfd.readouterr().err  # (the decoding processes' lines too)
+                decoded[workers].append(decoded_by(err))
+                again = err.count("catalog read again from database 'postgres'")
+                assert again == (step == 1 and workers == "2"), err
     finally:
         conn.close()
-    assert len(started) == 3  # decoding processes for each run with --workers 2 only
     two, one = ([json.loads(x) for x in (tmp_path / w / "events.jsonl").read_text()
                  .splitlines()] for w in ("2", "1"))
     assert len(two) > 3000 and [_exact(r) for r in two] == [_exact(r) for r in one]
+    assert decoded["1"] == [None, None, None], decoded
+    assert all(each is not None and len(each) == 2 and min(each) > 0
+               for each in decoded["2"]), decoded
+    assert sum(sum(each or ()) for each in decoded["2"]) == len(two), decoded
+    assert len(started) == 3  # decoding processes for each run with --workers 2 only
     moods = [r["value"]["payload"]["after"]["m"] for r in two
              if r["topic"].endswith(".later")]
     assert moods == ["ok", "sad"]
@@ -229,6 +273,247 @@ def test_an_initial_snapshot_decoded_by_the_decoding_processes(
         return topic, key, payload
 
     assert [comparable(r) for r in two] == [comparable(r) for r in one]
+
+
+def _terminate_walsender(conn: Any) -> None:
+    """The capture's replication connection ended by the server (as an administrator's
+    pg_terminate_backend does), once it is gone."""
+    pid = conn.run("SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'cap'")[0][0]
+    assert pid is not None
+    conn.run("SELECT pg_terminate_backend(:p)", p=pid)
+    deadline = time.monotonic() + 30
+    while conn.run("SELECT count(*) FROM pg_stat_activity WHERE pid = :p", p=pid)[0][0]:
+        assert time.monotonic() < deadline, "the walsender did not end"
+        time.sleep(0.02)
+
+
+def test_a_read_rolled_back_after_half_a_unit_was_sent(
+        cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The replication connection lost in the middle of a read (the server terminates the
+    walsender while it sends a big transaction), after a big streamed transaction was
+    written whole, its first block sent to the decoding processes and the rest still held
+    in the capture process: the read is rolled back and read again. The decoding
+    processes must get what the capture process held first (they stopped inside one of
+    the streamed transaction's stream blocks, where no decoder fed the stream stops);
+    the records are then the referee's, each once."""
+    # the big transaction's first block (2,048 lines, 235 kB) is sent, its rest (113 kB) held
+    monkeypatch.setattr(_capture_decoder, "_PIECE", 200_000)
+    conn = pg8000.native.Connection(**cluster.dsn())
+    terminated: list[int] = []
+    write = _capture_decoder.ForwardingSink.write
+
+    def write_then_lose(self: _capture_decoder.ForwardingSink, unit: Any,
+                        output: Any) -> None:
+        write(self, unit, output)
+        if unit.changes == 3000 and not terminated:
+            assert 0 < len(self.output._piece) < _capture_decoder._PIECE
+            terminated.append(unit.changes)
+            _terminate_walsender(conn)
+
+    try:
+        conn.run("INSERT INTO acct VALUES (1, 'a', 1, true), (2, 'b', 2, false)")
+        # streamed (logical_decoding_work_mem is 64kB), narrow rows: short lines
+        conn.run("INSERT INTO item SELECT g, 'n', g FROM generate_series(1, 3000) g")
+        # wide rows (small in the WAL, 20 MB on the wire): still on their way when the
+        # walsender is terminated
+        conn.run("INSERT INTO item SELECT 10000 + g, repeat('w', 20000), g FROM "
+                 "generate_series(1, 1000) g")
+        conn.run("UPDATE acct SET balance = balance + 1")
+        monkeypatch.setattr(_capture_decoder.ForwardingSink, "write", write_then_lose)
+        args = [x for x in decode_args(cluster, tmp_path / "out", "--workers", "2")
+                if x != "--quiet"]
+        assert main([*args, "--batch-rows", "100000"]) == 0, capsys.readouterr().err
+    finally:
+        conn.close()
+    err = capsys.readouterr().err
+    assert terminated == [3000], err
+    assert "retrying for up to 120 s" in err, err
+    assert "Traceback" not in err
+    figures = verify_events(cluster, tmp_path / "out")
+    assert figures["records"] == 4004
+
+
+@pytest.mark.parametrize("workers", ["2", "1"])
+@pytest.mark.filterwarnings('ignore:table "public"."later" does not match the catalog')
+def test_a_catalog_read_again_loses_its_connection(
+        cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str], workers: str) -> None:
+    """A column renamed since the table's changes were written (the catalog read when the
+    capture starts does not describe them): the catalog is read again (by each decoding process on
+    a connection of its own, or on the capture's), and the server terminates that session
+    (pg_terminate_backend) in the middle of the read. The read is retried as
+    the capture's connections are, and the records are the referee's."""
+    terminations = tmp_path / "terminated"
+    calls = [0]
+    real = catalog_module.fetch_catalog
+
+    def terminated_once(conn: Any) -> Any:
+        calls[0] += 1  # (a decoding process counts on from the capture's first read)
+        if calls[0] == 2:  # this process's first read again: its session terminated
+            pid = conn.run("SELECT pg_backend_pid()")[0][0]
+            admin = pg8000.native.Connection(**cluster.dsn())
+            try:
+                admin.run("SELECT pg_terminate_backend(:p)", p=pid)
+                while admin.run("SELECT count(*) FROM pg_stat_activity WHERE pid = :p",
+                                p=pid)[0][0]:
+                    time.sleep(0.02)
+            finally:
+                admin.close()
+            with open(terminations, "a", encoding="utf-8") as fh:
+                fh.write(f"{os.getpid()}\n")
+        return real(conn)
+
+    conn = pg8000.native.Connection(**cluster.dsn())
+    try:
+        conn.run("INSERT INTO acct SELECT g, 'o' || g, g, true FROM generate_series(1, 500) g")
+        conn.run("CREATE TYPE mood AS ENUM ('sad', 'ok')")
+        conn.run("CREATE TABLE later (id int PRIMARY KEY, m mood)")
+        conn.run("INSERT INTO later VALUES (1, 'ok'), (2, 'sad')")
+        conn.run("UPDATE acct SET balance = balance + 1 WHERE id % 3 = 0")
+        conn.run("ALTER TABLE later RENAME COLUMN m TO feeling")
+        conn.run("INSERT INTO later VALUES (3, 'ok')")
+    finally:
+        conn.close()
+    monkeypatch.setattr(catalog_module, "fetch_catalog", terminated_once)
+    args = [x for x in decode_args(cluster, tmp_path / "out", "--workers", workers)
+            if x != "--quiet"]
+    assert main(args) == 0, capfd.readouterr().err
+    err = capfd.readouterr().err  # (the decoding processes' lines too)
+    assert "Traceback" not in err
+    # each process that read the catalog again lost its session once, and said it retries
+    died = terminations.read_text().split()
+    assert len(died) == int(workers) and len(set(died)) == len(died), (died, err)
+    assert err.count("read the catalog again: ") == len(died), err
+    assert err.count("; retrying for up to 120 s") == len(died), err
+    assert "catalog read again from database 'postgres'" in err
+    with open(tmp_path / "out" / "events.jsonl", encoding="utf-8") as fh:
+        ours = [_same(json.loads(line)) for line in fh]
+    assert ours == [_same(r) for r in _referee(cluster)]  # (a table the workload lacks)
+    assert len(ours) == 500 + 2 + 166 + 1
+
+
+LOST_CATALOG = textwrap.dedent('''
+    """Run the CLI; every catalog read but the first ends its own session on the server."""
+    import sys
+    from pgcdc_events.cli import main
+    from pgcdc_events.types import catalog
+
+    real, calls = catalog.fetch_catalog, [0]
+
+    def lost(conn):
+        calls[0] += 1
+        if calls[0] > 1:  # (decoding processes count on from the capture's first read)
+            conn.run("SELECT pg_terminate_backend(pg_backend_pid())")
+        return real(conn)
+
+    catalog.fetch_catalog = lost
+    sys.exit(main(sys.argv[1:]))
+''')
+
+
+@pytest.mark.filterwarnings('ignore:table "public"."later" does not match the catalog')
+def test_ctrl_c_while_a_catalog_read_is_retried(cluster: TempCluster, tmp_path: Path) -> None:
+    """A following capture whose decoding processes cannot read the catalog again (every
+    session they open is terminated): they retry for ever, and the capture waits for the
+    segment; Ctrl-C says it stops after the current read, a second Ctrl-C stops it now:
+    the decoding processes give up their retries at once (the capture process's life line
+    closed) and end, the capture exits 130 without a traceback; the next run delivers
+    every record once."""
+    conn = pg8000.native.Connection(**cluster.dsn())
+    try:
+        conn.run("INSERT INTO acct SELECT g, 'o' || g, g, true FROM generate_series(1, 50) g")
+        conn.run("CREATE TYPE mood AS ENUM ('sad', 'ok')")
+        conn.run("CREATE TABLE later (id int PRIMARY KEY, m mood)")
+        conn.run("INSERT INTO later VALUES (1, 'ok'), (2, 'sad')")
+        conn.run("ALTER TABLE later RENAME COLUMN m TO feeling")  # (read again for m)
+    finally:
+        conn.close()
+    script = tmp_path / "lost.py"
+    script.write_text(LOST_CATALOG)
+    output = tmp_path / "out"
+    args = [x for x in decode_args(cluster, output, "--follow", "--workers", "2")
+            if x != "--quiet"]
+    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, cwd=test_delivery.ROOT)
+    assert proc.stderr is not None
+    lines = []
+    try:
+        deadline = time.monotonic() + 60
+        while not any("retrying until it succeeds (--follow)" in x for x in lines):
+            assert time.monotonic() < deadline, lines
+            lines.append(proc.stderr.readline().decode())
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert len(children) == 2, children
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1)
+        assert proc.poll() is None  # waiting for the segment
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=30)  # (not the 60 s the capture waits at most)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = "".join(lines) + rest.decode()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1] == "pgcdc-events capture: interrupted", err
+    assert not any(Path(f"/proc/{child}").exists() for child in children)
+    finish(cluster, output)
+    with open(output / "events.jsonl", encoding="utf-8") as fh:
+        ours = [_same(json.loads(line)) for line in fh]
+    assert ours == [_same(r) for r in _referee(cluster)]
+    assert len(ours) == 52
+
+
+@pytest.mark.xfail(strict=True, reason="EventDecoder.reset() keeps a snapshot block in "
+                   "progress (events/decoder.py, helper fastdec2's): the snapshot taken again "
+                   "after the reconnection is refused ('only Begin, Type, Relation, Insert and "
+                   "Commit in a snapshot block'); with self._snapshot = None there, it passes")
+@pytest.mark.parametrize("workers", ["2", "1"])
+def test_a_connection_lost_during_the_initial_snapshot(
+        cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str], workers: str) -> None:
+    """The snapshot's session terminated by the server between two tables (the first one's
+    rows written): the capture rolls back, reconnects and takes the snapshot again; the
+    decoders, which saw part of the first snapshot block, forget it (each decoding process
+    told to reset, as the capture's own decoder is): every row once, as read events."""
+    conn = pg8000.native.Connection(**cluster.dsn())
+    sink = _capture_decoder.ForwardingSink if workers == "2" else EventSink
+    write_row = sink.write_row
+    rows = [0]
+
+    def terminate_once(self: Any, row: Any, output: Any) -> None:
+        write_row(self, row, output)
+        rows[0] += 1
+        if rows[0] == 1500:  # (inside acct's rows: its COPY is over, pair's to come)
+            pids = conn.run("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND "
+                            "backend_type = 'client backend' "
+                            "AND state = 'idle in transaction'")
+            assert len(pids) == 1, pids
+            conn.run("SELECT pg_terminate_backend(:p)", p=pids[0][0])
+
+    try:
+        conn.run("INSERT INTO acct SELECT g, 'o' || g, g, true FROM generate_series(1, 3000) g")
+        conn.run("INSERT INTO pair SELECT g, 'b', g FROM generate_series(1, 3000) g")
+        monkeypatch.setattr(sink, "write_row", terminate_once)
+        args = [x for x in decode_args(cluster, tmp_path / "out", "--workers", workers)
+                if x != "--quiet"]
+        args[args.index("cap")] = "snap"
+        args[args.index("no_data")] = "initial"
+        assert main([*args, "--create-slot"]) == 0, capfd.readouterr().err
+    finally:
+        conn.close()
+    err = capfd.readouterr().err
+    assert rows[0] > 6000 and "retrying for up to 120 s" in err, err
+    records = [json.loads(x) for x in (tmp_path / "out" / "events.jsonl").read_text()
+               .splitlines()]
+    payloads = [r["value"]["payload"] for r in records]
+    assert {p["op"] for p in payloads} == {"r"}
+    keys = sorted((p["source"]["table"], json.dumps(p["after"], sort_keys=True))
+                  for p in payloads)
+    assert len(keys) == len(set(keys)) == 6000
 
 
 def test_spool_files_left_by_a_killed_run_are_removed(cluster: TempCluster,
@@ -279,11 +564,25 @@ def test_workers_is_checked(cluster: TempCluster, tmp_path: Path,
     assert not (tmp_path / "o").exists()
 
 
-DECODER_CRASH = test_delivery.crash_wrapper("from pgcdc_events.cli import _capture_decoder", '''
+DECODER_CRASH = test_delivery.crash_wrapper(
+    "from pgcdc_events.adapters import checkpoint\n"
+    "from pgcdc_events.cli import _capture_decoder", '''
     Spool = _capture_decoder._SpoolFile
     write, close = Spool.write, Spool.close
+    append = checkpoint.DurableOutput.append_file
 
-    if point == "mid-segment":  # records of a segment written, then a decoding process dies
+    if point == "torn-append":  # the capture process: half of a segment's records reach
+        # the output (cut inside a line), then death: the records of the decoding
+        # processes are not written by DurableOutput.write, where "torn-write" dies
+        def torn(self, path, size):
+            if passing():
+                self._flush()
+                with open(path, "rb") as fh:
+                    os.write(self._fd, fh.read(size)[:size // 2 + 1])
+                die()
+            return append(self, path, size)
+        checkpoint.DurableOutput.append_file = torn
+    elif point == "mid-segment":  # records of a segment written, then a decoding process dies
         def torn(self, data):
             write(self, data)
             if passing():
@@ -297,21 +596,27 @@ DECODER_CRASH = test_delivery.crash_wrapper("from pgcdc_events.cli import _captu
                 die()
         Spool.close = unanswered
 ''')
-#: Where each process dies: the capture process (the output's write, fsync and
-#: checkpoint, the slot's advance: test_delivery's points), a decoding process.
-CRASH_POINTS = [*((test_delivery.CRASH_WRAPPER, point) for point in test_delivery.CRASH_POINTS),
+#: Where each process dies: the capture process (a segment's records appended in part,
+#: then the output's fsync and checkpoint, the slot's advance: test_delivery's points but
+#: its torn write, which the records never pass through here), a decoding process.
+CRASH_POINTS = [(DECODER_CRASH, "torn-append"),
+                *((test_delivery.CRASH_WRAPPER, point) for point in test_delivery.CRASH_POINTS
+                  if point != "torn-write"),
                 (DECODER_CRASH, "mid-segment"), (DECODER_CRASH, "before-answer")]
 
 
 def test_a_crash_at_every_step_of_either_process(cluster: TempCluster, tmp_path: Path) -> None:
-    """``test_delivery``'s crash points, in the capture process (which writes the output,
-    its checkpoint, and advances the slot: its decoding processes die with it), and a
-    decoding process dying in the middle of a segment's records or once they are complete
-    but not answered for (the capture stops saying so); restarted, the output is exact."""
+    """``test_delivery``'s crash points, in the capture process (which appends the
+    segments' records to the output, torn here, then writes its checkpoint and advances
+    the slot: its decoding processes die with it), and a decoding process dying in the
+    middle of a segment's records or once they are complete but not answered for (the
+    capture stops saying so); each point is passed and dies at least once; restarted,
+    the output is exact: 0 lost, 0 duplicated."""
     workload = test_delivery.Workload(cluster, seed=5, big_every=10)
     conn = workload.connect()
     output = tmp_path / "out"
     crashes = {"decoder": 0, "capture": 0}
+    died: dict[str, int] = dict.fromkeys((point for _, point in CRASH_POINTS), 0)
     try:
         for number, (wrapper, point) in enumerate(CRASH_POINTS):
             script = tmp_path / f"crash{number}.py"
@@ -328,19 +633,23 @@ def test_a_crash_at_every_step_of_either_process(cluster: TempCluster, tmp_path:
                 _, err = proc.communicate(timeout=300)
                 if proc.returncode == -signal.SIGKILL:
                     crashes["capture"] += 1
+                    died[point] += 1
                 elif proc.returncode == 1 and DIED in err:
                     line = _one_error_line(err)
                     assert "killed by signal 9 (SIGKILL)" in line, line
                     crashes["decoder"] += 1
+                    died[point] += 1
                 else:  # caught up before passing the crash point that many times
                     assert proc.returncode == 0, err.decode()
         for gid in workload.prepared:
             conn.run(f"COMMIT PREPARED '{gid}'")
     finally:
         conn.close()
+    assert all(died.values()), died  # (a point never passed proves nothing)
     assert crashes["decoder"] >= 3 and crashes["capture"] >= 7, crashes
     finish(cluster, output)
-    verify_events(cluster, output)
+    figures = verify_events(cluster, output)
+    assert figures["records"] > 500, figures
 
 
 def test_sigkill_of_either_process_at_random_moments(cluster: TempCluster,

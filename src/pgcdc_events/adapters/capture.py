@@ -156,8 +156,13 @@ class EventSink:
         self.incremental: IncrementalCapture | None = None
 
     def start(self, options: ResolvedOptions) -> None:
-        """Create the decoder for the options the slot is read with (once)."""
-        if self.decoder is None:
+        """Create the decoder for the options the slot is read with (once); after a
+        reconnection, make it forget the transaction it was in: a failure inside a unit (a
+        catalog read again that lost its connection) left it there, and the read starts
+        again at a unit's beginning."""
+        if self.decoder is not None:
+            self.decoder.reset()
+        else:
             from pgcdc_events.events.decoder import EventDecoder  # noqa: PLC0415 - start-up
 
             if self.catalog_for is not None:

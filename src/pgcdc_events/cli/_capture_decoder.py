@@ -32,6 +32,12 @@ committed. Either way the slot was acknowledged only up to the last commit, and 
 continues from the checkpoint exactly once. A decoder's error (or any other) comes back as
 the error one process would raise. Decoding processes ignore Ctrl-C and SIGTERM: the
 capture finishes its read and commit, then closes the pipes and they end.
+
+A catalog read again in a decoding process (:class:`OwnConnection`) that loses its
+connection is retried there, as the capture retries its own connections, while the
+capture waits for the segment; the capture process holds a *life line* (a pipe) open
+until it closes the output, and a retry gives up as soon as it reads as ended (a second
+Ctrl-C, an error: the capture ends without waiting for the server to come back).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import glob
 import multiprocessing
 import os
 import pickle
+import select
 import shutil
 import signal
 import sys
@@ -80,8 +87,9 @@ _PIPE_SIZE = 1 << 20
 _F_SETPIPE_SZ = 1031
 #: Seconds the capture waits for the decoding processes to end once told to.
 _CLOSE_WAIT = 60.0
-#: Messages to a decoding process: lines it owns, lines it skims, the end of its segment.
-_OWN, _SKIM, _END = b"O", b"S", b"E"
+#: Messages to a decoding process: lines it owns, lines it skims, the end of its segment,
+#: forget the transaction in progress (the capture reconnected: the read starts again).
+_OWN, _SKIM, _END, _RESET = b"O", b"S", b"E", b"R"
 #: The directory of a run's spool files, beside the output: ``.<output's name><this>XXXX``.
 _SPOOL_SUFFIX = ".decoding-"
 #: The changes a skimming decoder passes over (their type bytes).
@@ -101,14 +109,43 @@ def can_fork() -> bool:
 class OwnConnection:
     """A connection of its own for reading the catalog again (``catalog_refresh``) from a
     decoding process: the capture's connections belong to the capture process. Opened for
-    each call (a table created or altered since: rare), its errors translated."""
+    each call (a table created or altered since: rare), its errors translated.
 
-    def __init__(self, settings: ConnectionSettings, slot: str) -> None:
+    A lost connection (the server restarted, the session terminated) is retried as the
+    capture retries its own: for ``retry_for`` seconds, for ever when ``follow``ing, with
+    the same back-off; ``notify`` is told when it starts. Meanwhile the capture waits for
+    the segment being decoded; it gives up at once when the capture process ends."""
+
+    def __init__(self, settings: ConnectionSettings, slot: str, *, retry_for: float = 10.0,
+                 follow: bool = False, notify: Callable[[str], None] | None = None) -> None:
         self.settings = settings
         self.slot = slot
+        self.retry_for, self.follow, self.notify = retry_for, follow, notify
 
     def call(self, function: Callable[[Any], Any], *, action: str) -> Any:
-        """``function(connection)`` on a new connection, closed after."""
+        """``function(connection)`` on a new connection, closed after; again on a new one
+        when the connection is lost (see the class docstring)."""
+        failing_since: float | None = None
+        backoff = 0.1
+        while True:
+            try:
+                return self._call(function, action)
+            except ConnectionLostError as error:
+                now = time.monotonic()
+                if failing_since is None:
+                    failing_since = now
+                    if self.notify is not None and (self.follow or self.retry_for > 0):
+                        self.notify(f"{error}; retrying " + (
+                            "until it succeeds (--follow)" if self.follow
+                            else f"for up to {self.retry_for:g} s"))
+                left = self.retry_for - (now - failing_since)
+                if not self.follow and left <= 0:
+                    raise
+                if _ending(backoff if self.follow else min(backoff, left)):
+                    raise  # (the capture process is ending: no one waits for the answer)
+                backoff = min(backoff * 2, 5.0)
+
+    def _call(self, function: Callable[[Any], Any], action: str) -> Any:
         conn, _ = self.settings.connect()
         try:
             return function(conn)
@@ -130,6 +167,7 @@ class _Process:
     def __init__(self, pid: int, send: Connection, recv: Connection) -> None:
         self.pid, self.send, self.recv = pid, send, recv
         self.status: int | None = None  # its wait status, once ended
+        self.records = 0  # the records of its segments appended to the output
 
 
 class DecodingOutput:
@@ -151,6 +189,8 @@ class DecodingOutput:
         self._owner = 0
         #: Segments ended and not appended yet: their owners, oldest first.
         self._pending: deque[_Process] = deque()
+        #: The write end of the decoding processes' life line (closed: the capture ends).
+        self._lifeline: int | None = None
 
     # -- the decoding processes --------------------------------------------------------------
     def start(self) -> None:
@@ -168,6 +208,7 @@ class DecodingOutput:
         sys.stdout.flush()
         sys.stderr.flush()
         parent = os.getpid()
+        alive, self._lifeline = os.pipe()
         for _ in range(self.workers):
             inbox, send = multiprocessing.Pipe(duplex=False)
             recv, outbox = multiprocessing.Pipe(duplex=False)
@@ -182,6 +223,8 @@ class DecodingOutput:
                         other.recv.close()
                     send.close()
                     recv.close()
+                    os.close(self._lifeline)
+                    _hold_lifeline(alive)
                     status = _serve(inbox, outbox, self.events, self.spool, parent)
                 finally:
                     for stream in (sys.stdout, sys.stderr):  # its warnings, if any
@@ -191,11 +234,19 @@ class DecodingOutput:
             inbox.close()
             outbox.close()
             self.processes.append(_Process(pid, send, recv))
+        os.close(alive)
 
     @property
     def checkpoint(self) -> Checkpoint:
         """The output's last committed checkpoint."""
         return self.local.checkpoint
+
+    @property
+    def decoded(self) -> tuple[int, ...]:
+        """The records each decoding process decoded and the output got, in the order they
+        were started (a rolled-back segment's included): the proof that they did the work
+        (none started yet: empty)."""
+        return tuple(process.records for process in self.processes)
 
     # -- writing: pieces, segments, the records appended -------------------------------------
     def write(self, data: bytes) -> None:
@@ -210,6 +261,14 @@ class DecodingOutput:
         if self._segment_bytes + len(self._piece) >= _SEGMENT:
             self._end_segment()
         self._collect(block=False)
+
+    def reset(self) -> None:
+        """The capture reconnected (after :meth:`rollback`): every decoding process's
+        decoder forgets the transaction it was in (:meth:`EventDecoder.reset`), as the
+        capture process's would."""
+        self._send_piece()
+        for process in self.processes:
+            self._send(process, _RESET)
 
     def replay(self, data: bytes) -> None:
         """Capture lines of a unit the output holds already: skimmed by every decoding
@@ -245,9 +304,10 @@ class DecodingOutput:
             process = self._pending[0]
             if not block and not process.recv.poll():
                 break
-            path, size = self._answer(process)
+            path, size, records = self._answer(process)
             self._pending.popleft()
             self.local.append_file(path, size)
+            process.records += records
         if block:  # a process that is owed nothing may still have failed (a skim)
             for process in self.processes:
                 if process.recv.poll():
@@ -294,6 +354,9 @@ class DecodingOutput:
         """End the decoding processes (they drop their unfinished segment), remove their
         files, close the output (dropping anything not committed)."""
         try:
+            if self._lifeline is not None:  # a catalog read being retried gives up
+                os.close(self._lifeline)
+                self._lifeline = None
             for process in self.processes:
                 process.send.close()  # the end of its input: it exits
             deadline = time.monotonic() + _CLOSE_WAIT
@@ -312,9 +375,9 @@ class DecodingOutput:
         except OSError:
             self._died(process)
 
-    def _answer(self, process: _Process) -> tuple[str, int]:
-        """The next answer of ``process``: the spool file of its oldest segment, or the
-        error that stopped it (raised)."""
+    def _answer(self, process: _Process) -> tuple[str, int, int]:
+        """The next answer of ``process``: the spool file of its oldest segment (path, size,
+        records), or the error that stopped it (raised)."""
         try:
             data = process.recv.recv_bytes()
         except (EOFError, OSError):
@@ -322,8 +385,8 @@ class DecodingOutput:
         status, value = pickle.loads(data)
         if status != "done":
             raise _error(*value)
-        path, size = value
-        return str(path), int(size)
+        path, size, records = value
+        return str(path), int(size), int(records)
 
     def _died(self, process: _Process) -> NoReturn:
         status = _wait(process, 5.0)
@@ -391,7 +454,10 @@ class ForwardingSink(CaptureSink):
         self.output = output
 
     def start(self, options: ResolvedOptions) -> None:
-        """The decoder made (once), then the decoding processes started (once)."""
+        """The decoder made (once), then the decoding processes started (once); after a
+        reconnection, their decoders reset (as :meth:`EventSink.start` resets its own)."""
+        if self.output.processes:
+            self.output.reset()
         self.events.start(options)
         self.output.start()
 
@@ -424,6 +490,7 @@ class _SpoolFile:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         self.file = os.fdopen(fd, "wb", buffering=1 << 20)
         self.size = 0
+        self.records = 0  # (counted by the sink as it writes them)
 
     def write(self, data: bytes) -> None:
         try:
@@ -467,15 +534,20 @@ def _serve(inbox: Connection, outbox: Connection, events: EventSink, spool: str,
                 if current is None:
                     segments += 1
                     current = _SpoolFile(os.path.join(spool, f"{os.getpid()}-{segments}"))
+                before = events.records
                 events.write_records(_records(decoder, data), cast(Output, current))
+                current.records += events.records - before
             elif tag == _SKIM:
                 with _quiet():  # what the lines' owner says too: said once, by it
                     for _ in _records(decoder, data, skim=True):
                         pass
+            elif tag == _RESET:
+                decoder.reset()
             elif tag == _END:
                 assert current is not None, "the end of a segment this process never got"
                 current.close()
-                outbox.send_bytes(pickle.dumps(("done", (current.path, current.size))))
+                outbox.send_bytes(pickle.dumps(
+                    ("done", (current.path, current.size, current.records))))
                 current = None
         except Exception as exc:  # sent back: the capture process raises it
             failed = (_pickled(exc), str(exc) if isinstance(exc, PgCdcError)
@@ -491,6 +563,28 @@ def _serve(inbox: Connection, outbox: Connection, events: EventSink, spool: str,
 
 #: Whether this process is skimming (a decoding process, lines another one owns).
 _SKIMMING = False
+#: In a decoding process: the read end of the life line, which the capture process holds
+#: open until it ends (then it reads as the end of a file).
+_LIFELINE: int | None = None
+
+
+def _hold_lifeline(fd: int) -> None:
+    """This decoding process's end of the life line (see :func:`_ending`)."""
+    global _LIFELINE  # noqa: PLW0603 - one capture process a decoding process
+    _LIFELINE = fd
+
+
+def _ending(seconds: float) -> bool:
+    """Wait ``seconds``; whether the capture process is ending (a decoding process's life
+    line closed; in any other process: never)."""
+    if _LIFELINE is None:
+        time.sleep(seconds)
+        return False
+    try:
+        readable, _, _ = select.select([_LIFELINE], [], [], seconds)
+    except OSError:
+        return True
+    return bool(readable)
 
 
 def speaks() -> bool:

@@ -464,7 +464,10 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
     if separate:
         from pgcdc_events.cli._capture_decoder import OwnConnection  # noqa: PLC0415
 
-        own = OwnConnection(reader.settings or parse_conninfo({}), args.slot)
+        own = OwnConnection(reader.settings or parse_conninfo({}), args.slot,
+                            retry_for=args.retry_for, follow=args.follow,
+                            notify=None if args.quiet else lambda text: print(
+                                f"pgcdc-events {name}: {text}", file=sys.stderr, flush=True))
     heartbeat = _heartbeat(properties, reader)
     incremental = _incremental(args, name, properties, reader, publications, decode) \
         if incremental_on else None
@@ -559,6 +562,16 @@ def run(args: argparse.Namespace, name: str) -> int:  # noqa: C901, PLR0915
               file=sys.stderr, flush=True)
     if not args.quiet:
         print(f"pgcdc-events {name}: done ({stats.stopped_by}), {stats.changes:,} changes in "
-              f"{stats.units:,} transactions; position {stats.lsn or '-'}",
-              file=sys.stderr, flush=True)
+              f"{stats.units:,} transactions; position {stats.lsn or '-'}"
+              f"{_decoded_by(output) if decode else ''}", file=sys.stderr, flush=True)
     return 0
+
+
+def _decoded_by(output: Output) -> str:
+    """Where ``--decode``'s records were decoded, for the last line: by how many decoding
+    processes, with the records each one decoded (the proof that they ran), or here."""
+    decoded: tuple[int, ...] | None = getattr(output, "decoded", None)  # DecodingOutput's
+    if decoded is None:
+        return "; records decoded in this process"
+    return (f"; records decoded by {len(decoded)} processes "
+            f"({' + '.join(f'{n:,}' for n in decoded)})")
