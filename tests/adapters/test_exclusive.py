@@ -21,6 +21,7 @@ from pgcdc_events.adapters import (
     DurableOutput,
     SlotMovedError,
     SlotReader,
+    StreamReader,
     run_capture,
 )
 from pgcdc_events.cli import main
@@ -218,3 +219,38 @@ def test_a_connection_lost_while_reporting_progress_is_retried(url: str, pg_conn
         reader.close()
     assert LosesItsConnectionOnce.lost and stats.reconnects >= 1
     assert _inserted_ids(tmp_path / "a" / "capture.jsonl") == [0, 1]
+
+
+def test_a_walsender_ended_before_the_acknowledgement_is_a_lost_connection(
+        url: str, pg_conn: Any, tmp_path: Path) -> None:
+    """The server ends the walsender after a read was written and before it is
+    acknowledged (capdec2's finding): nobody holds the slot and it did not move, so the
+    capture reconnects and goes on, where it stopped with "no longer held by this
+    reader ... may have been taken by another client"; every change once."""
+    assert main(_args(url, tmp_path / "a", "--create-slot", "--create-publication", "-q")) == 0
+    for i in range(5):
+        pg_conn.run("INSERT INTO t VALUES (:i, 'x')", i=i)
+    output = DurableOutput(tmp_path / "a" / "capture.jsonl", kind="capture", slot="s",
+                           publications=("p",))
+    output.open()
+    ended: list[int] = []
+
+    class Reader(StreamReader):
+        def check_position(self) -> None:
+            if not ended:  # the first check (before a commit) while the walsender runs
+                ended.extend(row[0] for row in pg_conn.run(
+                    "SELECT pg_terminate_backend(active_pid, 5000) FROM pg_replication_slots"
+                    " WHERE slot_name = 's' AND active_pid IS NOT NULL"))
+                if ended:
+                    pg_conn.run("INSERT INTO t VALUES (5, 'x')")
+            super().check_position()
+
+    reader = Reader(url, slot="s", publications=["p"])
+    try:
+        stats = run_capture(reader, output, CaptureSink(), retry_for=30, sleep=lambda _: None)
+    finally:
+        output.close()
+        reader.close()
+    assert ended == [True]
+    assert stats.reconnects >= 1
+    assert _inserted_ids(tmp_path / "a" / "capture.jsonl") == [0, 1, 2, 3, 4, 5]

@@ -595,8 +595,15 @@ class StreamReader(SlotReader):
             raise SlotError(f"replication slot {self.slot!r} no longer exists", slot=self.slot)
         pid, confirmed = rows[0]
         now = Lsn.parse(confirmed) if confirmed else None
-        if pid != self._walsender_pid or (now is not None and self._acked is not None
-                                          and int(now) > self._acked):
+        moved = now is not None and self._acked is not None and int(now) > self._acked
+        if pid is None and not moved:
+            # our walsender ended (terminated, or the server restarting) and nobody took
+            # the slot past what this reader acknowledged: a lost connection, not a move
+            self.close()
+            raise ConnectionLostError(
+                f"the server ended the replication connection of slot {self.slot!r} (no "
+                "process holds the slot; it did not move)", slot=self.slot)
+        if pid != self._walsender_pid or moved:
             raise SlotMovedError(
                 f"replication slot {self.slot!r} is no longer held by this reader (active PID "
                 f"{pid}, confirmed {now}): changes may have been taken by another client",
