@@ -891,6 +891,18 @@ def _copy_rows(buf: bytes, start: int, rows: list[bytes]) -> int:
     return last + 1
 
 
+def _error_fields(buf: bytes, pos: int, end: int, encoding: str) -> dict[str, str] | None:
+    """The fields of the whole ErrorResponse at ``pos`` of ``buf`` (up to ``end``), as
+    pg8000 gives them; ``None`` when none is there whole."""
+    if pos + 5 > end or buf[pos] != 0x45:
+        return None
+    nxt = pos + 1 + _LENGTH.unpack_from(buf, pos + 1)[0]
+    if nxt > end:
+        return None
+    return {s[:1].decode("ascii"): s[1:].decode(encoding, errors="replace")
+            for s in buf[pos + 5:nxt].split(b"\0") if s}
+
+
 def copy_out(conn: Any, sql: str, write: Callable[[bytes], object]) -> None:
     """Run ``COPY ... TO STDOUT`` (text format) on a pg8000 connection, giving ``write``
     the COPY data in large pieces as it arrives (several rows a call, a row possibly cut
@@ -937,15 +949,18 @@ def copy_out(conn: Any, sql: str, write: Callable[[bytes], object]) -> None:
             elif code == 0x5A:  # ReadyForQuery: the end
                 if rows:
                     write(b"".join(rows))
-                if nxt != end:
-                    raise pg8000.InterfaceError("unexpected data after the COPY")
                 if error is not None:
                     raise pg8000.DatabaseError(error)
+                if nxt != end:
+                    # the server's FATAL when it ended the session right after the COPY
+                    # (terminated, or shutting down): that error, a lost connection
+                    fatal = _error_fields(buf, nxt, end, conn._client_encoding)
+                    if fatal is not None:
+                        raise pg8000.DatabaseError(fatal)
+                    raise pg8000.InterfaceError("unexpected data after the COPY")
                 return
             elif code == 0x45:  # ErrorResponse
-                encoding = conn._client_encoding
-                error = {s[:1].decode("ascii"): s[1:].decode(encoding, errors="replace")
-                         for s in buf[pos + 5:nxt].split(b"\0") if s}
+                error = _error_fields(buf, pos, end, conn._client_encoding)
             # else: CopyOutResponse, CopyDone, CommandComplete, a notice or a parameter
             # status: nothing to do
             pos = nxt
