@@ -11,7 +11,10 @@ are :class:`~pgcdc_events.events.EventDecoder`'s), and each table's changes are 
 to its targets (:meth:`DecodedStream.apply`: ``DeltaTarget``, ``ParquetTarget`` and
 ``PostgresTarget`` get the table's flattened changes, made in the tasks with no event built
 for a column-wise run; any other ``foreachBatch`` function the table's events) in the same
-function. Only with a ``path``, the records
+function. When every target takes one table's changes and no records are written, the
+tasks decode each micro-batch straight to that table's changes
+(:class:`~pgcdc_events.spark.decode.TableChangesFunction`, one pass, no records rows:
+:meth:`DecodedStream.single_table`). Only with a ``path``, the records
 (:data:`~pgcdc_events.spark.decode.RECORDS_TYPE`) are also written as one Parquet file per
 batch, and :class:`DecodedStream` gives streaming DataFrames over
 them: :attr:`~DecodedStream.records`, and each table's Debezium events
