@@ -15,7 +15,10 @@ Run: ``.venv/bin/python benchmarks/bench_spark_stream.py [--changes 100000]
    events (a plain ``foreachBatch`` function: the path before); to a ``DeltaTarget``
    given the flattened changes (what ``DecodedStream.apply`` gives it now). For the two
    Delta runs, the seconds spent collecting the micro-batches (the decoding job) and
-   applying them (the rules and delta-rs, on the driver). An untimed run goes first
+   applying them (the rules and delta-rs, on the driver); for each stream run, the CPU
+   seconds of the driver, the JVM and its Python workers (what the load of other processes
+   changes less than the seconds), and how many micro-batches were decoded straight to the
+   table's changes (``DecodedStream.single_passes``). An untimed run goes first
    (``--no-warm-up`` leaves it out). Next to them: the batch layer on the same capture
    (``decode_capture`` + ``changes`` applied to a Delta table as one batch), the batch
    decode of the capture as Parquet (``decode_capture(persist=False)`` + the table's
@@ -96,6 +99,31 @@ def catalog_of_bench() -> Any:
         return CatalogSnapshot.load(str(path))
 
 
+def cpu_seconds() -> float:
+    """CPU seconds (user and system) of this process and every process under it (the JVM,
+    its Python workers; children already reaped included): the work a run did, which the
+    load of other processes on the machine changes less than its wall time."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[tuple[int, list[str]]]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        children.setdefault(int(fields[1]), []).append((int(entry), fields))
+    own = Path(f"/proc/{os.getpid()}/stat").read_text()
+    total = sum(int(x) for x in own[own.rindex(")") + 2:].split()[11:15])
+    todo = [os.getpid()]
+    while todo:
+        for pid, fields in children.get(todo.pop(), []):
+            total += sum(int(x) for x in fields[11:15])
+            todo.append(pid)
+    return total / tick
+
+
 def _noop(batches: Any) -> Any:
     for batch in batches:
         yield batch.select(["position"])
@@ -173,13 +201,19 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
         def noop(df: Any, batch_id: int) -> None:
             df.write.format("noop").mode("overwrite").save()
 
+        cpu: dict[str, float] = {}
+        passes: dict[str, int] = {}
+
         def run_stream(name: str, target: Any) -> tuple[float, Any]:
+            before = cpu_seconds()
             started = time.perf_counter()
             stream = decode_stream(read_capture_stream(spark, str(work / "files")), config,
                                    catalog=catalog, checkpoint=str(work / f"cp-{name}"),
                                    targets={"public.bench": target})
             stream.start().processAllAvailable()
             seconds = time.perf_counter() - started
+            cpu[name] = cpu_seconds() - before
+            passes[name] = getattr(stream, "single_passes", 0)  # 0: a version without it
             stream.stop()
             return seconds, stream
 
@@ -233,6 +267,10 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
             print(f"  Delta target ({name}): {phases.rows:,} rows collected in "
                   f"{phases.collect_s:.2f} s (the decoding job), applied in "
                   f"{phases.apply_s:.2f} s (rules + delta-rs, on the driver)")
+        print("  CPU seconds of each stream run (driver, JVM and Python workers): "
+              + ", ".join(f"{name} {seconds:.2f}" for name, seconds in cpu.items())
+              + "; micro-batches decoded straight to the table's changes (one pass): "
+              + ", ".join(f"{name} {count}" for name, count in passes.items()))
         print(f"{'':60} {'seconds':>8} {'changes/s':>10}")
         for name, seconds in (
                 ("stream: files -> decode_stream -> noop target (events)", noop_stream_s),
@@ -249,6 +287,7 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
                 "stream_noop_changes_per_s": n_changes / noop_stream_s,
                 "batch_changes_per_s": n_changes / batch_s,
                 "apply_s": flat.apply_s, "collect_s": flat.collect_s,
+                "cpu_changes_s": cpu["changes"], "cpu_noop_s": cpu["noop"],
                 "decode_vs_floor": floor_s / decode_s}
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -363,15 +363,17 @@ def _hashable(value: Any) -> Any:
     return value
 
 
-def _mask(table: Any, expression: Any) -> list[bool]:
+def _mask(table: Any, expression: Any) -> Any:
+    """Where ``expression`` holds on ``table``'s rows (null: false), as a numpy array."""
     if not table.num_rows:
-        return []
+        return np.zeros(0, np.bool_)
     try:
         result = ds.dataset(table).to_table(columns={"m": expression}).column("m")
+        result = result.cast(pa.bool_())
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise AutoCdcError(f"apply_as_deletes/apply_as_truncates: {expression} cannot be "
                            f"evaluated on the changes ({str(exc).splitlines()[0]})") from None
-    return [bool(v) for v in result.to_pylist()]
+    return pc.fill_null(result, False).to_numpy(zero_copy_only=False)
 
 
 def _placeholders(text: str) -> list[Any]:
@@ -495,13 +497,20 @@ def plan_changes(changes: Any, state: CdcState, spec: AutoCdc, *, now_ms: int) -
 
     ``now_ms`` is the wall clock (ms since the epoch) that tombstones are recorded with and
     expire by. The result depends only on the changes, not on their order in the batch.
+    SCD type 1 is planned column-wise (:func:`_plan_scd1`: Arrow and numpy, no Python step
+    per change), type 2 change by change.
     """
     rules = _Rules(spec, changes, now_ms)
     logical = changes
-    changes = _physical(changes)
     meta = (ROW_SEQUENCE,) if spec.stored_as_scd_type == 1 else (START_AT, END_AT, ROW_SEQUENCE)
     row_schema, seq_type = _row_schema(rules, logical, state, meta)
     tomb_schema = _tombstone_schema(rules, row_schema, seq_type)
+    if spec.stored_as_scd_type == 1:
+        try:
+            return _plan_scd1(rules, logical, state, row_schema, tomb_schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise AutoCdcError(f"the changes do not fit the target's columns: {exc}") from None
+    changes = _physical(changes)
     ordered = _ordered_changes(rules, changes)
     stored = _key_rows(rules, _physical(state.rows))
     tombs = _physical(state.tombstones)
@@ -513,32 +522,25 @@ def plan_changes(changes: Any, state: CdcState, spec: AutoCdc, *, now_ms: int) -
             truncated_at = _from_struct_sequence(rules, row[DELETED_AT])
         elif row[RECORDED_MS] >= expire:
             tomb_rows.setdefault(rules.key_of(row), []).append(row)
-    if spec.stored_as_scd_type == 1:
-        plan = _plan_scd1(rules, ordered, stored, tomb_rows, truncated_at)
-    else:
-        plan = _plan_scd2(rules, ordered, stored, tomb_rows)
-    upserts, removes, truncate_before, new_tombs, applied, skipped = plan
+    upserts, removes, _, new_tombs, applied, skipped = _plan_scd2(rules, ordered, stored,
+                                                                  tomb_rows)
     for row in upserts:
         for m in meta:
             if m in row:
                 row[m] = _to_struct_sequence(rules, row[m])
     tomb_list = [dict(t, **{DELETED_AT: _to_struct_sequence(rules, t[DELETED_AT])})
                  for rows in new_tombs.values() for t in rows]
-    final_truncate = truncate_before if truncate_before is not None else truncated_at
-    if final_truncate is not None:
-        tomb_list.append({DELETED_AT: _to_struct_sequence(rules, final_truncate),
+    if truncated_at is not None:
+        tomb_list.append({DELETED_AT: _to_struct_sequence(rules, truncated_at),
                           RECORDED_MS: now_ms, TRUNCATE: True})
-    remove_names = list(spec.keys) + ([START_AT] if spec.stored_as_scd_type == 2 else [])
-    remove_schema = pa.schema([row_schema.field(n) for n in remove_names])
+    remove_schema = pa.schema([row_schema.field(n) for n in (*spec.keys, START_AT)])
     for row in removes:
-        if START_AT in row:
-            row[START_AT] = _to_struct_sequence(rules, row[START_AT])
+        row[START_AT] = _to_struct_sequence(rules, row[START_AT])
     try:
         return CdcPlan(
             upserts=_from_rows(upserts, row_schema),
             removes=_from_rows(removes, remove_schema),
-            truncate_before=(None if truncate_before is None
-                             else _to_struct_sequence(rules, truncate_before)),
+            truncate_before=None,
             tombstones=_from_rows(tomb_list, tomb_schema),
             applied=applied, skipped=skipped)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
@@ -548,71 +550,398 @@ def plan_changes(changes: Any, state: CdcState, spec: AutoCdc, *, now_ms: int) -
 _Plan = tuple[list[dict[str, Any]], list[dict[str, Any]], Any,
               dict[tuple[Any, ...], list[dict[str, Any]]], int, int]
 
+_UPSERT: Final = 0
+_DELETE: Final = 1
+_TRUNCATE: Final = 2
 
-def _plan_scd1(rules: _Rules, ordered: list[tuple[Any, int, str, dict[str, Any]]],  # noqa: C901, PLR0915
-               stored: dict[tuple[Any, ...], list[dict[str, Any]]],
-               tombs: dict[tuple[Any, ...], list[dict[str, Any]]], truncated_at: Any) -> _Plan:
-    current: dict[tuple[Any, ...], dict[str, Any] | None] = {}  # key -> row, None: deleted
-    seqs: dict[tuple[Any, ...], Any] = {}
-    for key, rows in stored.items():
-        row = rows[-1]
-        seq = _from_struct_sequence(rules, row[ROW_SEQUENCE])
-        if truncated_at is not None and seq < truncated_at:
-            continue
-        current[key], seqs[key] = row, seq
-    for key, rows in tombs.items():
-        seq = _from_struct_sequence(rules, rows[-1][DELETED_AT])
-        if key not in seqs or seqs[key] < seq:
-            seqs[key] = seq
-            current.pop(key, None)
-    touched: dict[tuple[Any, ...], bool] = {}
-    new_tombs = {k: list(v) for k, v in tombs.items()}
+
+def _kinds(rules: _Rules, changes: Any) -> Any:
+    """Each change's kind (``_UPSERT``, ``_DELETE``, ``_TRUNCATE``: ``apply_as_truncates``
+    first, then ``apply_as_deletes``), as a numpy array; ``changes`` physical."""
+    spec = rules.spec
+    op_present = OP in changes.column_names
+    delete_rule = spec.apply_as_deletes if spec.apply_as_deletes is not None else (
+        pc.field(OP) == "d" if op_present else None)
+    truncate_rule = spec.apply_as_truncates if spec.apply_as_truncates is not None else (
+        pc.field(OP) == "t" if op_present else None)
+    kinds = np.zeros(changes.num_rows, np.int8)
+    if delete_rule is not None:
+        kinds[_mask(changes, delete_rule)] = _DELETE
+    if truncate_rule is not None:
+        kinds[_mask(changes, truncate_rule)] = _TRUNCATE
+    return kinds
+
+
+def _sequence_parts(rules: _Rules, table: Any, column: str, types: list[Any]) -> list[Any]:
+    """The sequence columns of ``table``'s ``column`` (the sequence itself, or a struct of
+    the ``sequence_by`` columns), cast to ``types``."""
+    values = _combined(table.column(column))
+    if len(rules.spec.sequence_by) == 1:
+        return [values.cast(types[0])]
+    return [pc.struct_field(values, [name]).cast(t)
+            for name, t in zip(rules.spec.sequence_by, types, strict=True)]
+
+
+def _dense_ranks(parts: list[list[Any]]) -> list[Any]:
+    """For several sources of sequence values (each a list of one array per ``sequence_by``
+    column), every value's rank among all of them (equal values, equal ranks), as numpy
+    arrays: comparing ranks is comparing sequences."""
+    sizes = [len(p[0]) for p in parts]
+    total = sum(sizes)
+    if not total:
+        return [np.zeros(0, np.int64) for _ in parts]
+    columns = [pa.concat_arrays([_combined(p[i]) for p in parts])
+               for i in range(len(parts[0]))]
+    table = pa.table({str(i): c for i, c in enumerate(columns)})
+    order = pc.sort_indices(table, sort_keys=[(str(i), "ascending")
+                                              for i in range(len(columns))]).to_numpy()
+    differs = np.zeros(total, np.bool_)
+    for column in columns:
+        ordered = column.take(order)
+        if total > 1:
+            step = pc.not_equal(ordered.slice(1), ordered.slice(0, total - 1))
+            differs[1:] |= pc.fill_null(step, True).to_numpy(zero_copy_only=False)
+    ranks = np.empty(total, np.int64)
+    ranks[order] = np.cumsum(differs)
+    out, start = [], 0
+    for size in sizes:
+        out.append(ranks[start:start + size])
+        start += size
+    return out
+
+
+def _key_ids(rules: _Rules, tables: list[Any]) -> list[Any]:
+    """Each row's key as an integer (equal keys, equal integers; a null key is a key), for
+    several tables holding the key columns, as numpy arrays."""
+    keys = rules.spec.keys
+    sizes = [t.num_rows for t in tables]
+    if not sum(sizes):
+        return [np.zeros(0, np.int64) for _ in tables]
+    first = tables[0]
+    codes = []
+    try:
+        for key in keys:
+            target = first.schema.field(key).type
+            if pa.types.is_nested(target):
+                raise pa.ArrowNotImplementedError("a nested key")
+            values = pa.concat_arrays([_combined(t.column(key)).cast(target) if key in
+                                       t.column_names else pa.nulls(t.num_rows, target)
+                                       for t in tables])
+            encoded = pc.dictionary_encode(values)
+            indices = encoded.indices.cast(pa.int64())
+            codes.append(pc.fill_null(indices, len(encoded.dictionary)).to_numpy())
+        if len(codes) == 1:
+            ids = codes[0]
+        else:
+            ids = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)[1]
+            ids = np.asarray(ids, np.int64).reshape(-1)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        seen: dict[tuple[Any, ...], int] = {}
+        found = []
+        for t in tables:
+            rows = _physical(t.select([k for k in keys if k in t.column_names])).to_pylist()
+            found += [seen.setdefault(rules.key_of(row), len(seen)) for row in rows]
+        ids = np.asarray(found, np.int64)
+    out, start = [], 0
+    for size in sizes:
+        out.append(ids[start:start + size])
+        start += size
+    return out
+
+
+def _last_per_key(ids: Any, size: int, where: Any = None) -> Any:
+    """For each key id below ``size``, the last position holding it (``-1``: none), among
+    the positions where ``where`` holds."""
+    last = np.full(size, -1, np.int64)
+    positions = np.arange(len(ids), dtype=np.int64)
+    if where is not None:
+        ids, positions = ids[where], positions[where]
+    np.maximum.at(last, ids, positions)
+    return last
+
+
+def _placeholder_mask(rules: _Rules, values: Any) -> Any:
+    """Where ``values`` (a physical column) hold the unchanged-TOAST placeholder in one of
+    its forms (:func:`_placeholders`), as a numpy array."""
+    t = values.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        forms = pa.array([p for p in rules.placeholders if isinstance(p, str)], t)
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        forms = pa.array([p for p in rules.placeholders if isinstance(p, bytes)], t)
+    elif pa.types.is_nested(t):
+        return np.array([rules.is_placeholder(v) for v in values.to_pylist()], np.bool_)
+    else:  # numbers, booleans, times, decimals: never the placeholder
+        return np.zeros(len(values), np.bool_)
+    return pc.fill_null(pc.is_in(values, value_set=forms), False).to_numpy(zero_copy_only=False)
+
+
+def _count_between(marks: Any, low: Any, high: Any) -> Any:
+    """How many of the sorted ``marks`` lie strictly between ``low`` and ``high``."""
+    return np.maximum(0, np.searchsorted(marks, high, "left")
+                      - np.searchsorted(marks, low, "right"))
+
+
+def _plan_scd1(rules: _Rules, changes: Any, state: CdcState,  # noqa: C901, PLR0915
+               row_schema: Any, tomb_schema: Any) -> CdcPlan:
+    """The SCD type 1 plan, column-wise. The rules, in terms of the changes in sequence
+    order (ties in batch order):
+
+    - a key's standing sequence is its stored row's (unless older than the last truncate
+      recorded) or its live tombstone's, whichever is newer; the stored row is its current
+      value unless the tombstone is newer;
+    - a change not newer than the last truncate before it, or than its key's standing
+      sequence, or than an earlier change of its key in the batch, is skipped; a truncate
+      not newer than the last truncate is skipped;
+    - a truncate empties every key whose value is older than it; the tombstones older
+      than it go;
+    - a key's last change applied gives its value (a delete: none, and its tombstone; an
+      upsert: its row, and no tombstone), unless a newer truncate empties it;
+    - an update's unchanged-TOAST column takes the key's value before it: the change
+      before it in the batch (back to a delete or a truncate, which leave nothing), or
+      the stored row when it was current then.
+    """
+    spec = rules.spec
+    n = changes.num_rows
+    physical = _physical(changes)
+    kinds = _kinds(rules, physical)
+    for name in spec.sequence_by:
+        column = _combined(changes.column(name))
+        if column.null_count:
+            at = int(np.flatnonzero(~column.is_valid().to_numpy(zero_copy_only=False))[0])
+            raise AutoCdcError(f"change {at}: the sequence ({', '.join(spec.sequence_by)}) is "
+                               "null; null sequence values are not supported")
+    seq_types = [changes.schema.field(c).type for c in spec.sequence_by]
+    rows = _combined_table(state.rows)
+    if not (rows.num_rows and all(k in rows.column_names for k in spec.keys)
+            and ROW_SEQUENCE in rows.column_names):
+        rows = None
+    tombs = _combined_table(state.tombstones)
+    truncated_row = None
+    live = None
+    if tombs.num_rows:
+        truncate_flags = (pc.fill_null(tombs.column(TRUNCATE), False).to_numpy(
+            zero_copy_only=False) if TRUNCATE in tombs.column_names
+            else np.zeros(tombs.num_rows, np.bool_))
+        if truncate_flags.any():
+            truncated_row = tombs.slice(int(np.flatnonzero(truncate_flags)[-1]), 1)
+        expire = rules.now_ms - int(spec.tombstone_retention_seconds * 1000)
+        recorded = pc.fill_null(tombs.column(RECORDED_MS), expire - 1).to_numpy(
+            zero_copy_only=False)
+        live = tombs.filter(pa.array(~truncate_flags & (recorded >= expire)))
+        if not live.num_rows:
+            live = None
+    # the sequences, as ranks comparable across the changes, stored rows and tombstones
+    parts = [[changes.column(c) for c in spec.sequence_by]]
+    if rows is not None:
+        parts.append(_sequence_parts(rules, rows, ROW_SEQUENCE, seq_types))
+    if live is not None:
+        parts.append(_sequence_parts(rules, live, DELETED_AT, seq_types))
+    if truncated_row is not None:
+        parts.append(_sequence_parts(rules, truncated_row, DELETED_AT, seq_types))
+    ranks = _dense_ranks(parts)
+    rank = ranks[0]
+    stored_rank = ranks[1] if rows is not None else np.zeros(0, np.int64)
+    live_rank = ranks[1 + (rows is not None)] if live is not None else np.zeros(0, np.int64)
+    truncated = int(ranks[-1][0]) if truncated_row is not None else -1
+    # the keys, as integers
+    empty_keys = changes.select(list(spec.keys)).slice(0, 0)
+    ids = _key_ids(rules, [changes.select(list(spec.keys)),
+                           rows if rows is not None else empty_keys,
+                           live if live is not None else empty_keys])
+    key, stored_key, live_key = ids
+    size = int(max([int(a.max()) + 1 for a in ids if len(a)], default=0))
+    # each key's standing: its stored row and tombstone (the last of each)
+    last_stored = _last_per_key(stored_key, size)
+    last_live = _last_per_key(live_key, size)
+    has_stored = last_stored >= 0
+    s_rank = np.where(has_stored, stored_rank[np.maximum(last_stored, 0)]
+                      if len(stored_rank) else -1, -1)
+    kept = has_stored & (s_rank >= truncated)
+    has_tomb = last_live >= 0
+    d_rank = np.where(has_tomb, live_rank[np.maximum(last_live, 0)] if len(live_rank)
+                      else -1, -1)
+    current = kept & ~(has_tomb & (d_rank > s_rank))
+    standing = np.maximum(np.where(kept, s_rank, -1), np.where(has_tomb, d_rank, -1))
+    # the changes in sequence order; the truncates applied, each newer than the last
+    order = np.lexsort((np.arange(n), rank))
+    valid = rank > truncated
+    truncates: list[int] = []
+    latest = truncated
+    for at in order[(kinds[order] == _TRUNCATE) & valid[order]]:
+        if rank[at] > latest:
+            truncates.append(int(at))
+            latest = int(rank[at])
+    marks = np.asarray([rank[t] for t in truncates], np.int64)  # ascending
+    last_truncate = int(marks[-1]) if len(marks) else -1
+    # a change ordered after a truncate of the same sequence is skipped
+    position = np.empty(n, np.int64)
+    position[order] = np.arange(n)
+    barred = np.zeros(n, np.bool_)
+    for t in truncates:
+        barred |= (rank == rank[t]) & (position > position[t])
+    candidate = valid & ~barred & (kinds != _TRUNCATE) & (rank > standing[key])
+    # of a key's changes of one sequence, the first in batch order
+    picked = np.flatnonzero(candidate)
+    by_key = picked[np.lexsort((picked, rank[picked], key[picked]))]
+    first = np.ones(len(by_key), np.bool_)
+    first[1:] = (key[by_key][1:] != key[by_key][:-1]) | (rank[by_key][1:] != rank[by_key][:-1])
+    chain = by_key[first]  # the changes applied, by key then sequence
+    applied = len(chain) + len(truncates)
+    chain_key, chain_rank, chain_kind = key[chain], rank[chain], kinds[chain]
+    last = np.ones(len(chain), np.bool_)
+    last[:-1] = chain_key[1:] != chain_key[:-1]
+    finals = np.flatnonzero(last)  # in chain: each key's last change applied
+    final_key = chain_key[finals]
+    survives = chain_rank[finals] >= last_truncate
+    upsert_at = finals[survives & (chain_kind[finals] == _UPSERT)]
+    delete_at = finals[chain_kind[finals] == _DELETE]
+    # touched: each key with a change applied, and each current key a truncate empties
+    touched = np.zeros(size, np.bool_)
+    touched[final_key] = True
+    touched |= current & (s_rank < last_truncate)
+    upserted = np.zeros(size, np.bool_)
+    upserted[chain_key[upsert_at]] = True
+    removed = np.flatnonzero(touched & ~upserted & has_stored)
+    # the upserts: each surviving upsert's row, its unchanged-TOAST columns filled in
+    taken = chain[upsert_at]
+    upsert_keys = chain_key[upsert_at]
+    fill = _toast_sources(rules, physical, kinds, chain, chain_key, chain_rank, upsert_at,
+                          marks, current, s_rank)
+    columns: dict[str, Any] = {}
+    for field in row_schema:
+        name = field.name
+        if name == ROW_SEQUENCE:
+            columns[name] = _sequence_values(rules, changes, taken, field.type)
+        elif name in rules.columns:
+            values = _combined(changes.column(name)).cast(field.type)
+            index = taken
+            codes = fill.get(name)
+            if codes is not None:  # a change's value (>= 0), the stored one (-1), its own
+                index = np.where(codes >= 0, codes,
+                                 np.where(codes == -1, n + last_stored[upsert_keys], taken))
+                held = (_combined(rows.column(name)).cast(field.type)
+                        if rows is not None and name in rows.column_names
+                        else pa.nulls(0 if rows is None else rows.num_rows, field.type))
+                values = pa.concat_arrays([values, held])
+            columns[name] = values.take(pa.array(np.asarray(index, np.int64)))
+        else:
+            columns[name] = pa.nulls(len(taken), field.type)
+    upserts = pa.table(columns, schema=row_schema)
+    remove_schema = pa.schema([row_schema.field(k) for k in spec.keys])
+    if len(removed):
+        assert rows is not None
+        removes = rows.take(pa.array(last_stored[removed])).select(list(spec.keys)).cast(
+            remove_schema)
+    else:
+        removes = remove_schema.empty_table()
+    # the tombstones: each key's last delete applied (unless a truncate after it), the
+    # live ones of the keys not changed (unless older than the batch's last truncate)
+    tables = []
+    if live is not None:
+        changed = np.zeros(size, np.bool_)
+        changed[final_key] = True
+        keep = ~changed[live_key] & (d_rank[live_key] >= last_truncate)
+        if keep.any():
+            tables.append(live.filter(pa.array(keep)).select(tomb_schema.names).cast(
+                tomb_schema))
+    deleted = chain[delete_at[chain_rank[delete_at] >= last_truncate]]
+    if len(deleted):
+        tables.append(pa.table({
+            **{k: _combined(changes.column(k)).cast(tomb_schema.field(k).type).take(deleted)
+               for k in spec.keys},
+            DELETED_AT: _sequence_values(rules, changes, deleted,
+                                         tomb_schema.field(DELETED_AT).type),
+            RECORDED_MS: pa.array(np.full(len(deleted), rules.now_ms, np.int64)),
+            TRUNCATE: pa.array(np.zeros(len(deleted), np.bool_))}, schema=tomb_schema))
     truncate_before = None
-    applied = skipped = 0
-    for seq, _, kind, row in ordered:
-        if truncated_at is not None and seq <= truncated_at:
-            skipped += 1
-            continue
-        if kind == "t":
-            truncated_at = truncate_before = seq
-            for key in list(current):
-                if seqs[key] < seq:
-                    current[key] = None
-                    touched[key] = True
-            new_tombs = {k: v for k, v in new_tombs.items()
-                         if _from_struct_sequence(rules, v[-1][DELETED_AT]) >= seq}
-            applied += 1
-            continue
-        key = rules.key_of(row)
-        if key in seqs and seq <= seqs[key]:
-            skipped += 1
-            continue
-        applied += 1
-        seqs[key] = seq
-        touched[key] = True
-        if kind == "d":
-            current[key] = None
-            new_tombs[key] = [{**{k: row.get(k) for k in rules.spec.keys}, DELETED_AT: seq,
-                               RECORDED_MS: rules.now_ms, TRUNCATE: False}]
+    if truncates or truncated_row is not None:
+        if truncates:
+            source, at = changes, truncates[-1]
+            truncate_before = _sequence_value(rules, physical, at)
+            sequence = _sequence_values(rules, source, np.array([at]),
+                                        tomb_schema.field(DELETED_AT).type)
         else:
-            new = {c: row.get(c) for c in rules.columns}
-            if row.get(OP) == "u":
-                new = rules.fill_toast(new, current.get(key))
-            new[ROW_SEQUENCE] = seq
-            current[key] = new
-            new_tombs.pop(key, None)
-    upserts: list[dict[str, Any]] = []
-    removes: list[dict[str, Any]] = []
-    for key in touched:
-        final = current.get(key)
-        if final is None:
-            if key in stored:
-                removes.append(dict(zip(rules.spec.keys, (stored[key][-1][k]
-                                                          for k in rules.spec.keys),
-                                        strict=True)))
-        else:
-            upserts.append(final)
-    return upserts, removes, truncate_before, new_tombs, applied, skipped
+            assert truncated_row is not None
+            sequence = _combined(truncated_row.column(DELETED_AT)).cast(
+                tomb_schema.field(DELETED_AT).type)
+        tables.append(pa.table({
+            **{k: pa.nulls(1, tomb_schema.field(k).type) for k in spec.keys},
+            DELETED_AT: sequence, RECORDED_MS: pa.array([rules.now_ms], pa.int64()),
+            TRUNCATE: pa.array([True])}, schema=tomb_schema))
+    tombstones = (pa.concat_tables(tables) if tables else tomb_schema.empty_table())
+    return CdcPlan(upserts=upserts, removes=removes, truncate_before=truncate_before,
+                   tombstones=tombstones, applied=applied, skipped=n - applied)
+
+
+def _combined_table(table: Any) -> Any:
+    return table.combine_chunks() if table.num_rows else table
+
+
+def _sequence_values(rules: _Rules, changes: Any, at: Any, target: Any) -> Any:
+    """The sequence of the changes at ``at`` as stored (one column's values, or a struct of
+    the ``sequence_by`` columns), of type ``target``."""
+    index = pa.array(np.asarray(at, np.int64))
+    names = rules.spec.sequence_by
+    if len(names) == 1:
+        return _combined(changes.column(names[0])).take(index).cast(target)
+    return pa.StructArray.from_arrays(
+        [_combined(changes.column(c)).take(index) for c in names], names=list(names)
+    ).cast(target)
+
+
+def _sequence_value(rules: _Rules, physical: Any, at: int) -> Any:
+    """The sequence of change ``at`` as a Python value (``truncate_before``): physical
+    values; a dict for several ``sequence_by`` columns."""
+    values = {c: physical.column(c)[at].as_py() for c in rules.spec.sequence_by}
+    return values[rules.spec.sequence_by[0]] if len(values) == 1 else values
+
+
+def _toast_sources(rules: _Rules, physical: Any, kinds: Any, chain: Any, chain_key: Any,
+                   chain_rank: Any, upsert_at: Any, marks: Any, current: Any, s_rank: Any
+                   ) -> dict[str, Any]:
+    """For each column with an unchanged-TOAST placeholder in an update that is a key's
+    value: per upsert (``upsert_at``, positions in ``chain``), where its value comes from:
+    ``>= 0`` the change at that index, ``-1`` the key's stored row, ``-2`` its own."""
+    if OP not in physical.column_names or not len(upsert_at):
+        return {}
+    ops = _combined(physical.column(OP))
+    is_update = pc.fill_null(pc.equal(ops, "u"), False).to_numpy(zero_copy_only=False)
+    updates = is_update[chain]
+    if not updates[upsert_at].any():
+        return {}
+    count = len(chain)
+    # a change starts a new stretch of values after another key's, a delete, or a truncate
+    start = np.ones(count, np.bool_)
+    if count > 1:
+        start[1:] = ((chain_key[1:] != chain_key[:-1]) | (kinds[chain][:-1] == _DELETE)
+                     | (_count_between(marks, chain_rank[:-1], chain_rank[1:]) > 0))
+    index = np.arange(count)
+    stretch = np.maximum.accumulate(np.where(start, index, 0))
+    key_first = np.ones(count, np.bool_)
+    key_first[1:] = chain_key[1:] != chain_key[:-1]
+    first_of_key = np.maximum.accumulate(np.where(key_first, index, 0))
+    # the stored row is the value before a key's first stretch if it was current then
+    keys = chain_key
+    from_stored = ((stretch == first_of_key) & current[keys]
+                   & (_count_between(marks, s_rank[keys], chain_rank[first_of_key]) == 0))
+    out: dict[str, Any] = {}
+    for name in rules.columns:
+        if name in rules.spec.keys:
+            continue
+        wanted = upsert_at[updates[upsert_at]]
+        values = _combined(physical.column(name))
+        mask = np.zeros(count, np.bool_)
+        candidates = np.flatnonzero(updates)
+        if not len(candidates):
+            continue
+        mask[candidates] = _placeholder_mask(rules, values.take(pa.array(chain[candidates])))
+        if not mask[wanted].any():
+            continue
+        source = np.maximum.accumulate(np.where(mask, -1, index))
+        chosen = np.where(~mask, -2, np.where(source >= stretch, source,
+                                              np.where(from_stored, -1, -2)))
+        out[name] = np.where(chosen >= 0, chain[np.maximum(chosen, 0)], chosen)[upsert_at]
+    return out
 
 
 def _plan_scd2(rules: _Rules, ordered: list[tuple[Any, int, str, dict[str, Any]]],  # noqa: C901, PLR0915

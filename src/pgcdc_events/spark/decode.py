@@ -300,24 +300,34 @@ class TableEventsFunction:
 
 class TableChangesFunction:
     """The ``mapInArrow`` function decoding the capture and flattening one table's changes
-    in the same task (:meth:`DecodedCapture.changes` of a capture not persisted): runs are
-    flattened column-wise (:class:`~pgcdc_events.spark.flatten.ChangesFlattener`), with no
-    event built for them. ``counters``: Spark accumulators of the rows made from runs and
-    from single records."""
+    in the same task (:meth:`DecodedCapture.changes` of a capture not persisted, and a
+    stream's micro-batch whose targets all take one table's changes): runs are flattened
+    column-wise (:class:`~pgcdc_events.spark.flatten.ChangesFlattener`), with no event
+    built for them. ``counters``: Spark accumulators of the rows made from runs and from
+    single records; ``decoded``: of the chunks decoded and the records made (each run's
+    records counted), as :class:`RecordsFunction` counts them; ``strict`` refuses a
+    column the layout does not have (a stream's)."""
 
     def __init__(self, plan: Any, make: _Decode, layout: TableLayout, *,
-                 files: FileCapture | None = None, counters: tuple[Any, Any] | None = None
-                 ) -> None:
+                 files: FileCapture | None = None, counters: tuple[Any, Any] | None = None,
+                 decoded: tuple[Any, Any] | None = None, strict: bool = False) -> None:
         self.plan, self.make, self.layout = plan, make, layout
         self.files, self.counters = files, counters
+        self.decoded, self.strict = decoded, strict
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         wanted = self.layout.table
-        flat = ChangesFlattener(self.layout)
+        flat = ChangesFlattener(self.layout, strict=self.strict)
         pending: list[tuple[int, int, str, int, Any]] = []
         name: str | None = None
-        for _, item in decode_items(_plan(self.plan), self.make, batches, files=self.files):
+        chunks: set[int] = set()
+        made = 0
+        for chunk, item in decode_items(_plan(self.plan), self.make, batches,
+                                        files=self.files):
+            chunks.add(chunk)
+            made += 1
             if isinstance(item, ColumnarRun):
+                made += item.batch.num_rows - 1
                 name = item.qualified
                 if name != wanted:
                     continue
@@ -339,6 +349,9 @@ class TableChangesFunction:
         if pending:
             yield from flat.batches(pending)
         _count(self.counters, flat.stats)
+        if self.decoded is not None:
+            self.decoded[0].add(len(chunks))
+            self.decoded[1].add(made)
 
 
 class ChangesFunction:
