@@ -34,7 +34,7 @@ from pgcdc_events.cli.decode_cmd import load_config
 from pgcdc_events.events import EventConfig
 from pgcdc_events.protocol.capture import read_chunk_line
 from pgcdc_events.spark import decode_capture, read_capture
-from pgcdc_events.spark.capture import CHUNK_REFUSED, READ_ONLY_REFUSED, parse_capture_lines
+from pgcdc_events.spark.capture import CHUNK_REFUSED, parse_capture_lines
 from pgcdc_events.testing.cluster import TempCluster
 from support.signals import PROPS, SIGNAL_DDL, MixedWorkload, capture
 from support.spark_records import CLOCK_NS, RUN_ID, first_difference
@@ -247,36 +247,3 @@ def test_a_malformed_chunk_line_is_named_before_spark_starts(recorded: Path,
     with pytest.raises(SparkDecodeError, match=f"line {first + 1}: an incremental snapshot "
                        "chunk line with its id, table and rows"):
         check_capture(str(broken))
-
-
-def test_a_read_only_snapshot_is_refused_not_dropped(spark: SparkSession, pg_conn: Any,
-                                                     pg_cluster: TempCluster,
-                                                     tmp_path: Path) -> None:
-    """A read-only snapshot's windows close at the stream's commits and idle polls, which
-    the span does not follow: Spark refuses its chunk line, naming its position, where it
-    gave the records without the snapshot's ``r`` events (a review's finding)."""
-    database = pg_conn.run("SELECT current_database()")[0][0]
-    url = f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{database}"
-    pg_conn.run(SIGNAL_DDL)
-    pg_conn.run("CREATE TABLE r (id int PRIMARY KEY, v text)")
-    pg_conn.run("INSERT INTO r SELECT g, 'v' || g FROM generate_series(1, 30) g")
-    cap = tmp_path / "cap.jsonl"
-    read_only = ("-c", "read.only=true", *CHUNK)
-    # a slot of its own: slots are the cluster's, and the module's capture has "s"
-    assert capture(url, cap, "--create-slot", "--create-publication", *read_only,
-                   slot="ro") == 0
-    pg_conn.run("INSERT INTO debezium_signal VALUES ('ro-1', 'execute-snapshot', :d)",
-                d=json.dumps({"data-collections": ["public.r"]}))
-    for n in range(3):  # commits that close the windows
-        pg_conn.run("UPDATE r SET v = 'u' WHERE id = :k", k=n + 1)
-    assert capture(url, cap, *read_only, slot="ro") == 0
-    assert capture(url, cap, *read_only, slot="ro") == 0
-    positions = _chunk_positions(cap)
-    assert positions  # the capture read chunks
-    config = load_config(None, [*OVERRIDES, "read.only=true"])
-    want = _reference(cap, config)
-    assert any(json.loads(x)["value"]["payload"]["op"] == "r" for x in want
-               if json.loads(x)["value"] is not None)
-    with pytest.raises(Exception, match=f"position {positions[0]}.*read-only") as caught:
-        decode_capture(read_capture(spark, str(cap)), config, lines=True).records.count()
-    assert READ_ONLY_REFUSED in str(caught.value)

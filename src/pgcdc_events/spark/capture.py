@@ -26,6 +26,7 @@ the last one (:func:`window_span`) is decoded in order by one decoder in one tas
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import os
 import shutil
@@ -519,6 +520,8 @@ def _is_parquet(path: str) -> bool:
 # -- chunk lines: the span of the incremental snapshot's windows ---------------------------
 
 _CHANGE_TYPES: Final = (wire.INSERT, wire.UPDATE, wire.DELETE)
+#: The first byte of a Commit and of a Stream Commit message.
+_COMMITS: Final = (wire.COMMIT, wire.STREAM_COMMIT)
 
 
 def control_columns(raw: DataFrame, wanted: Column) -> tuple[Column, list[Column]]:
@@ -526,15 +529,20 @@ def control_columns(raw: DataFrame, wanted: Column) -> tuple[Column, list[Column
     capture ``raw`` to plan it: the filter (the control messages ``wanted``, and the chunk
     lines) and the columns ``position``, ``lsn``, ``data``, ``snapshot``, with, when
     ``raw`` has :data:`CHUNK_COLUMN`, ``_chunk`` (a chunk line), ``_signal`` (its
-    signalling table) and ``_table`` (the JSON of its table): not its rows."""
+    signalling table), ``_table`` (the JSON of its table) and ``_read_only`` (a line of a
+    read-only snapshot, :data:`READ_ONLY_KEYS`): not its rows."""
     columns = [F.col("position"), F.col("lsn"), F.col("data"), F.col("snapshot")]
     if CHUNK_COLUMN not in raw.columns:
         return wanted, columns
     chunk = F.col(CHUNK_COLUMN)
+    read_only = F.lit(False)
+    for key in sorted(READ_ONLY_KEYS):
+        read_only = read_only | F.get_json_object(chunk, f"$.chunk.{key}").isNotNull()
     return wanted | chunk.isNotNull(), [
         *columns, chunk.isNotNull().alias("_chunk"),
         F.get_json_object(chunk, "$.chunk.signal").alias("_signal"),
-        F.get_json_object(chunk, "$.chunk.table").alias("_table")]
+        F.get_json_object(chunk, "$.chunk.table").alias("_table"),
+        read_only.alias("_read_only")]
 
 
 @attrs.frozen
@@ -573,11 +581,6 @@ class WindowSpan:
 #: What marks a chunk line of a read-only snapshot (``read.only=true``): its watermarks
 #: are the server's snapshots, and its windows close at commits and idle polls.
 READ_ONLY_KEYS: Final = frozenset({"low", "high", "idle"})
-#: Why Spark refuses a read-only snapshot's chunk line (its windows close at the
-#: stream's commits, which the window's span does not follow yet).
-READ_ONLY_REFUSED: Final = (
-    "a chunk line of a read-only incremental snapshot (read.only=true), which Spark does "
-    "not replay: decode the capture with `pgcdc-events decode`")
 
 
 def window_span(raw: DataFrame, control_rows: Sequence[Any],
@@ -591,21 +594,24 @@ def window_span(raw: DataFrame, control_rows: Sequence[Any],
     by their type byte and relation id (a message of a streamed transaction, whose xid
     comes first, too; a false match only lengthens the span). Without any, the span ends
     at the last chunk line (no window closed after it: what follows goes out unchanged);
-    without a Relation message of the signalling table, at the capture's end."""
+    without a Relation message of the signalling table, at the capture's end. A read-only
+    snapshot's window closes at a commit, an idle poll or a streamed change, by
+    transaction ids only the window knows: with a chunk line of one, the span ends at the
+    capture's end."""
     if CHUNK_COLUMN not in raw.columns:
         return None
-    lines = sorted((r["position"], r["_signal"], r["_table"]) for r in control_rows
-                   if r["_chunk"])
+    lines = sorted((r["position"], r["_signal"], r["_table"], bool(r["_read_only"]))
+                   for r in control_rows if r["_chunk"])
     if not lines:
         return None
-    signals = {s for _, s, _ in lines if s}
+    signals = {s for _, s, _, _ in lines if s}
     signal = lines[0][1] or ""
-    tables = tuple(dict.fromkeys(t for _, _, t in lines if t))
+    tables = tuple(dict.fromkeys(t for _, _, t, _ in lines if t))
     names = {tuple(s.split(".")[-2:]) for s in signals}
     relids = sorted({m.relation_id for _, _, m in control
                      if isinstance(m, Relation) and (m.namespace, m.name) in names})
     first, last_line = lines[0][0], lines[-1][0]
-    if not relids:
+    if not relids or any(read_only for _, _, _, read_only in lines):
         return WindowSpan(first, None, signal, tables)
     data = F.col("data")
     ids = [r.to_bytes(4, "big") for r in relids]
@@ -654,12 +660,15 @@ class WindowDecoder:
                     line = read_chunk_line(text)
                     if line is None:
                         raise SparkDecodeError(f"not a chunk line: {text[:80]!r}")
-                    if READ_ONLY_KEYS & line.chunk.keys():
-                        raise SparkDecodeError(READ_ONLY_REFUSED)
-                    recorded.chunk(line.chunk, where=f"position {position}")
+                    # a read-only window the capture closed here: its r events
+                    for index, record in enumerate(recorded.chunk(
+                            line.chunk, where=f"position {position}")):
+                        yield position, index, record
                     continue
-                for index, record in enumerate(recorded.through(
-                        decoder.iter_feed(raw, lsn, snapshot=bool(flag)))):
+                records = recorded.through(decoder.iter_feed(raw, lsn, snapshot=bool(flag)))
+                if raw[:1] in _COMMITS:  # a read-only window may close at a commit
+                    records = itertools.chain(records, recorded.committed(lsn))
+                for index, record in enumerate(records):
                     yield position, index, record
             except PgCdcError as exc:
                 raise ChunkError(exc, position) from None
