@@ -252,11 +252,15 @@ def _without_blocks(path: str) -> str:
     return target
 
 
-def expand_block_lines(text: str | None) -> str | None:
+def expand_block_lines(text: str | None, where: str | None = None,
+                       segment: int | None = None) -> str | None:
     """Capture text (lines) with each COPY block line replaced by its rows, a line a
     message (:func:`~pgcdc_events.protocol.capture.rows_of_line`); other lines as they
-    are, and so is a block line that does not parse (the line's checks refuse it, naming
-    it). For a streaming reader that takes a file's text whole."""
+    are. For a streaming reader that takes a file's text whole: ``where`` names the file
+    and ``segment`` its sequence number in errors. A block line that does not parse, or
+    whose rows are not COPY text (a hostile line), is a :class:`SparkDecodeError` naming
+    the file, the line, its position (``segment << 32 | line index``) and, as ``decode``
+    does, the row and column."""
     if text is None or '"copy"' not in text:
         return text
     out: list[str] = []
@@ -264,8 +268,10 @@ def expand_block_lines(text: str | None) -> str | None:
         try:
             block = read_copy_block(line, line_number=number) if '"copy"' in line else None
             rows = None if block is None else block.capture_rows(line_number=number)
-        except PgCdcError:
-            rows = None
+        except PgCdcError as exc:
+            position = None if segment is None else (segment << 32) + number - 1
+            raise SparkDecodeError(f"{where or 'capture text'}: {exc}",
+                                   position=position) from None
         if rows is None:
             out.append(line)
         else:

@@ -137,12 +137,13 @@ def read_capture_stream(spark: SparkSession, directory: str, *,
         reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
     files = reader.load(directory).select(
         F.regexp_extract(F.col("_metadata.file_name"), _FILE_SEQ, 1).cast("long")
-        .alias("segment"), F.col("value"))
+        .alias("segment"), F.col("value"), F.col("_metadata.file_name").alias("file"))
     # a file holding COPY block lines (an initial snapshot's rows as COPY text) has them
     # replaced by their rows, a line a message, in Python; the other files stay in the JVM
     blocks = F.col("value").contains('"copy"')
-    files = files.filter(~blocks).unionByName(files.filter(blocks).select(
-        "segment", _EXPAND_BLOCKS(F.col("value")).alias("value")))
+    files = files.filter(~blocks).select("segment", "value").unionByName(
+        files.filter(blocks).select("segment", _EXPAND_BLOCKS(
+            F.col("value"), F.col("file"), F.col("segment")).alias("value")))
     lines = files.select("segment", F.posexplode(F.split(F.col("value"), "\n"))
                          .alias("line", "value")).filter(F.col("value") != "")
     rows = lines.select("segment", "value", (F.col("segment") * F.lit(1 << _SEGMENT_BITS)
