@@ -12,6 +12,7 @@ whole, with the capture cut into chunks decoded in parallel before the windows' 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -177,3 +178,36 @@ def test_decode_capture_gives_decode_records(spark: SparkSession, recorded: Path
     finally:
         decoded.unpersist()
 
+
+
+def test_decode_stream_refuses_a_read_only_chunk_line(spark: SparkSession, recorded: Path,
+                                                      tmp_path: Path) -> None:
+    """``decode_stream`` replays the windows of watermark rows, not those a read-only
+    snapshot closes at commits and idle polls: the query fails in one line naming the
+    first such chunk line's position, where it would have dropped its ``r`` events."""
+    from pgcdc_events.adapters.rotating import capture_file_name  # noqa: PLC0415
+    from pgcdc_events.protocol.lsn import Lsn  # noqa: PLC0415
+    from pgcdc_events.spark.stream import (  # noqa: PLC0415
+        STREAM_READ_ONLY_REFUSED,
+        decode_stream,
+        read_capture_stream,
+    )
+    from pgcdc_events.types.catalog import CatalogSnapshot  # noqa: PLC0415
+
+    text = recorded.read_text()
+    last = json.loads(text.splitlines()[-1])["lsn"]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / capture_file_name(0, int(Lsn.parse(last)))).write_text(text)
+    first = chunk_lines(recorded)[0][0]
+    stream = decode_stream(read_capture_stream(spark, str(tmp_path / "in")),
+                           load_config(None, OVERRIDES), catalog=CatalogSnapshot("db", "15", ()),
+                           checkpoint=str(tmp_path / "cp"), path=str(tmp_path / "out"))
+    stream.start()
+    assert stream.query is not None
+    with pytest.raises(Exception, match="read-only") as caught:
+        stream.query.processAllAvailable()
+    stream.stop()
+    message = str(caught.value)
+    assert f"position {first}: {STREAM_READ_ONLY_REFUSED}" in message, message
+    with contextlib.suppress(Exception):
+        spark.streams.resetTerminated()

@@ -11,16 +11,20 @@ chunk the capture read while it streamed, see :mod:`pgcdc_events.protocol.captur
 a capture DataFrame a chunk line is a row whose column ``chunk`` (string, nullable,
 optional) holds the line itself as JSON text, with an empty ``data``; every other row has
 ``chunk`` null. :func:`read_capture` of a JSON Lines capture adds the column; a DataFrame
-or Parquet dataset without it has no chunk lines, and reads as before. A reader that
-does not take chunk lines (:func:`parse_capture_lines` by default, which
-:func:`~pgcdc_events.spark.stream.decode_stream` uses) refuses the first one, naming it.
+or Parquet dataset without it has no chunk lines, and reads as before
+(:func:`~pgcdc_events.spark.stream.read_capture_stream` adds it too). A reader that does
+not take chunk lines (:func:`parse_capture_lines` by default) refuses the first one,
+naming it.
 
 :func:`~pgcdc_events.spark.decode.decode_capture` replays the windows with the event
 layer's :class:`~pgcdc_events.events.incremental.RecordedChunks` (its rules are not
 copied here): a window spans several transactions and carries state from chunk to chunk,
 so the span from the first chunk line to the last change of the signalling table after
 the last one (:func:`window_span`) is decoded in order by one decoder in one task
-(:class:`WindowDecoder`), and the rest of the capture in parallel as before.
+(:class:`WindowDecoder`), and the rest of the capture in parallel as before (a
+read-only snapshot's span runs to the capture's end). A micro-batch of
+:func:`~pgcdc_events.spark.stream.decode_stream` does the same from a cut before its
+first chunk line to a cut where no chunk is in flight (:attr:`WindowDecoder.quiet`).
 """
 
 from __future__ import annotations
@@ -678,6 +682,15 @@ class WindowDecoder:
                     yield position, index, record
             except PgCdcError as exc:
                 raise ChunkError(exc, position) from None
+
+    @property
+    def quiet(self) -> bool:
+        """Whether no chunk is in flight after the rows fed so far: every chunk line's
+        window closed (or none came), so that what follows goes through the event layer's
+        window unchanged and a decoder started afresh there gives the same records."""
+        recorded = self._recorded
+        window = None if recorded is None else recorded.window
+        return window is None or window.pending_chunk is None
 
     def finish(self) -> None:
         """The chunk's rows were all fed."""
