@@ -17,7 +17,7 @@ from pgcdc_events.cli import main
 from pgcdc_events.events import EventConfig
 from pgcdc_events.protocol import iter_capture
 from pgcdc_events.protocol.capture import COPY_MARK
-from pgcdc_events.spark import read_capture
+from pgcdc_events.spark import SparkDecodeError, read_capture
 from pgcdc_events.spark.stream import decode_stream, read_capture_stream
 from pgcdc_events.testing.cluster import TempCluster
 from pgcdc_events.types.catalog import CatalogSnapshot
@@ -59,6 +59,18 @@ def test_block_lines_read_and_decode_as_decode_does(tmp_path: Path, spark: Spark
     frame = read_capture(spark, str(capture)).orderBy("position").collect()
     assert [(r.lsn, bytes(r.data), r.snapshot) for r in frame] == [
         (str(r.lsn), r.data, r.snapshot) for r in rows]
+    # the file in parts of 1 KB: each task expands the block lines of its part, its rows
+    # numbered after those of the parts before
+    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "1024")
+    try:
+        assert spark.read.text(str(capture)).rdd.getNumPartitions() > 2
+        parted = read_capture(spark, str(capture)).orderBy("position").collect()
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", before)
+    assert [(r.lsn, bytes(r.data), r.snapshot) for r in parted] == [
+        (str(r.lsn), r.data, r.snapshot) for r in rows]
+    assert [r.position for r in parted] == list(range(len(rows)))
     catalog = tmp_path / "catalog.json"
     assert main(["catalog", "--dsn", dsn, "--output", str(catalog)]) == 0
     options = ["--catalog", str(catalog), "-q"]
@@ -173,3 +185,30 @@ def test_a_hostile_block_line_in_a_stream_is_named(
     assert f"position {(segment << 32) + at}: {names[0]}: {reason}" in err[0], (err, reason)
     with contextlib.suppress(Exception):
         spark.streams.resetTerminated()
+
+
+def test_a_hostile_block_line_past_the_checked_lines_is_named(
+        tmp_path: Path, spark: SparkSession, pg_cluster: TempCluster, pg_conn: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block line past the lines ``check_capture`` reads before Spark starts (one here)
+    is expanded in a task: the job fails naming the file, the line and the row, as the
+    driver's check names them."""
+    import pgcdc_events.spark.capture as spark_capture  # noqa: PLC0415
+
+    dsn, _ = _load_corpus(pg_cluster, pg_conn)
+    out = tmp_path / "out"
+    assert main(["capture", "--dsn", dsn, "--slot", "s", "--publication", "p", "--output",
+                 f"{out}/", "-q", "--create-slot", "--snapshot-mode", "initial_only"]) == 0
+    lines = (out / "capture.jsonl").read_bytes().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if COPY_MARK in line
+              and len(bytes.fromhex(json.loads(line)["copy"]).split(b"\n")) > 2)
+    assert at > 0
+    lines[at] = _damaged(lines[at])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"".join(lines))
+    with pytest.raises(SparkDecodeError, match=f"line {at + 1}: .*row 2 has 3 values"):
+        spark_capture.check_capture(str(bad))
+    monkeypatch.setattr(spark_capture, "CHECKED_LINES", 1)
+    frame = read_capture(spark, str(bad))
+    with pytest.raises(Exception, match=f"{bad}: line {at + 1}: .*row 2 has 3 values"):
+        frame.collect()

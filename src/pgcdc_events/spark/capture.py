@@ -29,12 +29,9 @@ first chunk line to a cut where no chunk is in flight (:attr:`WindowDecoder.quie
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, Final
 
@@ -51,6 +48,7 @@ from pyspark.sql.types import (
     BooleanType,
     IntegralType,
     LongType,
+    StringType,
     StructField,
     StructType,
 )
@@ -76,7 +74,7 @@ from pgcdc_events.spark.errors import SparkDecodeError
 
 __all__ = ["CAPTURE_TYPE", "CHUNK_COLUMN", "FileCapture", "WindowDecoder", "WindowSpan",
            "capture_dataframe", "capture_table", "check_capture", "control_columns",
-           "expand_block_lines",
+           "expand_block_lines", "expand_blocks",
            "file_capture", "filesystem", "parse_capture_lines", "read_capture",
            "window_span", "write_capture_parquet"]
 
@@ -211,10 +209,13 @@ def read_capture(spark: SparkSession, path: str, *, order_by: str = "position") 
     line past the first checked ones fails the job that reads it.
     """
     if check_capture(path, order_by=order_by) == "jsonl":
-        lines = spark.read.text(_without_blocks(path)).filter(F.trim(F.col("value")) != "")
-        return parse_capture_lines(
-            lines.select(F.monotonically_increasing_id().alias("position"), F.col("value")),
-            where=path, chunks=True)
+        lines = spark.read.text(path)
+        if _has_blocks(path):  # COPY block lines, expanded in the tasks
+            numbered = expand_blocks(lines, where=path)
+        else:
+            numbered = lines.filter(F.trim(F.col("value")) != "").select(
+                F.monotonically_increasing_id().alias("position"), F.col("value"))
+        return parse_capture_lines(numbered, where=path, chunks=True)
     frame = spark.read.parquet(path)
     # the tasks may read the files themselves, by position (file_capture); a DataFrame
     # derived from this one is another DataFrame, without the mark
@@ -233,27 +234,92 @@ def _has_blocks(path: str) -> bool:
     return False
 
 
-def _without_blocks(path: str) -> str:
-    """``path``, or when it holds COPY block lines (an initial snapshot's rows as COPY
-    text, see :mod:`pgcdc_events.protocol.capture`) a copy of it with each block's rows a
-    line a message (:func:`~pgcdc_events.protocol.capture.rows_of_line`, the other lines as
-    they are), which Spark's line-at-a-time reading takes: in a private temporary
-    directory (0700, the file 0600) removed when the process exits."""
-    if not _has_blocks(path):
-        return path
-    directory = tempfile.mkdtemp(prefix="pgcdc-spark-capture-")
-    atexit.register(shutil.rmtree, directory, ignore_errors=True)
-    target = os.path.join(directory, "capture.jsonl")
-    with open(path, "rb") as src, open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-                                               0o600), "wb") as out:
-        for number, line in enumerate(src, 1):
-            block = read_copy_block(line, line_number=number)
-            if block is None:
-                out.write(line if line.endswith(b"\n") else line + b"\n")
-                continue
-            out.write("".join(dump_capture_row(row) + "\n" for row in block.capture_rows(
-                line_number=number)).encode("ascii"))
-    return target
+#: The lines :func:`expand_blocks` makes: a position and a capture line.
+_EXPANDED: Final = StructType([StructField("position", LongType(), False),
+                               StructField("value", StringType(), True)])
+
+
+def expand_blocks(lines: DataFrame, *, where: str) -> DataFrame:
+    """The lines of one capture file (Spark's ``text`` source: column ``value``, the
+    partitions in file order) with each COPY block line (an initial snapshot's rows as
+    COPY text, see :mod:`pgcdc_events.protocol.capture`) replaced by its rows, a line a
+    message (:meth:`~pgcdc_events.protocol.capture.CopyBlock.capture_rows`, the one
+    expansion), numbered ``position`` in stream order from 0; blank lines are dropped.
+
+    The expansion runs in the tasks, each on its part of the file: a first small job
+    counts each partition's lines and the rows they expand to (a block line's ``rows``,
+    read in the JVM), and each task numbers its rows from the sum of the partitions before
+    it. A block line that does not parse, or whose rows are not COPY text, fails the job
+    with a :class:`SparkDecodeError` naming ``where``, the line and the row."""
+    value = F.col("value")
+    rows = (F.when(F.trim(value) == "", F.lit(0))
+            .when(value.contains('"copy"'),
+                  F.coalesce(F.get_json_object(value, "$.rows").cast("long"), F.lit(1)))
+            .otherwise(F.lit(1)))
+    sizes = (lines.select(F.spark_partition_id().alias("p"), rows.alias("n"))
+             .groupBy("p").agg(F.count(F.lit(1)).alias("lines"), F.sum("n").alias("rows"))
+             .collect())
+    offsets: dict[int, tuple[int, int, int]] = {}
+    line = position = 0
+    for row in sorted(sizes, key=lambda r: r["p"]):
+        total = int(row["rows"] or 0)
+        offsets[int(row["p"])] = (line, position, total)
+        line += int(row["lines"])
+        position += total
+    return map_in_arrow(lines.select("value"), _BlockExpander(where, offsets), _EXPANDED)
+
+
+class _BlockExpander:
+    """The task function of :func:`expand_blocks` (picklable): ``offsets`` gives each
+    partition's first line number (less one), first position and row count."""
+
+    def __init__(self, where: str, offsets: dict[int, tuple[int, int, int]]) -> None:
+        self.where, self.offsets = where, offsets
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        from pyspark import TaskContext  # noqa: PLC0415
+
+        context = TaskContext.get()
+        part = context.partitionId() if context is not None else 0
+        number, position, total = self.offsets.get(part, (0, 0, 0))
+        first = position
+        for batch in batches:
+            positions: list[int] = []
+            values: list[str] = []
+            for text in batch.column("value").to_pylist():
+                number += 1
+                if text is None or not text.strip(" "):  # F.trim's blank lines
+                    continue
+                made = None
+                if '"copy"' in text:
+                    try:
+                        block = read_copy_block(text, line_number=number)
+                        made = None if block is None else block.capture_rows(
+                            line_number=number)
+                    except PgCdcError as exc:
+                        raise SparkDecodeError(f"{self.where}: {exc}",
+                                               position=position) from None
+                if made is None:
+                    positions.append(position)
+                    values.append(text)
+                    position += 1
+                    continue
+                for row in made:
+                    positions.append(position)
+                    values.append(dump_capture_row(row))
+                    position += 1
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(positions, pa.int64()), pa.array(values, pa.string())],
+                schema=_EXPANDED_ARROW)
+        if position - first != total:  # the count job and this one must agree
+            raise SparkDecodeError(
+                f"{self.where}: lines {self.offsets.get(part, (0,))[0] + 1} to {number} "
+                f"expand to {position - first} rows, where their count said {total}",
+                position=first)
+
+
+_EXPANDED_ARROW: Final = pa.schema([pa.field("position", pa.int64(), False),
+                                    pa.field("value", pa.string())])
 
 
 def expand_block_lines(text: str | None, where: str | None = None,
