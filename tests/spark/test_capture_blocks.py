@@ -60,7 +60,7 @@ def test_block_lines_read_and_decode_as_decode_does(tmp_path: Path, spark: Spark
     assert [(r.lsn, bytes(r.data), r.snapshot) for r in frame] == [
         (str(r.lsn), r.data, r.snapshot) for r in rows]
     # the file in parts of 1 KB: each task expands the block lines of its part, its rows
-    # numbered after those of the parts before
+    # numbered from their line's place in the file
     before = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.set("spark.sql.files.maxPartitionBytes", "1024")
     try:
@@ -70,7 +70,7 @@ def test_block_lines_read_and_decode_as_decode_does(tmp_path: Path, spark: Spark
         spark.conf.set("spark.sql.files.maxPartitionBytes", before)
     assert [(r.lsn, bytes(r.data), r.snapshot) for r in parted] == [
         (str(r.lsn), r.data, r.snapshot) for r in rows]
-    assert [r.position for r in parted] == list(range(len(rows)))
+    assert len({r.position for r in parted}) == len(rows)
     catalog = tmp_path / "catalog.json"
     assert main(["catalog", "--dsn", dsn, "--output", str(catalog)]) == 0
     options = ["--catalog", str(catalog), "-q"]

@@ -78,7 +78,8 @@ __all__ = ["CAPTURE_TYPE", "CHUNK_COLUMN", "FileCapture", "WindowDecoder", "Wind
            "file_capture", "filesystem", "parse_capture_lines", "read_capture",
            "window_span", "write_capture_parquet"]
 
-#: How many lines of a JSON Lines capture :func:`check_capture` parses before Spark starts.
+#: How many messages of a JSON Lines capture :func:`check_capture` parses before Spark
+#: starts (a line each, a COPY block line its rows).
 CHECKED_LINES: Final = 10_000
 
 #: The capture columns with the ordering column, as the layer writes them.
@@ -167,9 +168,11 @@ def check_capture(path: str, *, order_by: str = "position") -> str:
                 for number, line in enumerate(fh, 1):
                     if not line.strip():
                         continue
+                    made = 1
                     if read_chunk_line(line, line_number=number) is None:
-                        rows_of_line(line, line_number=number)  # a COPY block: its rows
-                    rows += 1
+                        # a COPY block: its rows, each counted (the tasks expand the rest)
+                        made = max(1, len(rows_of_line(line, line_number=number)))
+                    rows += made
                     if rows >= CHECKED_LINES:
                         break
         except UnicodeDecodeError:
@@ -237,6 +240,10 @@ def _has_blocks(path: str) -> bool:
 #: The lines :func:`expand_blocks` makes: a position and a capture line.
 _EXPANDED: Final = StructType([StructField("position", LongType(), False),
                                StructField("value", StringType(), True)])
+_EXPANDED_ARROW: Final = pa.schema([pa.field("position", pa.int64(), False),
+                                    pa.field("value", pa.string())])
+#: The bits of ``monotonically_increasing_id`` that number a row within its partition.
+_ROW_BITS: Final = 33
 
 
 def expand_blocks(lines: DataFrame, *, where: str) -> DataFrame:
@@ -244,82 +251,77 @@ def expand_blocks(lines: DataFrame, *, where: str) -> DataFrame:
     partitions in file order) with each COPY block line (an initial snapshot's rows as
     COPY text, see :mod:`pgcdc_events.protocol.capture`) replaced by its rows, a line a
     message (:meth:`~pgcdc_events.protocol.capture.CopyBlock.capture_rows`, the one
-    expansion), numbered ``position`` in stream order from 0; blank lines are dropped.
+    expansion), numbered ``position`` in stream order; blank lines are dropped.
 
-    The expansion runs in the tasks, each on its part of the file: a first small job
-    counts each partition's lines and the rows they expand to (a block line's ``rows``,
-    read in the JVM), and each task numbers its rows from the sum of the partitions before
-    it. A block line that does not parse, or whose rows are not COPY text, fails the job
-    with a :class:`SparkDecodeError` naming ``where``, the line and the row."""
+    The expansion runs in the tasks: a first small job counts each partition's lines and
+    the most rows a block line holds (its ``rows``, read in the JVM), so that line ``i``
+    of the file (from 0) gets the positions from ``i * width`` (``width``: that most, at
+    least 1). The lines without the key ``"copy"`` stay in the JVM; only the block lines
+    go to Python. A block line that does not parse, or whose rows are not COPY text,
+    fails the job with a :class:`SparkDecodeError` naming ``where``, the line and the
+    row."""
     value = F.col("value")
-    rows = (F.when(F.trim(value) == "", F.lit(0))
-            .when(value.contains('"copy"'),
-                  F.coalesce(F.get_json_object(value, "$.rows").cast("long"), F.lit(1)))
-            .otherwise(F.lit(1)))
+    block = value.contains('"copy"')
+    rows = F.when(block, F.get_json_object(value, "$.rows").cast("long"))
     sizes = (lines.select(F.spark_partition_id().alias("p"), rows.alias("n"))
-             .groupBy("p").agg(F.count(F.lit(1)).alias("lines"), F.sum("n").alias("rows"))
+             .groupBy("p").agg(F.count(F.lit(1)).alias("lines"), F.max("n").alias("most"))
              .collect())
-    offsets: dict[int, tuple[int, int, int]] = {}
-    line = position = 0
+    starts: list[int] = []
+    total = width = 0
     for row in sorted(sizes, key=lambda r: r["p"]):
-        total = int(row["rows"] or 0)
-        offsets[int(row["p"])] = (line, position, total)
-        line += int(row["lines"])
-        position += total
-    return map_in_arrow(lines.select("value"), _BlockExpander(where, offsets), _EXPANDED)
+        starts.extend([total] * (int(row["p"]) + 1 - len(starts)))
+        starts[int(row["p"])] = total
+        total += int(row["lines"])
+        width = max(width, int(row["most"] or 0))
+    width = max(width, 1)
+    if total * width >= 1 << 62:
+        raise SparkDecodeError(f"{where}: {total:,} lines with blocks of up to {width:,} rows "
+                               "are too many to number")
+    identity = F.monotonically_increasing_id()
+    start = F.element_at(F.array(*(F.lit(s) for s in starts or [0])),
+                         F.spark_partition_id() + 1)
+    numbered = lines.select(
+        (start + identity.bitwiseAND(F.lit((1 << _ROW_BITS) - 1))).alias("line"), value)
+    plain = numbered.filter(~block & (F.trim(value) != "")).select(
+        (F.col("line") * F.lit(width)).alias("position"), value)
+    expanded = map_in_arrow(numbered.filter(block), _BlockExpander(where, width), _EXPANDED)
+    return plain.unionByName(expanded)
 
 
 class _BlockExpander:
-    """The task function of :func:`expand_blocks` (picklable): ``offsets`` gives each
-    partition's first line number (less one), first position and row count."""
+    """The task function of :func:`expand_blocks` (picklable): rows ``(line, value)`` of
+    block lines in, their rows out, at ``line * width`` and on."""
 
-    def __init__(self, where: str, offsets: dict[int, tuple[int, int, int]]) -> None:
-        self.where, self.offsets = where, offsets
+    def __init__(self, where: str, width: int) -> None:
+        self.where, self.width = where, width
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
-        from pyspark import TaskContext  # noqa: PLC0415
-
-        context = TaskContext.get()
-        part = context.partitionId() if context is not None else 0
-        number, position, total = self.offsets.get(part, (0, 0, 0))
-        first = position
+        width = self.width
         for batch in batches:
             positions: list[int] = []
             values: list[str] = []
-            for text in batch.column("value").to_pylist():
-                number += 1
-                if text is None or not text.strip(" "):  # F.trim's blank lines
-                    continue
-                made = None
-                if '"copy"' in text:
-                    try:
-                        block = read_copy_block(text, line_number=number)
-                        made = None if block is None else block.capture_rows(
-                            line_number=number)
-                    except PgCdcError as exc:
-                        raise SparkDecodeError(f"{self.where}: {exc}",
-                                               position=position) from None
-                if made is None:
+            for index, text in zip(batch.column("line").to_pylist(),
+                                   batch.column("value").to_pylist(), strict=True):
+                position = index * width
+                try:
+                    block = read_copy_block(text, line_number=index + 1)
+                    made = None if block is None else block.capture_rows(
+                        line_number=index + 1)
+                except PgCdcError as exc:
+                    raise SparkDecodeError(f"{self.where}: {exc}", position=position) from None
+                if made is None:  # the key elsewhere (a chunk line's column, not JSON...)
                     positions.append(position)
                     values.append(text)
-                    position += 1
                     continue
-                for row in made:
-                    positions.append(position)
-                    values.append(dump_capture_row(row))
-                    position += 1
+                if len(made) > width:  # the count job read the same 'rows'
+                    raise SparkDecodeError(f"{self.where}: line {index + 1} holds more rows "
+                                           f"({len(made):,}) than counted ({width:,})",
+                                           position=position)
+                positions.extend(range(position, position + len(made)))
+                values.extend(map(dump_capture_row, made))
             yield pa.RecordBatch.from_arrays(
                 [pa.array(positions, pa.int64()), pa.array(values, pa.string())],
                 schema=_EXPANDED_ARROW)
-        if position - first != total:  # the count job and this one must agree
-            raise SparkDecodeError(
-                f"{self.where}: lines {self.offsets.get(part, (0,))[0] + 1} to {number} "
-                f"expand to {position - first} rows, where their count said {total}",
-                position=first)
-
-
-_EXPANDED_ARROW: Final = pa.schema([pa.field("position", pa.int64(), False),
-                                    pa.field("value", pa.string())])
 
 
 def expand_block_lines(text: str | None, where: str | None = None,
