@@ -543,10 +543,10 @@ class _BatchWriter:
         state = stream.load_state(before=batch_id)
         spark = df.sparkSession
         segmented = "segment" in df.columns
-        chunked = CHUNK_COLUMN in df.columns  # incremental snapshot chunk lines
+        has_chunks = CHUNK_COLUMN in df.columns  # incremental snapshot chunk lines
         df = df.select("position", "lsn", "data", "snapshot",
                        (F.col("segment") if segmented else F.lit(None).cast("long"))
-                       .alias("segment"), *([CHUNK_COLUMN] if chunked else [])
+                       .alias("segment"), *([CHUNK_COLUMN] if has_chunks else [])
                        ).persist()  # read and parsed once, used thrice
         self.persisted.append(df)
         # one small job, one stage (no shuffle): per segment, its positions, rows, newest
@@ -592,7 +592,7 @@ class _BatchWriter:
                 "segment": pa.array([r[0] >> _SEGMENT_BITS if intake.taken is not None
                                      else None for r in old], pa.int64()),
                 **({CHUNK_COLUMN: pa.array([texts.get(r[0]) for r in old], pa.string())}
-                   if chunked else {})}),
+                   if has_chunks else {})}),
                 schema=df.schema))
         newest = max([r["last"] for r in taken] + [p for p, _, _, _ in old], default=None)
         make = stream.make
@@ -604,15 +604,15 @@ class _BatchWriter:
         if last is not None:
             ready = frame.filter(F.col("position") <= F.lit(last.position))
             partitions = max(1, min(len(plan.cuts) - len(state.plan_prefix()[1]), 2 * cores))
-            parts = ready.withColumn("_chunk", _chunk_column(F.col("position"),
-                                                             plan.boundaries))
+            chunked = ready.withColumn("_chunk", _chunk_column(F.col("position"),
+                                                               plan.boundaries))
             # one task needs no shuffle (a small batch: one stage less)
-            parts = (parts.coalesce(1) if partitions == 1
-                     else parts.repartition(partitions, "_chunk"))
-            parts = parts.sortWithinPartitions("_chunk", "position").select(
+            chunked = (chunked.coalesce(1) if partitions == 1
+                       else chunked.repartition(partitions, "_chunk"))
+            chunked = chunked.sortWithinPartitions("_chunk", "position").select(
                 "_chunk", "position", "lsn", "data", "snapshot",
                 *([CHUNK_COLUMN] if make.window is not None else []))
-            records = map_in_arrow(parts, RecordsFunction(
+            records = map_in_arrow(chunked, RecordsFunction(
                 plan, make, payload=True, lines=stream.lines,
                 counters=(stream.chunks, stream.records_made)), RECORDS_TYPE)
         # what waits for the next batches: rows after the last cut, segments held back
