@@ -265,3 +265,38 @@ def test_a_malformed_chunk_line_is_named_before_spark_starts(recorded: Path,
     with pytest.raises(SparkDecodeError, match=f"line {first + 1}: an incremental snapshot "
                        "chunk line with its id, table and rows"):
         check_capture(str(broken))
+
+
+def test_spark_stream_keeps_delta_tables_of_the_snapshot(spark: SparkSession, recorded: Path,
+                                                        tmp_path: Path) -> None:
+    """What a user runs: ``pgcdc-events spark stream`` of the capture as rotating files,
+    a file a micro-batch, into Delta tables: each snapshotted table holds the rows the
+    last event per key of ``decode``'s records gives (``q``, read only by the snapshot:
+    every row; ``w``: the rows the workload left, read or changed)."""
+    deltalake = pytest.importorskip("deltalake")
+    config = load_config(None, OVERRIDES)
+    catalog = CatalogSnapshot.load(str(recorded.parent / "catalog.json"))
+    want = _reference(recorded, config, catalog)
+    _rotating(recorded, tmp_path / "in", 5)
+    properties = tmp_path / "connector.properties"
+    properties.write_text("signal.data.collection=public.debezium_signal\n")
+    assert main(["spark", "stream", "--input", str(tmp_path / "in"), "--config",
+                 str(properties), "--catalog", str(recorded.parent / "catalog.json"),
+                 "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "cp"),
+                 "--max-files-per-trigger", "1", "--trigger", "0.2",
+                 "--stop-when-idle", "5", "-q"]) == 0
+    for table, columns in (("w", ("id", "v", "s")), ("q", ("id", "name"))):
+        last: dict[int, tuple[Any, ...] | None] = {}
+        for line in want:
+            record = json.loads(line)
+            if record["topic"] != f"pgcdc.public.{table}" or record["value"] is None:
+                continue
+            after = record["value"]["payload"]["after"]
+            key = record["key"]["payload"]["id"]
+            last[key] = None if after is None else tuple(after[c] for c in columns)
+        expected = sorted(row for row in last.values() if row is not None)
+        delta = deltalake.DeltaTable(str(tmp_path / "out" / "tables" / f"public.{table}"))
+        got = sorted(tuple(r[c] for c in columns) for r in delta.to_pyarrow_table().to_pylist())
+        assert got == expected, table
+        if table == "q":
+            assert [r[0] for r in got] == list(range(1, 46))
