@@ -6,7 +6,8 @@ third table; the capture reads the chunks as it streams and writes them as chunk
 then streams more of the workload. Spark (``decode_capture``, ``pgcdc-events spark
 decode``, a Parquet copy) gives the records ``pgcdc-events decode`` gives for it, whole,
 with the capture cut into several chunks decoded in parallel around the window's span;
-``decode_stream`` (``pgcdc-events spark stream``) refuses the chunk line, in one line.
+``decode_stream`` gives them too, the capture as rotating files cut inside windows (one
+a micro-batch), and ``pgcdc-events spark stream`` keeps Delta tables of them.
 """
 
 from __future__ import annotations
