@@ -4,17 +4,20 @@ table the records of ``pgcdc-events decode``."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 
 from pgcdc_events.cli import main
 from pgcdc_events.events import EventConfig
 from pgcdc_events.protocol import iter_capture
 from pgcdc_events.protocol.capture import COPY_MARK
-from pgcdc_events.spark import read_capture
+from pgcdc_events.spark import SparkDecodeError, read_capture
 from pgcdc_events.spark.stream import decode_stream, read_capture_stream
 from pgcdc_events.testing.cluster import TempCluster
 from pgcdc_events.types.catalog import CatalogSnapshot
@@ -56,6 +59,18 @@ def test_block_lines_read_and_decode_as_decode_does(tmp_path: Path, spark: Spark
     frame = read_capture(spark, str(capture)).orderBy("position").collect()
     assert [(r.lsn, bytes(r.data), r.snapshot) for r in frame] == [
         (str(r.lsn), r.data, r.snapshot) for r in rows]
+    # the file in parts of 1 KB: each task expands the block lines of its part, its rows
+    # numbered from their line's place in the file
+    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "1024")
+    try:
+        assert spark.read.text(str(capture)).rdd.getNumPartitions() > 2
+        parted = read_capture(spark, str(capture)).orderBy("position").collect()
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", before)
+    assert [(r.lsn, bytes(r.data), r.snapshot) for r in parted] == [
+        (str(r.lsn), r.data, r.snapshot) for r in rows]
+    assert len({r.position for r in parted}) == len(rows)
     catalog = tmp_path / "catalog.json"
     assert main(["catalog", "--dsn", dsn, "--output", str(catalog)]) == 0
     options = ["--catalog", str(catalog), "-q"]
@@ -122,3 +137,78 @@ def test_rotating_files_with_block_lines_stream_as_decode_does(
     df = spark.read.parquet(str(tmp_path / "o" / "records"))
     got = [r["line"] for r in df.orderBy("position", "index").select("line").collect()]
     assert [without_run_fields(line) for line in got] == want
+
+
+def _damaged(line: bytes) -> bytes:
+    """A COPY block line whose second row has one value too many (a tab more): what no
+    ``COPY TO`` writes, hand-made (PostgreSQL cannot produce it)."""
+    obj = json.loads(line)
+    text = bytes.fromhex(obj["copy"])
+    rows = text.split(b"\n")
+    rows[1] = rows[1] + b"\tone too many"
+    obj["copy"] = b"\n".join(rows).hex()
+    return json.dumps(obj).encode() + b"\n"
+
+
+def test_a_hostile_block_line_in_a_stream_is_named(
+        tmp_path: Path, spark: SparkSession, pg_cluster: TempCluster, pg_conn: Any,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A rotating file whose COPY block line holds a row that is not COPY text: ``spark
+    stream`` fails in one line naming the file, the line, its position and the row, as
+    ``decode`` names them, where it gave Spark's generic message."""
+    dsn, _ = _load_corpus(pg_cluster, pg_conn)
+    files = tmp_path / "files"
+    assert main(["capture", "--dsn", dsn, "--slot", "s", "--publication", "p", "--output",
+                 f"{files}/", "-q", "--rotate-size", "0.000001", "--create-slot",
+                 "--snapshot-mode", "initial_only"]) == 0
+    names = sorted(p.name for p in files.glob("capture-*.jsonl"))
+    first = files / names[0]
+    lines = first.read_bytes().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if COPY_MARK in line
+              and len(bytes.fromhex(json.loads(line)["copy"]).split(b"\n")) > 2)
+    lines[at] = _damaged(lines[at])
+    first.write_bytes(b"".join(lines))
+    catalog = tmp_path / "catalog.json"
+    assert main(["catalog", "--dsn", dsn, "--output", str(catalog)]) == 0
+    assert main(["decode", "--capture", str(first), "-o", str(tmp_path / "d.jsonl"),
+                 "--catalog", str(catalog), "-q"]) == 1
+    said = capsys.readouterr().err.strip()
+    assert f"line {at + 1}: " in said and "row 2 has" in said, said
+    reason = said[said.index(f"line {at + 1}: "):]
+    code = main(["spark", "stream", "--input", str(files), "--catalog", str(catalog),
+                 "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "cp"),
+                 "--trigger", "0.2", "--stop-when-idle", "20", "-q"])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 1
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    segment = int(names[0].split("-")[1])
+    assert f"position {(segment << 32) + at}: {names[0]}: {reason}" in err[0], (err, reason)
+    with contextlib.suppress(Exception):
+        spark.streams.resetTerminated()
+
+
+def test_a_hostile_block_line_past_the_checked_lines_is_named(
+        tmp_path: Path, spark: SparkSession, pg_cluster: TempCluster, pg_conn: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block line past the lines ``check_capture`` reads before Spark starts (one here)
+    is expanded in a task: the job fails naming the file, the line and the row, as the
+    driver's check names them."""
+    import pgcdc_events.spark.capture as spark_capture  # noqa: PLC0415
+
+    dsn, _ = _load_corpus(pg_cluster, pg_conn)
+    out = tmp_path / "out"
+    assert main(["capture", "--dsn", dsn, "--slot", "s", "--publication", "p", "--output",
+                 f"{out}/", "-q", "--create-slot", "--snapshot-mode", "initial_only"]) == 0
+    lines = (out / "capture.jsonl").read_bytes().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if COPY_MARK in line
+              and len(bytes.fromhex(json.loads(line)["copy"]).split(b"\n")) > 2)
+    assert at > 0
+    lines[at] = _damaged(lines[at])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"".join(lines))
+    with pytest.raises(SparkDecodeError, match=f"line {at + 1}: .*row 2 has 3 values"):
+        spark_capture.check_capture(str(bad))
+    monkeypatch.setattr(spark_capture, "CHECKED_LINES", 1)
+    frame = read_capture(spark, str(bad))
+    with pytest.raises(Exception, match=f"{bad}: line {at + 1}: .*row 2 has 3 values"):
+        frame.collect()

@@ -6,14 +6,15 @@ third table; the capture reads the chunks as it streams and writes them as chunk
 then streams more of the workload. Spark (``decode_capture``, ``pgcdc-events spark
 decode``, a Parquet copy) gives the records ``pgcdc-events decode`` gives for it, whole,
 with the capture cut into several chunks decoded in parallel around the window's span;
-``decode_stream`` (``pgcdc-events spark stream``) refuses the chunk line, in one line.
+``decode_stream`` gives them too, the capture as rotating files cut inside windows (one
+a micro-batch), and ``pgcdc-events spark stream`` keeps Delta tables of them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import io
+import itertools
 import json
 import os
 import time
@@ -33,9 +34,10 @@ from pgcdc_events.cli._parallel import DecodeJob, run_decode
 from pgcdc_events.cli.decode_cmd import load_config
 from pgcdc_events.events import EventConfig
 from pgcdc_events.protocol.capture import read_chunk_line
+from pgcdc_events.protocol.lsn import Lsn
 from pgcdc_events.spark import decode_capture, read_capture
-from pgcdc_events.spark.capture import CHUNK_REFUSED, READ_ONLY_REFUSED, parse_capture_lines
 from pgcdc_events.testing.cluster import TempCluster
+from pgcdc_events.types.catalog import CatalogSnapshot
 from support.signals import PROPS, SIGNAL_DDL, MixedWorkload, capture
 from support.spark_records import CLOCK_NS, RUN_ID, first_difference
 
@@ -99,11 +101,14 @@ def _record(conn: Any, url: str, cap: Path) -> Path:
     return cap
 
 
-def _reference(cap: Path, config: EventConfig) -> list[str]:
+def _reference(cap: Path, config: EventConfig, catalog: CatalogSnapshot | None = None
+               ) -> list[str]:
     """The records ``pgcdc-events decode`` writes (its own code, one decoder), with the
-    processing time and run id of the Spark side."""
+    processing time and run id of the Spark side (and ``--catalog``'s ``catalog``)."""
     out = io.BytesIO()
-    job = DecodeJob(config, None, None, None, 64 << 20, RUN_ID, clock=lambda: CLOCK_NS)
+    if catalog is not None:
+        config = config.with_catalog(catalog)
+    job = DecodeJob(config, catalog, None, None, 64 << 20, RUN_ID, clock=lambda: CLOCK_NS)
     with open(cap, "rb") as src:
         run_decode(job, src, out, workers=1)
     return out.getvalue().decode().splitlines()
@@ -187,46 +192,60 @@ def test_spark_decode_cli_gives_decode_records(spark: SparkSession, recorded: Pa
         assert [_normalized(line) for line in lines] == by_topic[f"pgcdc.{table}"], table
 
 
-def test_decode_stream_refuses_a_chunk_line(spark: SparkSession, recorded: Path,
-                                            tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
-    """``decode_stream`` does not replay windows: ``spark stream`` of the capture fails in
-    one line naming the chunk line and what to do; ``parse_capture_lines`` without
-    ``chunks`` refuses it the same way."""
-    lines = recorded.read_text().splitlines(keepends=True)
-    first = _chunk_positions(recorded)[0]
-    files = tmp_path / "in"
-    files.mkdir()
-    (files / capture_file_name(1, 0x100)).write_text("".join(lines))
-    properties = tmp_path / "connector.properties"
-    properties.write_text("signal.data.collection=public.debezium_signal\n")
-    code = main(["spark", "stream", "--input", str(files), "--config", str(properties),
-                 "--catalog", str(recorded.parent / "catalog.json"),
-                 "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "cp"),
-                 "--trigger", "0.2", "--stop-when-idle", "20", "-q"])
-    err = capsys.readouterr().err.splitlines()
-    assert code == 1
-    assert len(err) == 1 and CHUNK_REFUSED in err[0] and "Traceback" not in err[0], err
-    assert lines[first][:60] in err[0]
-    frame = spark.createDataFrame([(0, lines[first])], "position long, value string")
-    with pytest.raises(Exception, match="decode_stream does not read"):
-        parse_capture_lines(frame, where="cap.jsonl").collect()
-    with contextlib.suppress(Exception):
-        spark.streams.resetTerminated()
+def _rotating(cap: Path, directory: Path, files: int) -> list[str]:
+    """The capture's lines as rotating capture files (as ``capture --rotate-every`` names
+    them): one, or cut at ``files`` evenly spaced lines (inside transactions) and, for two
+    windows, right after the chunk line and every three lines to the window's close (its
+    watermarks in other files, commits in the window at a file's end). Returns the file
+    names."""
+    lines = cap.read_text().splitlines(keepends=True)
+    directory.mkdir()
+    cuts = {0, len(lines)}
+    if files > 1:
+        chunked = _chunk_positions(cap)
+        # after the chunk lines of two windows, and every three lines to their closes
+        cuts |= {p + k for p in chunked[1:3] for k in range(1, 20, 3)}
+        cuts |= {len(lines) * k // files for k in range(1, files)}
+    names = []
+    for seq, (lo, hi) in enumerate(itertools.pairwise(sorted(cuts))):
+        part = lines[lo:hi]
+        name = capture_file_name(seq, int(Lsn.parse(json.loads(part[-1])["lsn"])))
+        (directory / name).write_text("".join(part))
+        names.append(name)
+    return names
 
 
-def test_decode_stream_refuses_a_chunk_column(spark: SparkSession, tmp_path: Path) -> None:
-    """A streaming DataFrame with the chunk lines' column is refused before it starts."""
-    from pgcdc_events.spark import SparkDecodeError  # noqa: PLC0415
-    from pgcdc_events.spark.stream import decode_stream  # noqa: PLC0415
-    from pgcdc_events.types.catalog import CatalogSnapshot  # noqa: PLC0415
+@pytest.mark.parametrize("files", [1, 5])
+def test_decode_stream_gives_decode_records(spark: SparkSession, recorded: Path,
+                                            tmp_path: Path, files: int) -> None:
+    """``decode_stream`` of the capture as rotating files, one a micro-batch: every record,
+    whole and in order, equals ``decode``'s. With more files the windows span micro-batches
+    (a batch decodes up to the last cut where no chunk is in flight; the rest, chunk lines
+    with their text, waits in the state), with one, every window is in one batch."""
+    from pgcdc_events.spark.stream import decode_stream, read_capture_stream  # noqa: PLC0415
 
-    (tmp_path / "in").mkdir()
-    stream_df = spark.readStream.schema(
-        "position long, lsn long, data binary, chunk string").parquet(str(tmp_path / "in"))
-    with pytest.raises(SparkDecodeError, match="column 'chunk' of incremental snapshot chunk"):
-        decode_stream(stream_df, load_config(None, OVERRIDES),
-                      catalog=CatalogSnapshot("db", "15", ()), checkpoint=str(tmp_path / "c"))
+    config = load_config(None, OVERRIDES)
+    catalog = CatalogSnapshot.load(str(recorded.parent / "catalog.json"))
+    want = _reference(recorded, config, catalog)
+    names = _rotating(recorded, tmp_path / "in", files)
+    assert (len(names) == 1) == (files == 1)
+    stream = decode_stream(
+        read_capture_stream(spark, str(tmp_path / "in"), max_files_per_trigger=1), config,
+        catalog=catalog, path=str(tmp_path / "out"), checkpoint=str(tmp_path / "cp"), lines=True,
+        clock=lambda: CLOCK_NS, run_id=RUN_ID, chunk_messages=20)
+    stream.start()
+    assert stream.query is not None
+    try:
+        stream.query.processAllAvailable()
+    finally:
+        stream.stop()
+    assert len([b for b in stream.batches if not b.skipped]) >= len(names)
+    got = [r["line"] for r in spark.read.parquet(str(tmp_path / "out" / "records"))
+           .orderBy("position", "index").select("line").collect()]
+    problem = first_difference(got, want)
+    assert not problem, problem
+    if files > 1:  # a window was held: some batch ended before the batch's last commit
+        assert any(b.pending for b in stream.batches)
 
 
 def test_a_malformed_chunk_line_is_named_before_spark_starts(recorded: Path,
@@ -249,34 +268,36 @@ def test_a_malformed_chunk_line_is_named_before_spark_starts(recorded: Path,
         check_capture(str(broken))
 
 
-def test_a_read_only_snapshot_is_refused_not_dropped(spark: SparkSession, pg_conn: Any,
-                                                     pg_cluster: TempCluster,
-                                                     tmp_path: Path) -> None:
-    """A read-only snapshot's windows close at the stream's commits and idle polls, which
-    the span does not follow: Spark refuses its chunk line, naming its position, where it
-    gave the records without the snapshot's ``r`` events (a review's finding)."""
-    database = pg_conn.run("SELECT current_database()")[0][0]
-    url = f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{database}"
-    pg_conn.run(SIGNAL_DDL)
-    pg_conn.run("CREATE TABLE r (id int PRIMARY KEY, v text)")
-    pg_conn.run("INSERT INTO r SELECT g, 'v' || g FROM generate_series(1, 30) g")
-    cap = tmp_path / "cap.jsonl"
-    read_only = ("-c", "read.only=true", *CHUNK)
-    # a slot of its own: slots are the cluster's, and the module's capture has "s"
-    assert capture(url, cap, "--create-slot", "--create-publication", *read_only,
-                   slot="ro") == 0
-    pg_conn.run("INSERT INTO debezium_signal VALUES ('ro-1', 'execute-snapshot', :d)",
-                d=json.dumps({"data-collections": ["public.r"]}))
-    for n in range(3):  # commits that close the windows
-        pg_conn.run("UPDATE r SET v = 'u' WHERE id = :k", k=n + 1)
-    assert capture(url, cap, *read_only, slot="ro") == 0
-    assert capture(url, cap, *read_only, slot="ro") == 0
-    positions = _chunk_positions(cap)
-    assert positions  # the capture read chunks
-    config = load_config(None, [*OVERRIDES, "read.only=true"])
-    want = _reference(cap, config)
-    assert any(json.loads(x)["value"]["payload"]["op"] == "r" for x in want
-               if json.loads(x)["value"] is not None)
-    with pytest.raises(Exception, match=f"position {positions[0]}.*read-only") as caught:
-        decode_capture(read_capture(spark, str(cap)), config, lines=True).records.count()
-    assert READ_ONLY_REFUSED in str(caught.value)
+def test_spark_stream_keeps_delta_tables_of_the_snapshot(spark: SparkSession, recorded: Path,
+                                                        tmp_path: Path) -> None:
+    """What a user runs: ``pgcdc-events spark stream`` of the capture as rotating files,
+    a file a micro-batch, into Delta tables: each snapshotted table holds the rows the
+    last event per key of ``decode``'s records gives (``q``, read only by the snapshot:
+    every row; ``w``: the rows the workload left, read or changed)."""
+    deltalake = pytest.importorskip("deltalake")
+    config = load_config(None, OVERRIDES)
+    catalog = CatalogSnapshot.load(str(recorded.parent / "catalog.json"))
+    want = _reference(recorded, config, catalog)
+    _rotating(recorded, tmp_path / "in", 5)
+    properties = tmp_path / "connector.properties"
+    properties.write_text("signal.data.collection=public.debezium_signal\n")
+    assert main(["spark", "stream", "--input", str(tmp_path / "in"), "--config",
+                 str(properties), "--catalog", str(recorded.parent / "catalog.json"),
+                 "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "cp"),
+                 "--max-files-per-trigger", "1", "--trigger", "0.2",
+                 "--stop-when-idle", "5", "-q"]) == 0
+    for table, columns in (("w", ("id", "v", "s")), ("q", ("id", "name"))):
+        last: dict[int, tuple[Any, ...] | None] = {}
+        for line in want:
+            record = json.loads(line)
+            if record["topic"] != f"pgcdc.public.{table}" or record["value"] is None:
+                continue
+            after = record["value"]["payload"]["after"]
+            key = record["key"]["payload"]["id"]
+            last[key] = None if after is None else tuple(after[c] for c in columns)
+        expected = sorted(row for row in last.values() if row is not None)
+        delta = deltalake.DeltaTable(str(tmp_path / "out" / "tables" / f"public.{table}"))
+        got = sorted(tuple(r[c] for c in columns) for r in delta.to_pyarrow_table().to_pylist())
+        assert got == expected, table
+        if table == "q":
+            assert [r[0] for r in got] == list(range(1, 46))

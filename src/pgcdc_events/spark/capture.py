@@ -11,25 +11,27 @@ chunk the capture read while it streamed, see :mod:`pgcdc_events.protocol.captur
 a capture DataFrame a chunk line is a row whose column ``chunk`` (string, nullable,
 optional) holds the line itself as JSON text, with an empty ``data``; every other row has
 ``chunk`` null. :func:`read_capture` of a JSON Lines capture adds the column; a DataFrame
-or Parquet dataset without it has no chunk lines, and reads as before. A reader that
-does not take chunk lines (:func:`parse_capture_lines` by default, which
-:func:`~pgcdc_events.spark.stream.decode_stream` uses) refuses the first one, naming it.
+or Parquet dataset without it has no chunk lines, and reads as before
+(:func:`~pgcdc_events.spark.stream.read_capture_stream` adds it too). A reader that does
+not take chunk lines (:func:`parse_capture_lines` by default) refuses the first one,
+naming it.
 
 :func:`~pgcdc_events.spark.decode.decode_capture` replays the windows with the event
 layer's :class:`~pgcdc_events.events.incremental.RecordedChunks` (its rules are not
 copied here): a window spans several transactions and carries state from chunk to chunk,
 so the span from the first chunk line to the last change of the signalling table after
 the last one (:func:`window_span`) is decoded in order by one decoder in one task
-(:class:`WindowDecoder`), and the rest of the capture in parallel as before.
+(:class:`WindowDecoder`), and the rest of the capture in parallel as before (a
+read-only snapshot's span runs to the capture's end). A micro-batch of
+:func:`~pgcdc_events.spark.stream.decode_stream` does the same from a cut before its
+first chunk line to a cut where no chunk is in flight (:attr:`WindowDecoder.quiet`).
 """
 
 from __future__ import annotations
 
-import atexit
+import itertools
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, Final
 
@@ -46,6 +48,7 @@ from pyspark.sql.types import (
     BooleanType,
     IntegralType,
     LongType,
+    StringType,
     StructField,
     StructType,
 )
@@ -71,11 +74,12 @@ from pgcdc_events.spark.errors import SparkDecodeError
 
 __all__ = ["CAPTURE_TYPE", "CHUNK_COLUMN", "FileCapture", "WindowDecoder", "WindowSpan",
            "capture_dataframe", "capture_table", "check_capture", "control_columns",
-           "expand_block_lines",
+           "expand_block_lines", "expand_blocks",
            "file_capture", "filesystem", "parse_capture_lines", "read_capture",
            "window_span", "write_capture_parquet"]
 
-#: How many lines of a JSON Lines capture :func:`check_capture` parses before Spark starts.
+#: How many messages of a JSON Lines capture :func:`check_capture` parses before Spark
+#: starts (a line each, a COPY block line its rows).
 CHECKED_LINES: Final = 10_000
 
 #: The capture columns with the ordering column, as the layer writes them.
@@ -164,9 +168,11 @@ def check_capture(path: str, *, order_by: str = "position") -> str:
                 for number, line in enumerate(fh, 1):
                     if not line.strip():
                         continue
+                    made = 1
                     if read_chunk_line(line, line_number=number) is None:
-                        rows_of_line(line, line_number=number)  # a COPY block: its rows
-                    rows += 1
+                        # a COPY block: its rows, each counted (the tasks expand the rest)
+                        made = max(1, len(rows_of_line(line, line_number=number)))
+                    rows += made
                     if rows >= CHECKED_LINES:
                         break
         except UnicodeDecodeError:
@@ -206,10 +212,13 @@ def read_capture(spark: SparkSession, path: str, *, order_by: str = "position") 
     line past the first checked ones fails the job that reads it.
     """
     if check_capture(path, order_by=order_by) == "jsonl":
-        lines = spark.read.text(_without_blocks(path)).filter(F.trim(F.col("value")) != "")
-        return parse_capture_lines(
-            lines.select(F.monotonically_increasing_id().alias("position"), F.col("value")),
-            where=path, chunks=True)
+        lines = spark.read.text(path)
+        if _has_blocks(path):  # COPY block lines, expanded in the tasks
+            numbered = expand_blocks(lines, where=path)
+        else:
+            numbered = lines.filter(F.trim(F.col("value")) != "").select(
+                F.monotonically_increasing_id().alias("position"), F.col("value"))
+        return parse_capture_lines(numbered, where=path, chunks=True)
     frame = spark.read.parquet(path)
     # the tasks may read the files themselves, by position (file_capture); a DataFrame
     # derived from this one is another DataFrame, without the mark
@@ -228,34 +237,102 @@ def _has_blocks(path: str) -> bool:
     return False
 
 
-def _without_blocks(path: str) -> str:
-    """``path``, or when it holds COPY block lines (an initial snapshot's rows as COPY
-    text, see :mod:`pgcdc_events.protocol.capture`) a copy of it with each block's rows a
-    line a message (:func:`~pgcdc_events.protocol.capture.rows_of_line`, the other lines as
-    they are), which Spark's line-at-a-time reading takes: in a private temporary
-    directory (0700, the file 0600) removed when the process exits."""
-    if not _has_blocks(path):
-        return path
-    directory = tempfile.mkdtemp(prefix="pgcdc-spark-capture-")
-    atexit.register(shutil.rmtree, directory, ignore_errors=True)
-    target = os.path.join(directory, "capture.jsonl")
-    with open(path, "rb") as src, open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-                                               0o600), "wb") as out:
-        for number, line in enumerate(src, 1):
-            block = read_copy_block(line, line_number=number)
-            if block is None:
-                out.write(line if line.endswith(b"\n") else line + b"\n")
-                continue
-            out.write("".join(dump_capture_row(row) + "\n" for row in block.capture_rows(
-                line_number=number)).encode("ascii"))
-    return target
+#: The lines :func:`expand_blocks` makes: a position and a capture line.
+_EXPANDED: Final = StructType([StructField("position", LongType(), False),
+                               StructField("value", StringType(), True)])
+_EXPANDED_ARROW: Final = pa.schema([pa.field("position", pa.int64(), False),
+                                    pa.field("value", pa.string())])
+#: The bits of ``monotonically_increasing_id`` that number a row within its partition.
+_ROW_BITS: Final = 33
 
 
-def expand_block_lines(text: str | None) -> str | None:
+def expand_blocks(lines: DataFrame, *, where: str) -> DataFrame:
+    """The lines of one capture file (Spark's ``text`` source: column ``value``, the
+    partitions in file order) with each COPY block line (an initial snapshot's rows as
+    COPY text, see :mod:`pgcdc_events.protocol.capture`) replaced by its rows, a line a
+    message (:meth:`~pgcdc_events.protocol.capture.CopyBlock.capture_rows`, the one
+    expansion), numbered ``position`` in stream order; blank lines are dropped.
+
+    The expansion runs in the tasks: a first small job counts each partition's lines and
+    the most rows a block line holds (its ``rows``, read in the JVM), so that line ``i``
+    of the file (from 0) gets the positions from ``i * width`` (``width``: that most, at
+    least 1). The lines without the key ``"copy"`` stay in the JVM; only the block lines
+    go to Python. A block line that does not parse, or whose rows are not COPY text,
+    fails the job with a :class:`SparkDecodeError` naming ``where``, the line and the
+    row."""
+    value = F.col("value")
+    block = value.contains('"copy"')
+    rows = F.when(block, F.get_json_object(value, "$.rows").cast("long"))
+    sizes = (lines.select(F.spark_partition_id().alias("p"), rows.alias("n"))
+             .groupBy("p").agg(F.count(F.lit(1)).alias("lines"), F.max("n").alias("most"))
+             .collect())
+    starts: list[int] = []
+    total = width = 0
+    for row in sorted(sizes, key=lambda r: r["p"]):
+        starts.extend([total] * (int(row["p"]) + 1 - len(starts)))
+        starts[int(row["p"])] = total
+        total += int(row["lines"])
+        width = max(width, int(row["most"] or 0))
+    width = max(width, 1)
+    if total * width >= 1 << 62:
+        raise SparkDecodeError(f"{where}: {total:,} lines with blocks of up to {width:,} rows "
+                               "are too many to number")
+    identity = F.monotonically_increasing_id()
+    start = F.element_at(F.array(*(F.lit(s) for s in starts or [0])),
+                         F.spark_partition_id() + 1)
+    numbered = lines.select(
+        (start + identity.bitwiseAND(F.lit((1 << _ROW_BITS) - 1))).alias("line"), value)
+    plain = numbered.filter(~block & (F.trim(value) != "")).select(
+        (F.col("line") * F.lit(width)).alias("position"), value)
+    expanded = map_in_arrow(numbered.filter(block), _BlockExpander(where, width), _EXPANDED)
+    return plain.unionByName(expanded)
+
+
+class _BlockExpander:
+    """The task function of :func:`expand_blocks` (picklable): rows ``(line, value)`` of
+    block lines in, their rows out, at ``line * width`` and on."""
+
+    def __init__(self, where: str, width: int) -> None:
+        self.where, self.width = where, width
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        width = self.width
+        for batch in batches:
+            positions: list[int] = []
+            values: list[str] = []
+            for index, text in zip(batch.column("line").to_pylist(),
+                                   batch.column("value").to_pylist(), strict=True):
+                position = index * width
+                try:
+                    block = read_copy_block(text, line_number=index + 1)
+                    made = None if block is None else block.capture_rows(
+                        line_number=index + 1)
+                except PgCdcError as exc:
+                    raise SparkDecodeError(f"{self.where}: {exc}", position=position) from None
+                if made is None:  # the key elsewhere (a chunk line's column, not JSON...)
+                    positions.append(position)
+                    values.append(text)
+                    continue
+                if len(made) > width:  # the count job read the same 'rows'
+                    raise SparkDecodeError(f"{self.where}: line {index + 1} holds more rows "
+                                           f"({len(made):,}) than counted ({width:,})",
+                                           position=position)
+                positions.extend(range(position, position + len(made)))
+                values.extend(map(dump_capture_row, made))
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(positions, pa.int64()), pa.array(values, pa.string())],
+                schema=_EXPANDED_ARROW)
+
+
+def expand_block_lines(text: str | None, where: str | None = None,
+                       segment: int | None = None) -> str | None:
     """Capture text (lines) with each COPY block line replaced by its rows, a line a
     message (:func:`~pgcdc_events.protocol.capture.rows_of_line`); other lines as they
-    are, and so is a block line that does not parse (the line's checks refuse it, naming
-    it). For a streaming reader that takes a file's text whole."""
+    are. For a streaming reader that takes a file's text whole: ``where`` names the file
+    and ``segment`` its sequence number in errors. A block line that does not parse, or
+    whose rows are not COPY text (a hostile line), is a :class:`SparkDecodeError` naming
+    the file, the line, its position (``segment << 32 | line index``) and, as ``decode``
+    does, the row and column."""
     if text is None or '"copy"' not in text:
         return text
     out: list[str] = []
@@ -263,8 +340,10 @@ def expand_block_lines(text: str | None) -> str | None:
         try:
             block = read_copy_block(line, line_number=number) if '"copy"' in line else None
             rows = None if block is None else block.capture_rows(line_number=number)
-        except PgCdcError:
-            rows = None
+        except PgCdcError as exc:
+            position = None if segment is None else (segment << 32) + number - 1
+            raise SparkDecodeError(f"{where or 'capture text'}: {exc}",
+                                   position=position) from None
         if rows is None:
             out.append(line)
         else:
@@ -519,6 +598,8 @@ def _is_parquet(path: str) -> bool:
 # -- chunk lines: the span of the incremental snapshot's windows ---------------------------
 
 _CHANGE_TYPES: Final = (wire.INSERT, wire.UPDATE, wire.DELETE)
+#: The first byte of a Commit and of a Stream Commit message.
+_COMMITS: Final = (wire.COMMIT, wire.STREAM_COMMIT)
 
 
 def control_columns(raw: DataFrame, wanted: Column) -> tuple[Column, list[Column]]:
@@ -526,15 +607,20 @@ def control_columns(raw: DataFrame, wanted: Column) -> tuple[Column, list[Column
     capture ``raw`` to plan it: the filter (the control messages ``wanted``, and the chunk
     lines) and the columns ``position``, ``lsn``, ``data``, ``snapshot``, with, when
     ``raw`` has :data:`CHUNK_COLUMN`, ``_chunk`` (a chunk line), ``_signal`` (its
-    signalling table) and ``_table`` (the JSON of its table): not its rows."""
+    signalling table), ``_table`` (the JSON of its table) and ``_read_only`` (a line of a
+    read-only snapshot, :data:`READ_ONLY_KEYS`): not its rows."""
     columns = [F.col("position"), F.col("lsn"), F.col("data"), F.col("snapshot")]
     if CHUNK_COLUMN not in raw.columns:
         return wanted, columns
     chunk = F.col(CHUNK_COLUMN)
+    read_only = F.lit(False)
+    for key in sorted(READ_ONLY_KEYS):
+        read_only = read_only | F.get_json_object(chunk, f"$.chunk.{key}").isNotNull()
     return wanted | chunk.isNotNull(), [
         *columns, chunk.isNotNull().alias("_chunk"),
         F.get_json_object(chunk, "$.chunk.signal").alias("_signal"),
-        F.get_json_object(chunk, "$.chunk.table").alias("_table")]
+        F.get_json_object(chunk, "$.chunk.table").alias("_table"),
+        read_only.alias("_read_only")]
 
 
 @attrs.frozen
@@ -573,11 +659,6 @@ class WindowSpan:
 #: What marks a chunk line of a read-only snapshot (``read.only=true``): its watermarks
 #: are the server's snapshots, and its windows close at commits and idle polls.
 READ_ONLY_KEYS: Final = frozenset({"low", "high", "idle"})
-#: Why Spark refuses a read-only snapshot's chunk line (its windows close at the
-#: stream's commits, which the window's span does not follow yet).
-READ_ONLY_REFUSED: Final = (
-    "a chunk line of a read-only incremental snapshot (read.only=true), which Spark does "
-    "not replay: decode the capture with `pgcdc-events decode`")
 
 
 def window_span(raw: DataFrame, control_rows: Sequence[Any],
@@ -591,21 +672,24 @@ def window_span(raw: DataFrame, control_rows: Sequence[Any],
     by their type byte and relation id (a message of a streamed transaction, whose xid
     comes first, too; a false match only lengthens the span). Without any, the span ends
     at the last chunk line (no window closed after it: what follows goes out unchanged);
-    without a Relation message of the signalling table, at the capture's end."""
+    without a Relation message of the signalling table, at the capture's end. A read-only
+    snapshot's window closes at a commit, an idle poll or a streamed change, by
+    transaction ids only the window knows: with a chunk line of one, the span ends at the
+    capture's end."""
     if CHUNK_COLUMN not in raw.columns:
         return None
-    lines = sorted((r["position"], r["_signal"], r["_table"]) for r in control_rows
-                   if r["_chunk"])
+    lines = sorted((r["position"], r["_signal"], r["_table"], bool(r["_read_only"]))
+                   for r in control_rows if r["_chunk"])
     if not lines:
         return None
-    signals = {s for _, s, _ in lines if s}
+    signals = {s for _, s, _, _ in lines if s}
     signal = lines[0][1] or ""
-    tables = tuple(dict.fromkeys(t for _, _, t in lines if t))
+    tables = tuple(dict.fromkeys(t for _, _, t, _ in lines if t))
     names = {tuple(s.split(".")[-2:]) for s in signals}
     relids = sorted({m.relation_id for _, _, m in control
                      if isinstance(m, Relation) and (m.namespace, m.name) in names})
     first, last_line = lines[0][0], lines[-1][0]
-    if not relids:
+    if not relids or any(read_only for _, _, _, read_only in lines):
         return WindowSpan(first, None, signal, tables)
     data = F.col("data")
     ids = [r.to_bytes(4, "big") for r in relids]
@@ -654,15 +738,27 @@ class WindowDecoder:
                     line = read_chunk_line(text)
                     if line is None:
                         raise SparkDecodeError(f"not a chunk line: {text[:80]!r}")
-                    if READ_ONLY_KEYS & line.chunk.keys():
-                        raise SparkDecodeError(READ_ONLY_REFUSED)
-                    recorded.chunk(line.chunk, where=f"position {position}")
+                    # a read-only window the capture closed here: its r events
+                    for index, record in enumerate(recorded.chunk(
+                            line.chunk, where=f"position {position}")):
+                        yield position, index, record
                     continue
-                for index, record in enumerate(recorded.through(
-                        decoder.iter_feed(raw, lsn, snapshot=bool(flag)))):
+                records = recorded.through(decoder.iter_feed(raw, lsn, snapshot=bool(flag)))
+                if raw[:1] in _COMMITS:  # a read-only window may close at a commit
+                    records = itertools.chain(records, recorded.committed(lsn))
+                for index, record in enumerate(records):
                     yield position, index, record
             except PgCdcError as exc:
                 raise ChunkError(exc, position) from None
+
+    @property
+    def quiet(self) -> bool:
+        """Whether no chunk is in flight after the rows fed so far: every chunk line's
+        window closed (or none came), so that what follows goes through the event layer's
+        window unchanged and a decoder started afresh there gives the same records."""
+        recorded = self._recorded
+        window = None if recorded is None else recorded.window
+        return window is None or window.pending_chunk is None
 
     def finish(self) -> None:
         """The chunk's rows were all fed."""

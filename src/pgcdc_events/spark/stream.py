@@ -42,7 +42,9 @@ in one process (tests, and what the query does, without Spark).
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import copy
 import json
 import os
 import re
@@ -80,11 +82,18 @@ from pgcdc_events.events.chunks import (
     plan_chunks,
 )
 from pgcdc_events.events.config import EventConfig
+from pgcdc_events.protocol.capture import read_chunk_line
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.messages import Relation, Type
 from pgcdc_events.protocol.transactions import Prelude
 from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
-from pgcdc_events.spark.capture import CHUNK_COLUMN, expand_block_lines, parse_capture_lines
+from pgcdc_events.spark.capture import (
+    CHUNK_COLUMN,
+    READ_ONLY_KEYS,
+    WindowDecoder,
+    expand_block_lines,
+    parse_capture_lines,
+)
 from pgcdc_events.spark.decode import (
     _RECORDS_ARROW,
     RECORDS_TYPE,
@@ -142,20 +151,22 @@ def read_capture_stream(spark: SparkSession, directory: str, *,
         reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
     files = reader.load(directory).select(
         F.regexp_extract(F.col("_metadata.file_name"), _FILE_SEQ, 1).cast("long")
-        .alias("segment"), F.col("value"))
+        .alias("segment"), F.col("value"), F.col("_metadata.file_name").alias("file"))
     # a file holding COPY block lines (an initial snapshot's rows as COPY text) has them
     # replaced by their rows, a line a message, in Python; the other files stay in the JVM
     # (the function is given null for them), in one scan of the files (two filtered scans
     # of them, unioned, cost 0.4 CPU seconds more a micro-batch of 130,000 lines)
     blocks = F.col("value").contains('"copy"')
-    files = files.select("segment", F.coalesce(_EXPAND_BLOCKS(F.when(blocks, F.col("value"))),
-                                               F.col("value")).alias("value"))
+    files = files.select("segment", F.coalesce(
+        _EXPAND_BLOCKS(F.when(blocks, F.col("value")), F.col("file"), F.col("segment")),
+        F.col("value")).alias("value"))
     lines = files.select("segment", F.posexplode(F.split(F.col("value"), "\n"))
                          .alias("line", "value")).filter(F.col("value") != "")
     rows = lines.select("segment", "value", (F.col("segment") * F.lit(1 << _SEGMENT_BITS)
                                              + F.col("line")).alias("position"))
-    parsed = parse_capture_lines(rows, where=directory)
-    return parsed.select("segment", "position", "lsn", "xid", "data", "snapshot")
+    parsed = parse_capture_lines(rows, where=directory, chunks=True)
+    return parsed.select("segment", "position", "lsn", "xid", "data", "snapshot",
+                         CHUNK_COLUMN)
 
 
 # ------------------------------------------------------------------ the state, sans Spark
@@ -175,7 +186,8 @@ class StreamState:
     yet; ``held``: ``(segment, position, lsn, data hex)`` rows of segments that came
     before the one they follow; ``segment``: the next segment expected; ``position``: the
     last position taken in; ``snapshot``: the positions of the pending and held rows that
-    belong to an initial snapshot.
+    belong to an initial snapshot; ``chunks``: ``(position, line)`` of the pending and
+    held rows that are incremental snapshot chunk lines (the line's JSON text).
     """
 
     prelude: Prelude = attrs.field(factory=Prelude)
@@ -186,12 +198,14 @@ class StreamState:
     position: int | None = None
     lsn: int | None = None
     snapshot: tuple[int, ...] = ()
+    chunks: tuple[tuple[int, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The state as JSON."""
         return {"format": _STATE_FORMAT, "prelude": self.prelude.to_json(), "cut": self.cut,
                 "pending": self.pending, "held": self.held, "segment": self.segment,
-                "position": self.position, "lsn": self.lsn, "snapshot": self.snapshot}
+                "position": self.position, "lsn": self.lsn, "snapshot": self.snapshot,
+                "chunks": self.chunks}
 
     @classmethod
     def from_json(cls, obj: Any, *, path: str) -> StreamState:
@@ -210,7 +224,8 @@ class StreamState:
                        pending=tuple(tuple(p) for p in obj["pending"]),
                        held=tuple(tuple(h) for h in obj["held"]),
                        segment=obj["segment"], position=obj["position"], lsn=obj["lsn"],
-                       snapshot=tuple(obj.get("snapshot", ())))
+                       snapshot=tuple(obj.get("snapshot", ())),
+                       chunks=tuple((int(p), str(t)) for p, t in obj.get("chunks", ())))
         except (KeyError, TypeError, ValueError, PgCdcError) as exc:
             if isinstance(exc, SparkDecodeError):
                 raise
@@ -343,10 +358,11 @@ def plan_batch(state: StreamState, control: Iterable[tuple[int, int, bytes, bool
 
 def _after(state: StreamState, plan: ChunkPlan, last: Cut | None, intake: _Intake,
            pending: Iterable[tuple[int, int, bytes, bool]],
-           held: Iterable[tuple[int, int, int, bytes, bool]], position: int | None
-           ) -> StreamState:
+           held: Iterable[tuple[int, int, int, bytes, bool]], position: int | None,
+           chunks: Mapping[int, str] | None = None) -> StreamState:
     """The state after a micro-batch: its ``pending`` rows (after the last cut) and
-    ``held`` rows (of segments held back) with their snapshot flags."""
+    ``held`` rows (of segments held back) with their snapshot flags, and the texts of
+    those that are chunk lines (``chunks``: by position)."""
     pending = list(pending)
     held = list(held)
     cut: int | None
@@ -362,7 +378,10 @@ def _after(state: StreamState, plan: ChunkPlan, last: Cut | None, intake: _Intak
         prelude=prelude, cut=cut,
         pending=tuple((p, at, d.hex()) for p, at, d, _ in pending),
         held=tuple(sorted(kept + [(s, p, at, d.hex()) for s, p, at, d, _ in held])),
-        segment=intake.segment, position=position, lsn=lsn, snapshot=tuple(sorted(snapshot)))
+        segment=intake.segment, position=position, lsn=lsn, snapshot=tuple(sorted(snapshot)),
+        chunks=tuple(sorted((p, chunks[p]) for p in
+                            [r[0] for r in pending] + [h[1] for h in held]
+                            + [h[1] for h in intake.held_kept] if chunks and p in chunks)))
 
 
 def _old_rows(state: StreamState, intake: _Intake) -> list[tuple[int, int, bytes, bool]]:
@@ -531,9 +550,11 @@ class _BatchWriter:
         state = stream.load_state(before=batch_id)
         spark = df.sparkSession
         segmented = "segment" in df.columns
+        has_chunks = CHUNK_COLUMN in df.columns  # incremental snapshot chunk lines
         df = df.select("position", "lsn", "data", "snapshot",
                        (F.col("segment") if segmented else F.lit(None).cast("long"))
-                       .alias("segment")).persist()  # read and parsed once, used thrice
+                       .alias("segment"), *([CHUNK_COLUMN] if has_chunks else [])
+                       ).persist()  # read and parsed once, used thrice
         self.persisted.append(df)
         # one small job, one stage (no shuffle): per segment, its positions, rows, newest
         # LSN and control messages; only the control messages' data goes to the Python
@@ -548,7 +569,14 @@ class _BatchWriter:
         rows = sum(r["rows"] for r in taken) + len(old)
         messages = sorted([r for r in old if _is_control(r[2])]
                           + [(c["position"], c["lsn"], bytes(c["data"]), c["snapshot"])
-                             for r in taken for c in r["control"]], key=lambda r: r[0])
+                             for r in taken for c in r["control"]
+                             if c["data"][:1] != _CHUNK_MARK], key=lambda r: r[0])
+        # the chunk lines' texts (the state's and the batch's), and those decoded now
+        texts = dict(state.chunks)
+        texts.update((c["position"], bytes(c["data"][1:]).decode("utf-8"))
+                     for r in summary for c in r["control"] if c["data"][:1] == _CHUNK_MARK)
+        now = {r[0] for r in old} | {c["position"] for r in taken for c in r["control"]}
+        window_lines = sorted(p for p in texts if p in now)
         mask = (1 << _SEGMENT_BITS) - 1
         rank = _ranker([(r["last"], (r["last"] & mask) + 1) for r in taken]
                        + [(p, (p & mask) + 1) for p, _, _, _ in old], intake.taken is not None)
@@ -569,9 +597,15 @@ class _BatchWriter:
                 "data": pa.array([r[2] for r in old], pa.binary()),
                 "snapshot": pa.array([r[3] for r in old], pa.bool_()),
                 "segment": pa.array([r[0] >> _SEGMENT_BITS if intake.taken is not None
-                                     else None for r in old], pa.int64())}),
+                                     else None for r in old], pa.int64()),
+                **({CHUNK_COLUMN: pa.array([texts.get(r[0]) for r in old], pa.string())}
+                   if has_chunks else {})}),
                 schema=df.schema))
         newest = max([r["last"] for r in taken] + [p for p, _, _, _ in old], default=None)
+        make = stream.make
+        if window_lines:  # the windows: from a cut before the first line to a cut after
+            plan, last, make = _windows(state, messages, frame, plan, window_lines, texts,
+                                        make)
         counted = (stream.chunks.value, stream.records_made.value)
         records: DataFrame | None = None
         changes: DataFrame | None = None
@@ -584,17 +618,20 @@ class _BatchWriter:
             chunked = (chunked.coalesce(1) if partitions == 1
                        else chunked.repartition(partitions, "_chunk"))
             chunked = chunked.sortWithinPartitions("_chunk", "position").select(
-                "_chunk", "position", "lsn", "data", "snapshot")
-            single = stream.single_table()
-            if single is not None:  # decoded straight to the table's changes, one pass
+                "_chunk", "position", "lsn", "data", "snapshot",
+                *([CHUNK_COLUMN] if make.window is not None else []))
+            # one table's changes decoded straight, in one pass (not through the windows
+            # of an incremental snapshot: those give records)
+            single = stream.single_table() if make.window is None else None
+            if single is not None:
                 layout = stream.layout(single)
                 changes = map_in_arrow(chunked, TableChangesFunction(
-                    plan, stream.make, layout, counters=stream.flat,
+                    plan, make, layout, counters=stream.flat,
                     decoded=(stream.chunks, stream.records_made), strict=True),
                     changes_type(layout))
             else:
                 records = map_in_arrow(chunked, RecordsFunction(
-                    plan, stream.make, payload=True, lines=stream.lines,
+                    plan, make, payload=True, lines=stream.lines,
                     counters=(stream.chunks, stream.records_made)), RECORDS_TYPE)
         # what waits for the next batches: rows after the last cut, segments held back
         pending: list[tuple[int, int, bytes, bool]] = []
@@ -613,7 +650,7 @@ class _BatchWriter:
         position = max([r["last"] for r in taken] + [h[1] for h in intake.held_taken]
                        + ([state.position] if state.position is not None else []),
                        default=None)
-        after = _after(state, plan, last, intake, pending, held, position)
+        after = _after(state, plan, last, intake, pending, held, position, texts)
         text = json.dumps(after.to_json())
         write_atomic(done, lambda p: _write_text(p, text))
         for old_state in state_dir.iterdir():  # keep the last few
@@ -630,6 +667,68 @@ class _BatchWriter:
             chunks=stream.chunks.value - counted[0]))
 
 
+#: Why :func:`decode_stream` refuses a read-only snapshot's chunk line.
+STREAM_READ_ONLY_REFUSED: Final = (
+    "a chunk line of a read-only incremental snapshot (read.only=true), whose windows "
+    "close at commits and idle polls, which decode_stream does not replay: decode the "
+    "capture with decode_capture, `pgcdc-events spark decode` or `pgcdc-events decode`")
+
+
+def _windows(state: StreamState, messages: list[tuple[int, int, bytes, bool]],
+             frame: DataFrame, plan: ChunkPlan, lines: list[int], texts: Mapping[int, str],
+             make: _Decode) -> tuple[ChunkPlan, Cut | None, _Decode]:
+    """A micro-batch holding incremental snapshot chunk lines (``lines``: the positions of
+    those it decodes, ``texts`` their JSON): the plan, last cut and decoder maker that
+    decode it as :func:`~pgcdc_events.spark.decode.decode_capture` decodes a capture's
+    windows, one :class:`~pgcdc_events.spark.capture.WindowDecoder` over one chunk.
+
+    That chunk runs from the last cut before the first chunk line to the last cut after it
+    where no chunk is in flight (every window closed: what follows goes through the
+    window unchanged, so a decoder started afresh there gives the same records). The
+    driver finds that cut by replaying the rows after the first cut with a
+    ``WindowDecoder`` (its records are dropped). When no such cut is in the batch, the
+    batch ends at the cut before the first chunk line: the rows after it, the chunk lines
+    with their texts, wait in the state for the batches that bring the windows' closes."""
+    for position in lines:
+        line = read_chunk_line(texts[position])
+        if line is None:
+            raise SparkDecodeError("not an incremental snapshot chunk line: "
+                                   f"{texts[position][:80]!r}", position=position)
+        if READ_ONLY_KEYS & line.chunk.keys():
+            raise SparkDecodeError(STREAM_READ_ONLY_REFUSED, position=position)
+    full, _ = plan_batch(state, messages)  # every cut
+    first = lines[0]
+    before = [c for c in full.cuts if c.position < first]
+    start = before[-1] if before else None
+    rows = to_arrow_table(
+        (frame if start is None else frame.filter(F.col("position") > F.lit(start.position)))
+        .select("position", "lsn", "data", "snapshot", CHUNK_COLUMN)).sort_by("position")
+    positions = rows.column("position").to_pylist()
+    window = WindowDecoder(full, full.chunk_of(first), make.decoder)
+    closed: Cut | None = None
+    done = 0
+    for cut in (c for c in full.cuts if c.position > first):
+        end = bisect.bisect_right(positions, cut.position)
+        part = rows.slice(done, end - done)
+        for _ in window.feed(part.column("position").to_pylist(),
+                             part.column("lsn").to_pylist(), part.column("data"),
+                             part.column("snapshot").to_pylist(), part.column(CHUNK_COLUMN)):
+            pass
+        done = end
+        if window.quiet:
+            closed = cut
+    kept = [c for c in plan.cuts if start is None or c.position < start.position]
+    cuts = kept + [c for c in (start, closed) if c is not None]
+    windowed = ChunkPlan(full.schema, tuple(cuts))
+    make = copy.copy(make)
+    make.window = None if closed is None else windowed.chunk_of(first)
+    if closed is not None:
+        return windowed, closed, make
+    if start is None or (state.cut is not None and start.position <= state.cut):
+        return windowed, None, make  # nothing decodable yet
+    return windowed, start, make
+
+
 #: What :func:`_summarize` makes of a part of a micro-batch: per segment its first and last
 #: position, rows and newest LSN (``position``, ``data`` and ``snapshot`` null), and each
 #: control message (``first``, ``last`` and ``rows`` null).
@@ -638,17 +737,26 @@ _SUMMARY_TYPE: Final = StructType([
     StructField("last", LongType()), StructField("rows", LongType()),
     StructField("lsn", LongType()), StructField("position", LongType()),
     StructField("data", BinaryType()), StructField("snapshot", BooleanType())])
-_CONTROL_BYTES: Final = pa.array([bytes([t]) for t in sorted(CONTROL_TYPES)], pa.binary())
+#: What :func:`control_input` puts before a chunk line's text in its ``data`` (no pgoutput
+#: message starts with it): chunk lines go to the driver with the control messages.
+_CHUNK_MARK: Final = b"\x00"
+_CONTROL_BYTES: Final = pa.array([_CHUNK_MARK] + [bytes([t]) for t in sorted(CONTROL_TYPES)],
+                                 pa.binary())
 
 
 def control_input(df: DataFrame) -> DataFrame:
     """What the control job reads of a micro-batch's rows ``(position, lsn, data, snapshot,
     segment)``: every row, but ``data`` only for the control messages (their first byte
     looked at in the JVM), null for the data messages, so their bytes are not shipped to
-    the Python workers."""
+    the Python workers. A chunk line (a :data:`~pgcdc_events.spark.capture.CHUNK_COLUMN`
+    value) comes as its text after :data:`_CHUNK_MARK`."""
     control = F.substring(F.col("data"), 1, 1).isin(*(bytes([t]) for t in CONTROL_TYPES))
-    return df.select("position", "lsn", F.when(control, F.col("data")).alias("data"),
-                     "snapshot", "segment")
+    data = F.when(control, F.col("data"))
+    if CHUNK_COLUMN in df.columns:
+        chunk = F.col(CHUNK_COLUMN)
+        data = data.when(chunk.isNotNull(), F.concat(F.lit(bytearray(_CHUNK_MARK)),
+                                                     F.encode(chunk, "UTF-8")))
+    return df.select("position", "lsn", data.alias("data"), "snapshot", "segment")
 
 
 def _summarize(batches: Iterator[Any]) -> Iterator[Any]:
@@ -1064,14 +1172,12 @@ def decode_stream(stream_df: DataFrame, config: EventConfig, *, catalog: Catalog
         raise SparkDecodeError(f"decode_stream implements plugin.name=pgoutput, not "
                                f"{config.plugin_name}")
     fields = {f.name: f.dataType for f in stream_df.schema.fields}
-    if CHUNK_COLUMN in fields:  # the windows need one decoder from chunk line to close
-        raise SparkDecodeError(
-            f"the stream DataFrame has the column {CHUNK_COLUMN!r} of incremental snapshot "
-            "chunk lines, which decode_stream does not read: decode the capture with "
-            "decode_capture, `pgcdc-events spark decode` or `pgcdc-events decode`")
+    if CHUNK_COLUMN in fields and not isinstance(fields[CHUNK_COLUMN], StringType):
+        raise SparkDecodeError(f"column {CHUNK_COLUMN!r} (incremental snapshot chunk lines) "
+                               "must be a string")
     if "segment" in fields and not isinstance(fields["segment"], IntegralType):
         raise SparkDecodeError("column 'segment' must be an integer type")
-    keep = ("segment",) if "segment" in fields else ()
+    keep = tuple(c for c in ("segment", CHUNK_COLUMN) if c in fields)
     source = normalize_capture(stream_df, "position", keep=keep)
     config = config.with_catalog(catalog)
     stream = DecodedStream(source, config, catalog, path, checkpoint,
