@@ -523,3 +523,27 @@ def test_a_subclass_overriding_stream_commit_is_not_bypassed_by_iter_feed() -> N
     assert isinstance(eager, _EagerStreamCommit)
     assert eager.commits == stream_commits
     assert outputs[0] == outputs[1]
+
+
+def test_a_handler_replaced_on_the_class_later_is_what_a_new_decoder_calls(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dispatch table is looked up when a decoder is made: a handler replaced on the
+    class after other decoders were made (a test's spy, a patch) is what the next one
+    calls."""
+    recording = next(r for r in RECORDINGS if r.key == "events/events-default")
+    config = EventConfig.from_properties(recording.properties)
+    _TaggingTransactions(config, catalog=recording.catalog, clock=lambda: 0, run_id="r")
+    commits: list[int] = []
+    commit = _TaggingTransactions._commit
+
+    def spy(self: EventDecoder, message: Any, lsn: int) -> list[ChangeRecord]:
+        commits.append(lsn)
+        return commit(self, message, lsn)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_TaggingTransactions, "_commit", spy)
+    decoder = _TaggingTransactions(config, catalog=recording.catalog, clock=lambda: 0,
+                                   run_id="r")
+    for row in recording.capture:
+        decoder.feed_row(row)
+    assert commits == [int(row.lsn) for row in recording.capture
+                       if row.data[:1] == b"C" and not row.snapshot]

@@ -833,7 +833,7 @@ def _direct(build: Callable[[EventDecoder, TableSchema, Any, int], list[ChangeRe
 
 
 #: The method that handles each kind of message other than a row change, by name: a
-#: subclass's override of one is what its decoders call (``_handlers_for``).
+#: decoder calls its class's (``_handlers_for``), a subclass's override included.
 _HANDLER_NAMES: Final[dict[type, str]] = {
     Begin: "_begin", Commit: "_commit", Origin: "_origin", Relation: "_relation",
     Type: "_type", StreamStart: "_stream_start", StreamStop: "_stream_stop",
@@ -857,27 +857,21 @@ _LAZY_NAMES: Final[dict[type, tuple[str, str]]] = {
 }
 _Handlers = dict[type, Callable[..., list[ChangeRecord]]]
 _LazyHandlers = dict[type, Callable[..., Iterator[ChangeRecord]]]
-#: ``_handlers_for``'s answers, by class.
-_CLASS_HANDLERS: Final[dict[type, tuple[_Handlers, _LazyHandlers]]] = {}
 
 
 def _handlers_for(cls: type[EventDecoder]) -> tuple[_Handlers, _LazyHandlers]:
-    """The handlers and lazy handlers a decoder of ``cls`` dispatches to: this class's,
-    with each method ``cls`` overrides in its place (a lazy one dropped where ``cls``
-    overrides the eager handler but not the lazy one, so that its override runs)."""
-    known = _CLASS_HANDLERS.get(cls)
-    if known is not None:
-        return known
+    """The handlers and lazy handlers a decoder of ``cls`` dispatches to: ``cls``'s own
+    methods, looked up when the decoder is made (an override, or a method replaced on the
+    class since, is what runs), with the row changes' and Truncate's and LogicalMessage's
+    handlers of ``_HANDLERS``; a lazy handler is left out where ``cls`` overrides the eager
+    one but not the lazy one, so that its override runs."""
     handlers = dict(_HANDLERS)
     for kind, name in _HANDLER_NAMES.items():
-        method = getattr(cls, name)
-        if method is not getattr(EventDecoder, name):
-            handlers[kind] = method
+        handlers[kind] = getattr(cls, name)
     lazy: _LazyHandlers = {}
     for kind, (eager, name) in _LAZY_NAMES.items():
         method = getattr(cls, name)
         overridden = method is not getattr(EventDecoder, name)
         if overridden or getattr(cls, eager) is getattr(EventDecoder, eager):
             lazy[kind] = method
-    known = _CLASS_HANDLERS[cls] = (handlers, lazy)
-    return known
+    return handlers, lazy
