@@ -458,3 +458,32 @@ def test_the_parent_does_not_wait_for_ever_on_a_dead_workers_lock(tmp_path: Path
         waiter.join(20)
         assert not waiter.is_alive(), "the parent still waits for the dead worker's lock"
         assert len(raised) == 1 and isinstance(raised[0], BrokenProcessPool), raised
+
+
+def test_the_splitter_passes_row_changes_on_by_their_head_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cutting the capture, the parent tells a canonical Insert, Update or Delete line by
+    one match (``ROW_CHANGE_HEAD``) and passes it on unread: it did so for every such line
+    of the protocol captures that the workers decode (no streamed or two-phase
+    transaction), and for no other line; the output is one decoder's (above)."""
+    splitters: list[_parallel._Splitter] = []
+    run = _parallel._Splitter.run
+
+    def spy(self: _parallel._Splitter, numbered: Any) -> None:
+        splitters.append(self)
+        run(self, numbered)
+
+    monkeypatch.setattr(_parallel._Splitter, "run", spy)
+    config = EventConfig.from_properties({"topic.prefix": "p", "skipped.operations": "none"})
+    checked = 0
+    for capture in INDEX:
+        if set(capture["message_types"]) & set("SEcAKPrpb"):  # decoded in the parent
+            continue
+        lines = _lines(CAPTURES / capture["capture"])
+        rows = [CaptureRow.from_line(line) for line in lines if line.strip()]
+        expected = sum(1 for row in rows if row.data[:1] in (b"I", b"U", b"D"))
+        job = DecodeJob(config, None, capture["proto_version"], None, None, "run", _clock)
+        assert _decode(job, lines, 2, chunk_lines=3) == _decode(job, lines, 1)
+        assert splitters[-1].row_lines == expected, capture["name"]
+        checked += expected
+    assert checked > 100

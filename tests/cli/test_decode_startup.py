@@ -68,3 +68,29 @@ def test_capture_without_decode_loads_no_event_layer() -> None:
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
                          text=True, check=True)
     assert json.loads(out.stdout) == []
+
+
+_RARE = ("hashlib", "_hashlib", "ipaddress", "difflib")
+_RARE_PROBE = (
+    "import json, sys\n"
+    "from pgcdc_events.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    f"print(json.dumps({{'code': code, 'loaded': sorted(m for m in sys.modules if m in {_RARE!r})}}))\n")
+
+
+def test_decode_loads_what_only_rare_columns_and_errors_need_when_they_come(
+        tmp_path: Path) -> None:
+    """``decode`` starts without OpenSSL's ``hashlib`` (column hash masks, a placeholder of
+    a ``uuid[]`` column), ``ipaddress`` (a binary ``inet``) and ``difflib`` (suggestions for
+    a misspelt name): each loads when first needed (tests/events and tests/types run those
+    paths)."""
+    capture = tmp_path / "empty.jsonl"
+    capture.write_bytes(b"")
+    env = {**os.environ, "PYTHONPATH": SRC}
+    out = subprocess.run([sys.executable, "-c", _RARE_PROBE, "decode", "--capture",
+                          str(capture), "--output", str(tmp_path / "out.jsonl"), "--quiet",
+                          "-c", "column.mask.hash.SHA-256.with.salt.s=public.t.c"],
+                         env=env, capture_output=True, text=True, check=True)
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["code"] == 0
+    assert report["loaded"] == []

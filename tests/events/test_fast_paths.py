@@ -434,3 +434,116 @@ def test_a_subclass_overriding_a_row_builder_is_not_bypassed(entry: str) -> None
     assert tagging.seen and set(tagging.seen) <= set(expected)
     assert tagging.seen == [e for e in expected if e in set(tagging.seen)]
     assert outputs[0] == outputs[1]
+
+
+class _TaggingTransactions(EventDecoder):
+    """Overrides the handlers of Begin, Commit and Relation, which the dispatch of
+    ``feed_row``, ``iter_feed`` and ``handle`` looks up by message type: each records
+    what it was given."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen: list[str] = []
+
+    def _begin(self, message: Any, lsn: int) -> list[ChangeRecord]:
+        self.seen.append(f"B {lsn}")
+        return super()._begin(message, lsn)
+
+    def _commit(self, message: Any, lsn: int) -> list[ChangeRecord]:
+        self.seen.append(f"C {lsn}")
+        return super()._commit(message, lsn)
+
+    def _relation(self, message: Any, lsn: int) -> list[ChangeRecord]:
+        self.seen.append(f"R {lsn}")
+        return super()._relation(message, lsn)
+
+
+@pytest.mark.parametrize("entry", ["feed_row", "iter_feed", "handle"])
+def test_a_subclass_overriding_begin_or_commit_is_not_bypassed(entry: str) -> None:
+    """The dispatch by message type calls a subclass's ``_begin``, ``_commit`` and
+    ``_relation`` (as it calls its row builders: above), for every such message of a real
+    capture, and the records are the base class's."""
+    recording = next(r for r in RECORDINGS if r.key == "events/events-default")
+    kinds = {b"B": "B", b"C": "C", b"R": "R"}
+    expected = [f"{kinds[row.data[:1]]} {int(row.lsn)}" for row in recording.capture
+                if row.data[:1] in kinds and not row.snapshot]
+    assert {e[0] for e in expected} == {"B", "C", "R"}
+    config = EventConfig.from_properties(recording.properties)
+    decoders = [cls(config, catalog=recording.catalog, clock=lambda: 0, run_id="r")
+                for cls in (_TaggingTransactions, EventDecoder)]
+    outputs = []
+    for decoder in decoders:
+        out: list[ChangeRecord] = []
+        for row in recording.capture:
+            if entry == "feed_row":
+                out += decoder.feed_row(row)
+            elif entry == "iter_feed":
+                out += decoder.iter_feed(row.data, row.lsn, snapshot=row.snapshot)
+            else:
+                out += decoder.handle(decoder.reader.read(row.data), row.lsn,
+                                      snapshot=row.snapshot)
+        outputs.append(out)
+    tagging = decoders[0]
+    assert isinstance(tagging, _TaggingTransactions)
+    assert tagging.seen == expected
+    assert outputs[0] == outputs[1]
+
+
+class _EagerStreamCommit(EventDecoder):
+    """Overrides the eager handler of Stream Commit only: ``iter_feed`` must not take the
+    base class's lazy one past it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commits = 0
+
+    def _stream_commit(self, message: Any, lsn: int) -> list[ChangeRecord]:
+        self.commits += 1
+        return super()._stream_commit(message, lsn)
+
+
+def test_a_subclass_overriding_stream_commit_is_not_bypassed_by_iter_feed() -> None:
+    """On a protocol capture with streamed transactions, ``iter_feed`` calls a subclass's
+    ``_stream_commit`` once per Stream Commit, and gives the base class's records."""
+    capture = next(p for p in CAPTURES if p.name == "stream_commit.jsonl")
+    with open(capture, encoding="utf-8") as fh:
+        rows = list(iter_capture(fh))
+    stream_commits = sum(1 for row in rows if row.data[:1] == b"c")
+    assert stream_commits
+    config = EventConfig.from_properties({"topic.prefix": "t"})
+    outputs = []
+    decoders = [cls(config, clock=lambda: 0, run_id="r", proto_version=2, streaming="on")
+                for cls in (_EagerStreamCommit, EventDecoder)]
+    for decoder in decoders:
+        out: list[ChangeRecord] = []
+        for row in rows:
+            out += decoder.iter_feed(row.data, row.lsn, snapshot=row.snapshot)
+        outputs.append(out)
+    eager = decoders[0]
+    assert isinstance(eager, _EagerStreamCommit)
+    assert eager.commits == stream_commits
+    assert outputs[0] == outputs[1]
+
+
+def test_a_handler_replaced_on_the_class_later_is_what_a_new_decoder_calls(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dispatch table is looked up when a decoder is made: a handler replaced on the
+    class after other decoders were made (a test's spy, a patch) is what the next one
+    calls."""
+    recording = next(r for r in RECORDINGS if r.key == "events/events-default")
+    config = EventConfig.from_properties(recording.properties)
+    _TaggingTransactions(config, catalog=recording.catalog, clock=lambda: 0, run_id="r")
+    commits: list[int] = []
+    commit = _TaggingTransactions._commit
+
+    def spy(self: EventDecoder, message: Any, lsn: int) -> list[ChangeRecord]:
+        commits.append(lsn)
+        return commit(self, message, lsn)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_TaggingTransactions, "_commit", spy)
+    decoder = _TaggingTransactions(config, catalog=recording.catalog, clock=lambda: 0,
+                                   run_id="r")
+    for row in recording.capture:
+        decoder.feed_row(row)
+    assert commits == [int(row.lsn) for row in recording.capture
+                       if row.data[:1] == b"C" and not row.snapshot]

@@ -12,7 +12,6 @@ the property.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -241,6 +240,8 @@ def _unknown(name: str, close: list[str]) -> ConfigurationError:
 def _near_misses(name: str, cutoff: float) -> list[str]:
     """Known property names close to ``name``."""
     known = list(dict.fromkeys([*APPLIED_PROPERTIES, *CONNECTOR_PROPERTIES, *_RUNTIME]))
+    import difflib  # noqa: PLC0415 - only for a misspelt name (decode's start-up)
+
     return difflib.get_close_matches(name, known, n=3, cutoff=cutoff)
 
 
@@ -533,6 +534,8 @@ def _check_converter_options(props: Mapping[str, str]) -> None:
             continue
         option = name[len(prefix):]
         if option not in JSON_CONVERTER_OPTIONS:
+            import difflib  # noqa: PLC0415 - only for a misspelt option
+
             close = difflib.get_close_matches(option, sorted(JSON_CONVERTER_OPTIONS), n=1)
             hint = f"; did you mean {prefix}{close[0]}?" if close else ""
             raise ConfigurationError(f"unknown JsonConverter option {name!r}{hint}")

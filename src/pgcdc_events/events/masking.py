@@ -11,7 +11,6 @@ do. The hashing was checked against Debezium's own ``MaskStrings`` converter.
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from collections.abc import Callable
 from typing import Any, Final
@@ -63,6 +62,8 @@ def java_serialized_string(text: str) -> bytes:
 
 def hash_mask(mask: ColumnHashMask) -> Callable[[Any], Any]:
     """The hashing function of one ``column.mask.hash`` rule."""
+    import hashlib  # noqa: PLC0415 - OpenSSL loads only for a hash mask (decode's start-up)
+
     algorithm = HASH_ALGORITHMS[mask.algorithm]
     salt = mask.salt.encode("utf-8")
 

@@ -72,6 +72,7 @@ __all__ = [
     "COPY_MARK",
     "LINE_CLOSE",
     "LINE_OPEN",
+    "ROW_CHANGE_HEAD",
     "SNAPSHOT_MARK",
     "CaptureError",
     "CaptureRow",
@@ -114,10 +115,15 @@ def _rebuild_capture_error(expected: str, line: int, detail: str | None) -> Capt
 # The lines dump_capture_row writes (what capture, the recorder and the tools write), up
 # to the data's hex: the one pattern of the fast path. Any other valid line goes through
 # json.loads and CaptureRow.from_json, which names what is wrong with an invalid one.
-_CANONICAL_HEAD = re.compile(
+_CANONICAL_HEAD_PATTERN: Final = (
     rb'\{"lsn": "([0-9A-F]{1,8})/([0-9A-F]{1,8})", "xid": (null|[1-9][0-9]{0,9}|0), '
-    rb'"data": "'
-).match
+    rb'"data": "')
+_CANONICAL_HEAD = re.compile(_CANONICAL_HEAD_PATTERN).match
+#: Matches the start of a canonical line (the head above) whose message is an Insert,
+#: Update or Delete (``49``, ``55``, ``44``): a line for which ``canonical_head(line, 1)``
+#: is ``b"I"``, ``b"U"`` or ``b"D"``, told by one call. What cuts a capture into chunks
+#: (``decode --workers``) passes such lines on unread.
+ROW_CHANGE_HEAD: Final = re.compile(_CANONICAL_HEAD_PATTERN + rb"(?:49|55|44)").match
 _LINE_START = b'{"lsn": "'
 _DATA_START = b'"data": "'
 _STREAM_END = b'"}\n'

@@ -19,7 +19,6 @@ import re
 import struct
 import uuid
 from collections.abc import Callable
-from hashlib import md5
 from typing import Any, Final
 
 from pgcdc_events.errors import ConversionError
@@ -298,6 +297,8 @@ def toast_placeholder(type_name: str, items: Schema, placeholder: bytes) -> list
         value = [b - 256 if b > 127 else b for b in placeholder]
         java = "int64" if type_name == "_int8" else "int32"
     elif type_name == "_uuid":
+        from hashlib import md5  # noqa: PLC0415 - OpenSSL loads only here (decode's start-up)
+
         value, java = [str(uuid.UUID(bytes=md5(placeholder).digest(), version=3))], "string"
     else:
         return None

@@ -10,11 +10,10 @@ bytes of their text output, also per ``binary.handling.mode``.
 from __future__ import annotations
 
 import base64
-import ipaddress
 import re
 import uuid
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -24,6 +23,9 @@ from pgcdc_events.types.javafmt import java_double
 from pgcdc_events.types.mapping import Builder, Converter, ValueMapping, VectorForm
 from pgcdc_events.types.registry import PgType
 from pgcdc_events.types.schema import Schema
+
+if TYPE_CHECKING:
+    import ipaddress
 
 __all__ = [
     "BUILDERS",
@@ -132,6 +134,8 @@ def _uuid_binary(raw: bytes) -> str:
 
 
 def _inet_binary(raw: bytes) -> str:
+    import ipaddress  # noqa: PLC0415 - loaded for a binary inet only (decode's start-up)
+
     family, bits, is_cidr, size = raw[0], raw[1], raw[2], raw[3]
     address = raw[4:4 + size]
     if family == 2 and size == 4:
