@@ -467,10 +467,6 @@ def test_ctrl_c_while_a_catalog_read_is_retried(cluster: TempCluster, tmp_path: 
     assert len(ours) == 52
 
 
-@pytest.mark.xfail(strict=True, reason="EventDecoder.reset() keeps a snapshot block in "
-                   "progress (events/decoder.py, helper fastdec2's): the snapshot taken again "
-                   "after the reconnection is refused ('only Begin, Type, Relation, Insert and "
-                   "Commit in a snapshot block'); with self._snapshot = None there, it passes")
 @pytest.mark.parametrize("workers", ["2", "1"])
 def test_a_connection_lost_during_the_initial_snapshot(
         cluster: TempCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

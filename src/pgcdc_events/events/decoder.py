@@ -263,10 +263,13 @@ class EventDecoder:
 
         Table schemas are kept. Buffered streamed and prepared transactions are kept
         too: the server sends a streamed transaction again from its first segment
-        (which replaces the buffer) and a prepared one again from its Begin Prepare.
+        (which replaces the buffer) and a prepared one again from its Begin Prepare. A
+        snapshot block in progress is forgotten: a capture takes its snapshot again from
+        the block's Begin.
         """
         self.reader.reset()
         self._txn = None
+        self._snapshot = None
         self._tx.reset(keep_held=True)
 
     def keepalive(self, lsn: int) -> list[ChangeRecord]:
