@@ -32,14 +32,15 @@ import pytest
 from pgcdc_events.adapters import CaptureSink, DurableOutput, SlotReader, run_capture
 from pgcdc_events.adapters.connection import parse_conninfo
 from pgcdc_events.adapters.incremental import IncrementalCapture
-from pgcdc_events.adapters.pg8000 import DecodingOptions
 from pgcdc_events.cli import main
 from pgcdc_events.events import EventConfig
 from pgcdc_events.testing.cluster import TempCluster
 from support.signals import (
     PROPS,
+    STREAM_COMMIT_CLOSE,
     MixedWorkload,
     capture,
+    capture_closed_at_a_stream_commit,
     check_invariants,
     decode,
     keyed,
@@ -466,56 +467,13 @@ def test_a_window_closed_at_a_stream_commit(url: str, pg_conn: Any, tmp_path: Pa
     capture follows, and its Stream Commit closes the window (``commit`` with its id) and
     reads the next chunk there (``again``). ``decode`` closes it at the same Stream Commit
     message: every row read once."""
-    database = pg_conn.run("SELECT current_database()")[0][0]
-    pg_conn.run(f'ALTER DATABASE "{database}" SET logical_decoding_work_mem = \'64kB\'')
-    pg_conn.run("CREATE TABLE t (id int PRIMARY KEY, v int)")
-    pg_conn.run("INSERT INTO t SELECT g, g FROM generate_series(1, 5) g")
-    pg_conn.run("CREATE TABLE bulk (id int PRIMARY KEY, pad text)")
     cap = tmp_path / "cap.jsonl"
-    stream = ("--streaming", "on", *RO, "-c", "incremental.snapshot.chunk.size=2")
-    assert capture(url, cap, "--create-slot", "--create-publication", *stream) == 0
-    other = parse_conninfo(url).connect()[0]
-    other.run("START TRANSACTION")
-    other.run("INSERT INTO bulk SELECT g, repeat('x', 100) FROM generate_series(1, 3000) g")
-    pg_conn.run("INSERT INTO debezium_signal VALUES ('ad-hoc', 'execute-snapshot', "
-                "'{\"data-collections\": [\"public.t\"]}')")
-    properties = {"topic.prefix": "pgcdc", "signal.data.collection": "public.debezium_signal",
-                  "incremental.snapshot.chunk.size": "2", "read.only": "true"}
-    settings = parse_conninfo(url)
-    chunks: list[str] = []
-    incremental = IncrementalCapture(
-        lambda: settings.connect()[0], properties, EventConfig.from_properties(properties),
-        decode=False, publications=["p"],
-        on_step=lambda step, chunk_id: chunks.append(chunk_id) if step == "after_open" else None)
-    state = {"committed": False, "done": 0}
-
-    def should_stop() -> bool:
-        if chunks and not state["committed"]:  # the first chunk is read: the big one commits
-            other.run("INSERT INTO bulk SELECT g, 'y' FROM generate_series(3001, 4000) g")
-            other.run("COMMIT")
-            state["committed"] = True
-        snapshotter = incremental.snapshotter
-        if state["committed"] and snapshotter is not None and not snapshotter.context.running:
-            state["done"] += 1
-        return state["done"] > 5 or len(chunks) > 20
-
-    reader = SlotReader(url, slot="s", publications=["p"],
-                        options=DecodingOptions(streaming="on"))
-    output = DurableOutput(cap, kind="capture", slot="s", publications=("p",))
-    output.open()
-    try:
-        run_capture(reader, output, CaptureSink(), incremental=incremental, follow=True,
-                    poll_interval=0.05, should_stop=should_stop)
-    finally:
-        output.close()
-        reader.close()
-        incremental.close()
-        other.close()
+    capture_closed_at_a_stream_commit(url, pg_conn, cap)
     assert '"data": "53' in cap.read_text()  # a Stream Start: the transaction was streamed
     lines = chunk_lines(cap)
     assert [len(c["rows"]) for c in lines] == [2, 2, 1, 0]
     assert lines[1].get("again") is not None  # read where the Stream Commit closed chunk 1
-    records = decode(cap, tmp_path, *stream[2:])
+    records = decode(cap, tmp_path, *STREAM_COMMIT_CLOSE[2:])
     assert reads_of(records, "t") == [1, 2, 3, 4, 5]
     assert sum(r["topic"] == "pgcdc.public.bulk" for r in records) == 4000
 

@@ -33,7 +33,14 @@ from pgcdc_events.events import EventConfig
 from pgcdc_events.protocol.capture import read_chunk_line
 from pgcdc_events.spark import decode_capture, read_capture
 from pgcdc_events.testing.cluster import TempCluster
-from support.signals import PROPS, SIGNAL_DDL, MixedWorkload, capture
+from support.signals import (
+    PROPS,
+    SIGNAL_DDL,
+    STREAM_COMMIT_CLOSE,
+    MixedWorkload,
+    capture,
+    capture_closed_at_a_stream_commit,
+)
 from support.spark_records import CLOCK_NS, RUN_ID, first_difference
 
 #: The connector properties of the decodings (the capture's, less its chunk size).
@@ -211,3 +218,49 @@ def test_decode_stream_refuses_a_read_only_chunk_line(spark: SparkSession, recor
     assert f"position {first}: {STREAM_READ_ONLY_REFUSED}" in message, message
     with contextlib.suppress(Exception):
         spark.streams.resetTerminated()
+
+
+def test_a_window_a_stream_commit_closes(spark: SparkSession, pg_cluster: TempCluster,
+                                         tmp_path: Path) -> None:
+    """A read-only window that a Stream Commit closes (``committed`` after the Commit, as
+    ``decode`` calls it; the capture of ``tests/adapters/test_readonly_capture.py``'s
+    ``test_a_window_closed_at_a_stream_commit``): ``decode_capture`` gives ``decode``'s
+    records, every row of ``t`` read once."""
+    import pg8000.native  # noqa: PLC0415
+
+    name = f"sparkrosc_{os.getpid()}"
+    admin = pg8000.native.Connection(**pg_cluster.dsn())
+    admin.run(f'CREATE DATABASE "{name}"')
+    admin.close()
+    url = f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{name}"
+    conn = pg8000.native.Connection(**{**pg_cluster.dsn(), "database": name})
+    cap = tmp_path / "cap.jsonl"
+    try:
+        conn.run(SIGNAL_DDL)
+        capture_closed_at_a_stream_commit(url, conn, cap)
+    finally:
+        conn.close()
+        admin = pg8000.native.Connection(**pg_cluster.dsn())
+        try:
+            admin.run("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                      "WHERE database = :d", d=name)
+            admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            admin.close()
+    config = load_config(None, [*(p for p in PROPS if p != "-c"),
+                                *(o for o in STREAM_COMMIT_CLOSE[2:] if o != "-c")])
+    want = _reference(cap, config)
+    reads = [json.loads(x)["value"]["payload"]["after"]["id"] for x in want
+             if json.loads(x)["topic"] == "pgcdc.public.t" and json.loads(x)["value"]
+             and json.loads(x)["value"]["payload"]["op"] == "r"]
+    assert sorted(reads) == [1, 2, 3, 4, 5]
+    decoded = decode_capture(read_capture(spark, str(cap)), config, chunk_messages=40,
+                             clock=lambda: CLOCK_NS, run_id=RUN_ID, lines=True,
+                             tombstones=True)
+    try:
+        got = [r["line"] for r in decoded.records.orderBy("position", "index")
+               .select("line").collect()]
+        problem = first_difference(got, want)
+        assert not problem, problem
+    finally:
+        decoded.unpersist()

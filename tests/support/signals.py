@@ -133,3 +133,72 @@ class MixedWorkload:
         self._thread.join()
         if self._failures and exc[0] is None:
             raise self._failures[0]
+
+
+#: The capture options of :func:`capture_closed_at_a_stream_commit` (its decoding takes
+#: them less the first two).
+STREAM_COMMIT_CLOSE = ("--streaming", "on", "-c", "read.only=true",
+                       "-c", "incremental.snapshot.chunk.size=2")
+
+
+def capture_closed_at_a_stream_commit(url: str, pg_conn: Any, cap: Path) -> None:
+    """A read-only incremental snapshot (``read.only=true``, chunks of 2) of table ``t`` (5
+    rows) captured into ``cap`` with ``--streaming on``, a window of which a Stream Commit
+    closes: a big transaction on ``bulk`` is in progress (streamed) when the first chunk is
+    read, so the chunk's high watermark has it as ``xmin``; it commits while the capture
+    follows, and its Stream Commit closes the window (the next chunk is read there:
+    ``again``). The database needs the signalling table."""
+    from pgcdc_events.adapters import (  # noqa: PLC0415
+        CaptureSink,
+        DurableOutput,
+        SlotReader,
+        run_capture,
+    )
+    from pgcdc_events.adapters.incremental import IncrementalCapture  # noqa: PLC0415
+    from pgcdc_events.adapters.pg8000 import DecodingOptions  # noqa: PLC0415
+    from pgcdc_events.events import EventConfig  # noqa: PLC0415
+
+    database = pg_conn.run("SELECT current_database()")[0][0]
+    pg_conn.run(f'ALTER DATABASE "{database}" SET logical_decoding_work_mem = \'64kB\'')
+    pg_conn.run("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    pg_conn.run("INSERT INTO t SELECT g, g FROM generate_series(1, 5) g")
+    pg_conn.run("CREATE TABLE bulk (id int PRIMARY KEY, pad text)")
+    assert capture(url, cap, "--create-slot", "--create-publication",
+                   *STREAM_COMMIT_CLOSE) == 0
+    other = parse_conninfo(url).connect()[0]
+    other.run("START TRANSACTION")
+    other.run("INSERT INTO bulk SELECT g, repeat('x', 100) FROM generate_series(1, 3000) g")
+    pg_conn.run("INSERT INTO debezium_signal VALUES ('ad-hoc', 'execute-snapshot', "
+                "'{\"data-collections\": [\"public.t\"]}')")
+    properties = {"topic.prefix": "pgcdc", "signal.data.collection": "public.debezium_signal",
+                  "incremental.snapshot.chunk.size": "2", "read.only": "true"}
+    settings = parse_conninfo(url)
+    chunks: list[str] = []
+    incremental = IncrementalCapture(
+        lambda: settings.connect()[0], properties, EventConfig.from_properties(properties),
+        decode=False, publications=["p"],
+        on_step=lambda step, chunk_id: chunks.append(chunk_id) if step == "after_open" else None)
+    state = {"committed": False, "done": 0}
+
+    def should_stop() -> bool:
+        if chunks and not state["committed"]:  # the first chunk is read: the big one commits
+            other.run("INSERT INTO bulk SELECT g, 'y' FROM generate_series(3001, 4000) g")
+            other.run("COMMIT")
+            state["committed"] = True
+        snapshotter = incremental.snapshotter
+        if state["committed"] and snapshotter is not None and not snapshotter.context.running:
+            state["done"] += 1
+        return state["done"] > 5 or len(chunks) > 20
+
+    reader = SlotReader(url, slot="s", publications=["p"],
+                        options=DecodingOptions(streaming="on"))
+    output = DurableOutput(cap, kind="capture", slot="s", publications=("p",))
+    output.open()
+    try:
+        run_capture(reader, output, CaptureSink(), incremental=incremental, follow=True,
+                    poll_interval=0.05, should_stop=should_stop)
+    finally:
+        output.close()
+        reader.close()
+        incremental.close()
+        other.close()
