@@ -7,8 +7,6 @@ them silently; set ``PGCDC_SKIP_POSTGRES=1`` to skip them instead.
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -21,7 +19,6 @@ if TYPE_CHECKING:
     import pg8000.native
 
 SKIP_ENV = "PGCDC_SKIP_POSTGRES"
-_db_counter = itertools.count(1)
 
 
 def _skip_postgres() -> bool:
@@ -88,52 +85,10 @@ def pg_cluster() -> Iterator[TempCluster]:
         cluster.stop()
 
 
-def _cleanup_database(cluster: TempCluster, name: str) -> None:
-    """Roll back prepared transactions, drop replication slots, then drop the database."""
-    import pg8000.native  # noqa: PLC0415 - only server tests need the driver
-
-    conn = pg8000.native.Connection(**{**cluster.dsn(), "database": name})
-    try:
-        for (gid,) in conn.run(
-            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
-        ):
-            conn.run("ROLLBACK PREPARED " + "'" + gid.replace("'", "''") + "'")
-    finally:
-        conn.close()
-    admin = pg8000.native.Connection(**cluster.dsn())
-    try:
-        admin.run(
-            "SELECT pg_terminate_backend(active_pid, 5000) FROM pg_replication_slots"
-            " WHERE database = :db AND active_pid IS NOT NULL",
-            db=name,
-        )
-        admin.run(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
-            " WHERE database = :db",
-            db=name,
-        )
-        admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        admin.close()
-
-
 @pytest.fixture
 def pg_conn(pg_cluster: TempCluster) -> Iterator[pg8000.native.Connection]:
     """A pg8000 ``native.Connection`` to a fresh database; its slots and database dropped after."""
-    import pg8000.native  # noqa: PLC0415 - only server tests need the driver
+    from support.databases import fresh_database  # noqa: PLC0415
 
-    name = f"test_{os.getpid()}_{next(_db_counter)}"
-    admin = pg8000.native.Connection(**pg_cluster.dsn())
-    try:
-        admin.run(f'CREATE DATABASE "{name}"')
-    finally:
-        admin.close()
-    try:
-        conn = pg8000.native.Connection(**{**pg_cluster.dsn(), "database": name})
-        try:
-            yield conn
-        finally:
-            with contextlib.suppress(Exception):  # a test may have broken the connection
-                conn.close()
-    finally:
-        _cleanup_database(pg_cluster, name)
+    with fresh_database(pg_cluster) as (conn, _):
+        yield conn

@@ -16,7 +16,6 @@ import glob
 import io
 import itertools
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +37,7 @@ from pgcdc_events.protocol.lsn import Lsn
 from pgcdc_events.spark import decode_capture, read_capture
 from pgcdc_events.testing.cluster import TempCluster
 from pgcdc_events.types.catalog import CatalogSnapshot
+from support.databases import database_url, fresh_database
 from support.signals import PROPS, SIGNAL_DDL, MixedWorkload, capture
 from support.spark_records import CLOCK_NS, RUN_ID, first_difference
 
@@ -50,25 +50,9 @@ CHUNK = ("-c", "incremental.snapshot.chunk.size=20")
 def recorded(pg_cluster: TempCluster, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[Path]:
     """The capture file (see the module docstring), in a database of its own."""
-    import pg8000.native  # noqa: PLC0415
-
-    name = f"sparkchunks_{os.getpid()}"
-    admin = pg8000.native.Connection(**pg_cluster.dsn())
-    admin.run(f'CREATE DATABASE "{name}"')
-    admin.close()
-    url = f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{name}"
-    conn = pg8000.native.Connection(**{**pg_cluster.dsn(), "database": name})
-    try:
-        yield _record(conn, url, tmp_path_factory.mktemp("chunks") / "cap.jsonl")
-    finally:
-        conn.close()
-        admin = pg8000.native.Connection(**pg_cluster.dsn())
-        try:
-            admin.run("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                      "WHERE database = :d", d=name)
-            admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            admin.close()
+    with fresh_database(pg_cluster, "sparkchunks") as (conn, name):
+        yield _record(conn, database_url(pg_cluster, name),
+                      tmp_path_factory.mktemp("chunks") / "cap.jsonl")
 
 
 def _record(conn: Any, url: str, cap: Path) -> Path:

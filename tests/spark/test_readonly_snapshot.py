@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +32,7 @@ from pgcdc_events.events import EventConfig
 from pgcdc_events.protocol.capture import read_chunk_line
 from pgcdc_events.spark import decode_capture, read_capture
 from pgcdc_events.testing.cluster import TempCluster
+from support.databases import database_url, fresh_database
 from support.signals import (
     PROPS,
     SIGNAL_DDL,
@@ -52,26 +52,10 @@ CAPTURE = ("-c", "read.only=true", "-c", "incremental.snapshot.chunk.size=20")
 def recorded(pg_cluster: TempCluster, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[Path]:
     """The capture file (see the module docstring), in a database of its own."""
-    import pg8000.native  # noqa: PLC0415
-
-    name = f"sparkro_{os.getpid()}"
-    admin = pg8000.native.Connection(**pg_cluster.dsn())
-    admin.run(f'CREATE DATABASE "{name}"')
-    admin.close()
-    url = f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{name}"
-    conn = pg8000.native.Connection(**{**pg_cluster.dsn(), "database": name})
-    try:
-        yield _record(conn, url, tmp_path_factory.mktemp("readonly") / "cap.jsonl",
+    with fresh_database(pg_cluster, "sparkro") as (conn, name):
+        yield _record(conn, database_url(pg_cluster, name),
+                      tmp_path_factory.mktemp("readonly") / "cap.jsonl",
                       {**pg_cluster.dsn(), "database": name})
-    finally:
-        conn.close()
-        admin = pg8000.native.Connection(**pg_cluster.dsn())
-        try:
-            admin.run("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                      "WHERE database = :d", d=name)
-            admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            admin.close()
 
 
 def _record(conn: Any, url: str, cap: Path, dsn: dict[str, Any]) -> Path:
@@ -221,32 +205,15 @@ def test_decode_stream_refuses_a_read_only_chunk_line(spark: SparkSession, recor
 
 
 def test_a_window_a_stream_commit_closes(spark: SparkSession, pg_cluster: TempCluster,
-                                         tmp_path: Path) -> None:
+                                         pg_conn: Any, tmp_path: Path) -> None:
     """A read-only window that a Stream Commit closes (``committed`` after the Commit, as
     ``decode`` calls it; the capture of ``tests/adapters/test_readonly_capture.py``'s
     ``test_a_window_closed_at_a_stream_commit``): ``decode_capture`` gives ``decode``'s
     records, every row of ``t`` read once."""
-    import pg8000.native  # noqa: PLC0415
-
-    name = f"sparkrosc_{os.getpid()}"
-    admin = pg8000.native.Connection(**pg_cluster.dsn())
-    admin.run(f'CREATE DATABASE "{name}"')
-    admin.close()
-    url = f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{name}"
-    conn = pg8000.native.Connection(**{**pg_cluster.dsn(), "database": name})
+    pg_conn.run(SIGNAL_DDL)
+    database = pg_conn.run("SELECT current_database()")[0][0]
     cap = tmp_path / "cap.jsonl"
-    try:
-        conn.run(SIGNAL_DDL)
-        capture_closed_at_a_stream_commit(url, conn, cap)
-    finally:
-        conn.close()
-        admin = pg8000.native.Connection(**pg_cluster.dsn())
-        try:
-            admin.run("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                      "WHERE database = :d", d=name)
-            admin.run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            admin.close()
+    capture_closed_at_a_stream_commit(database_url(pg_cluster, database), pg_conn, cap)
     config = load_config(None, [*(p for p in PROPS if p != "-c"),
                                 *(o for o in STREAM_COMMIT_CLOSE[2:] if o != "-c")])
     want = _reference(cap, config)
