@@ -402,6 +402,21 @@ class _Tagging(EventDecoder):
         return super()._delete(table, message, lsn)
 
 
+def _decoded_through(entry: str, decoder: EventDecoder, capture: Any) -> list[ChangeRecord]:
+    """The records of ``capture``'s rows fed to ``decoder`` through ``entry``: ``feed_row``,
+    ``iter_feed`` or ``handle``."""
+    out: list[ChangeRecord] = []
+    for row in capture:
+        if entry == "feed_row":
+            out += decoder.feed_row(row)
+        elif entry == "iter_feed":
+            out += decoder.iter_feed(row.data, row.lsn, snapshot=row.snapshot)
+        else:
+            out += decoder.handle(decoder.reader.read(row.data), row.lsn,
+                                  snapshot=row.snapshot)
+    return out
+
+
 @pytest.mark.parametrize("entry", ["feed_row", "iter_feed", "handle"])
 def test_a_subclass_overriding_a_row_builder_is_not_bypassed(entry: str) -> None:
     """feed_row and iter_feed dispatch row changes to the builders themselves: a subclass
@@ -416,18 +431,7 @@ def test_a_subclass_overriding_a_row_builder_is_not_bypassed(entry: str) -> None
     config = EventConfig.from_properties(recording.properties)
     decoders = [cls(config, catalog=recording.catalog, clock=lambda: 0, run_id="r")
                 for cls in (_Tagging, EventDecoder)]
-    outputs = []
-    for decoder in decoders:
-        out: list[ChangeRecord] = []
-        for row in recording.capture:
-            if entry == "feed_row":
-                out += decoder.feed_row(row)
-            elif entry == "iter_feed":
-                out += decoder.iter_feed(row.data, row.lsn, snapshot=row.snapshot)
-            else:
-                out += decoder.handle(decoder.reader.read(row.data), row.lsn,
-                                      snapshot=row.snapshot)
-        outputs.append(out)
+    outputs = [_decoded_through(entry, decoder, recording.capture) for decoder in decoders]
     tagging = decoders[0]
     assert isinstance(tagging, _Tagging)
     # the recording's tables may be filtered: only the changes of included ones reach a builder
@@ -471,18 +475,7 @@ def test_a_subclass_overriding_begin_or_commit_is_not_bypassed(entry: str) -> No
     config = EventConfig.from_properties(recording.properties)
     decoders = [cls(config, catalog=recording.catalog, clock=lambda: 0, run_id="r")
                 for cls in (_TaggingTransactions, EventDecoder)]
-    outputs = []
-    for decoder in decoders:
-        out: list[ChangeRecord] = []
-        for row in recording.capture:
-            if entry == "feed_row":
-                out += decoder.feed_row(row)
-            elif entry == "iter_feed":
-                out += decoder.iter_feed(row.data, row.lsn, snapshot=row.snapshot)
-            else:
-                out += decoder.handle(decoder.reader.read(row.data), row.lsn,
-                                      snapshot=row.snapshot)
-        outputs.append(out)
+    outputs = [_decoded_through(entry, decoder, recording.capture) for decoder in decoders]
     tagging = decoders[0]
     assert isinstance(tagging, _TaggingTransactions)
     assert tagging.seen == expected
