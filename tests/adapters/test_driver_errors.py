@@ -1,5 +1,6 @@
 """pg8000's errors without a SQLSTATE: only a failing or closed socket is a lost connection
-(retried when following); the driver's other InterfaceErrors (authentication it cannot do,
+(retried by capture and tail; the hint says so, and that other commands are run again);
+the driver's other InterfaceErrors (authentication it cannot do,
 TLS refused, its own checks, ours on COPY) say what they are, without the reconnect hint.
 The texts are pg8000's own."""
 
@@ -12,6 +13,7 @@ import pg8000.native
 import pytest
 
 from pgcdc_events.adapters.errors import (
+    RETRY_HINT,
     AuthenticationError,
     ConnectionLostError,
     SlotError,
@@ -38,6 +40,8 @@ def test_a_failing_socket_is_a_lost_connection(exc: BaseException) -> None:
     error = translate_error(exc, slot="s", action="read")
     assert type(error) is ConnectionLostError
     assert str(error).startswith("read: connection to the server lost or refused: ")
+    # true of every command, the one-off ones (catalog, validate) included
+    assert error.hint == RETRY_HINT and "other commands: run them again" in str(error)
 
 
 @pytest.mark.parametrize(("message", "kind"), [

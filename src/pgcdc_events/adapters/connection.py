@@ -31,6 +31,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import attrs
 
 from pgcdc_events.adapters.errors import (
+    RETRY_HINT,
     AuthenticationError,
     ConnectionLostError,
     ConnectionSecurityError,
@@ -294,11 +295,11 @@ class ConnectionSettings:
                 if isinstance(exc, AttributeError):
                     raise
                 raise ConnectionLostError(f"connect to {self.describe()}: {exc}",
-                                          hint="the reader reconnects when following") from None
+                                          hint=RETRY_HINT) from None
             except OSError as exc:
                 sock.close()
                 raise ConnectionLostError(f"connect to {self.describe()}: {exc}",
-                                          hint="the reader reconnects when following") from None
+                                          hint=RETRY_HINT) from None
             sock.settimeout(None)
             return conn, sock
         raise AssertionError("unreachable")  # pragma: no cover
@@ -324,8 +325,8 @@ class ConnectionSettings:
             raise ServerUnreachableError(
                 f"connect to {where}: {reason}", address=self.address(),
                 reason=reason[:1].lower() + reason[1:],
-                hint="is the server running and accepting TCP connections? (the reader "
-                "reconnects when following)") from None
+                hint=f"is the server running and accepting TCP connections? "
+                f"({RETRY_HINT})") from None
         if self.keepalives:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         want = tls if tls is not None else self.sslmode not in ("disable", "allow")

@@ -28,6 +28,11 @@ __all__ = [
     "SnapshotError",
 ]
 
+#: The hint of a lost or refused connection, in every command: ``capture`` and ``tail``
+#: retry by themselves; ``catalog``, ``validate`` and the library's one-off calls do not.
+RETRY_HINT = ("capture and tail reconnect by themselves (with --follow for ever, otherwise "
+              "for --retry-for seconds); other commands: run them again")
+
 
 class SlotError(PgCdcError):
     """Reading or moving a replication slot failed.

@@ -27,6 +27,7 @@ import attrs
 
 from pgcdc_events.adapters.connection import ConnectionSettings, parse_conninfo, parse_dsn
 from pgcdc_events.adapters.errors import (
+    RETRY_HINT,
     AuthenticationError,
     ConnectionLostError,
     PrivilegeError,
@@ -257,7 +258,7 @@ def _without_sqlstate(exc: BaseException, message: str, where: str, slot: str | 
     """A driver or socket error that carries no SQLSTATE."""
     if _lost(exc, message):
         return ConnectionLostError(f"{where}connection to the server lost or refused: {message}",
-                                   slot=slot, hint="the reader reconnects when following")
+                                   slot=slot, hint=RETRY_HINT)
     # pg8000's InterfaceError for what is not the connection: the server's authentication
     # request, a refused TLS, the driver's own checks (and ours on COPY)
     lowered = message.lower()
@@ -333,7 +334,7 @@ def translate_error(exc: BaseException, *, slot: str | None, publications: Seque
         return SlotError(text, slot=slot, sqlstate=code, hint="check dbname in the DSN")
     if code.startswith(("08", "57P")):
         return ConnectionLostError(text, slot=slot, sqlstate=code,
-                                   hint="the reader reconnects when following")
+                                   hint=RETRY_HINT)
     return SlotError(text, slot=slot, sqlstate=code)
 
 

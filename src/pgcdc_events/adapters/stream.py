@@ -44,7 +44,12 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any
 
 from pgcdc_events.adapters.connection import ConnectionSettings, parse_conninfo
-from pgcdc_events.adapters.errors import ConnectionLostError, SlotError, SlotMovedError
+from pgcdc_events.adapters.errors import (
+    RETRY_HINT,
+    ConnectionLostError,
+    SlotError,
+    SlotMovedError,
+)
 from pgcdc_events.adapters.names import check_slot_name
 from pgcdc_events.adapters.pg8000 import (
     BatchInfo,
@@ -273,8 +278,7 @@ class StreamReader(SlotReader):
         if not chunk:
             self._drop()
             raise ConnectionLostError("the server closed the replication connection",
-                                      slot=self.slot, hint="the reader reconnects when "
-                                      "following")
+                                      slot=self.slot, hint=RETRY_HINT)
         buf = self._buf
         if self._pos:
             buf = buf[self._pos:]
@@ -505,8 +509,7 @@ class StreamReader(SlotReader):
         if tag == b"c":  # CopyDone: the server is shutting down
             self.close()
             raise ConnectionLostError("the server ended the replication stream",
-                                      slot=self.slot, hint="the reader reconnects when "
-                                      "following")
+                                      slot=self.slot, hint=RETRY_HINT)
         # NoticeResponse, ParameterStatus: nothing to do
 
     def read(self, after: int | None = None, limit: int | None = None
