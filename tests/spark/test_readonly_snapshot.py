@@ -12,8 +12,8 @@ whole, with the capture cut into chunks decoded in parallel before the windows' 
 
 from __future__ import annotations
 
-import contextlib
 import io
+import itertools
 import json
 import time
 from collections.abc import Iterator
@@ -26,12 +26,18 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession
 
+from pgcdc_events.adapters.rotating import capture_file_name
+from pgcdc_events.cli import main
 from pgcdc_events.cli._parallel import DecodeJob, run_decode
 from pgcdc_events.cli.decode_cmd import load_config
 from pgcdc_events.events import EventConfig
-from pgcdc_events.protocol.capture import read_chunk_line
+from pgcdc_events.events.decoder import EventDecoder
+from pgcdc_events.events.incremental import ReadOnlyChunkWindow, RecordedChunks
+from pgcdc_events.protocol.capture import CaptureRow, read_chunk_line
+from pgcdc_events.protocol.lsn import Lsn
 from pgcdc_events.spark import decode_capture, read_capture
 from pgcdc_events.testing.cluster import TempCluster
+from pgcdc_events.types.catalog import CatalogSnapshot
 from support.databases import database_url, fresh_database
 from support.signals import (
     PROPS,
@@ -107,14 +113,18 @@ def _record(conn: Any, url: str, cap: Path, dsn: dict[str, Any]) -> Path:
     conn.run("UPDATE other SET n = n + 1 WHERE id = 3")  # the stream after the snapshots
     assert capture(url, cap, *CAPTURE, slot="ro") == 0
     assert "incremental" not in json.loads(Path(f"{cap}.checkpoint.json").read_text())
+    assert main(["catalog", "--dsn", url, "-o", str(cap.parent / "catalog.json")]) == 0
     return cap
 
 
-def _reference(cap: Path, config: EventConfig) -> list[str]:
+def _reference(cap: Path, config: EventConfig, catalog: CatalogSnapshot | None = None
+               ) -> list[str]:
     """The records ``pgcdc-events decode`` writes (its own code, one decoder), with the
-    processing time and run id of the Spark side."""
+    processing time and run id of the Spark side (and ``--catalog``'s ``catalog``)."""
     out = io.BytesIO()
-    job = DecodeJob(config, None, None, None, 64 << 20, RUN_ID, clock=lambda: CLOCK_NS)
+    if catalog is not None:
+        config = config.with_catalog(catalog)
+    job = DecodeJob(config, catalog, None, None, 64 << 20, RUN_ID, clock=lambda: CLOCK_NS)
     with open(cap, "rb") as src:
         run_decode(job, src, out, workers=1)
     return out.getvalue().decode().splitlines()
@@ -171,39 +181,6 @@ def test_decode_capture_gives_decode_records(spark: SparkSession, recorded: Path
 
 
 
-def test_decode_stream_refuses_a_read_only_chunk_line(spark: SparkSession, recorded: Path,
-                                                      tmp_path: Path) -> None:
-    """``decode_stream`` replays the windows of watermark rows, not those a read-only
-    snapshot closes at commits and idle polls: the query fails in one line naming the
-    first such chunk line's position, where it would have dropped its ``r`` events."""
-    from pgcdc_events.adapters.rotating import capture_file_name  # noqa: PLC0415
-    from pgcdc_events.protocol.lsn import Lsn  # noqa: PLC0415
-    from pgcdc_events.spark.stream import (  # noqa: PLC0415
-        STREAM_READ_ONLY_REFUSED,
-        decode_stream,
-        read_capture_stream,
-    )
-    from pgcdc_events.types.catalog import CatalogSnapshot  # noqa: PLC0415
-
-    text = recorded.read_text()
-    last = json.loads(text.splitlines()[-1])["lsn"]
-    (tmp_path / "in").mkdir()
-    (tmp_path / "in" / capture_file_name(0, int(Lsn.parse(last)))).write_text(text)
-    first = chunk_lines(recorded)[0][0]
-    stream = decode_stream(read_capture_stream(spark, str(tmp_path / "in")),
-                           load_config(None, OVERRIDES), catalog=CatalogSnapshot("db", "15", ()),
-                           checkpoint=str(tmp_path / "cp"), path=str(tmp_path / "out"))
-    stream.start()
-    assert stream.query is not None
-    with pytest.raises(Exception, match="read-only") as caught:
-        stream.query.processAllAvailable()
-    stream.stop()
-    message = str(caught.value)
-    assert f"position {first}: {STREAM_READ_ONLY_REFUSED}" in message, message
-    with contextlib.suppress(Exception):
-        spark.streams.resetTerminated()
-
-
 def test_a_window_a_stream_commit_closes(spark: SparkSession, pg_cluster: TempCluster,
                                          pg_conn: Any, tmp_path: Path) -> None:
     """A read-only window that a Stream Commit closes (``committed`` after the Commit, as
@@ -231,3 +208,348 @@ def test_a_window_a_stream_commit_closes(spark: SparkSession, pg_cluster: TempCl
         assert not problem, problem
     finally:
         decoded.unpersist()
+
+
+# -- decode_stream ----------------------------------------------------------------------
+
+
+def _open_windows(cap: Path, config: EventConfig) -> list[bool]:
+    """For each line of the capture, whether a read-only window is open (a chunk in flight)
+    after it, as the event layer's ``RecordedChunks`` replays the capture."""
+    decoder = EventDecoder(config)
+    chunks = RecordedChunks(decoder)
+    out = []
+    for line in cap.read_text().splitlines():
+        chunk = read_chunk_line(line)
+        if chunk is not None:
+            chunks.chunk(chunk.chunk)
+        else:
+            row = CaptureRow.from_line(line)
+            assert row is not None
+            list(chunks.through(decoder.iter_feed(row.data, int(row.lsn))))
+            if row.data[:1] in (b"C", b"c"):
+                list(chunks.committed(int(row.lsn)))
+        out.append(chunks.window is not None and chunks.window.pending_chunk is not None)
+    return out
+
+
+def _rotating(cap: Path, directory: Path, cuts: set[int]) -> list[Path]:
+    """The capture's lines as rotating capture files (as ``capture --rotate-every`` names
+    them), a file starting at each of ``cuts`` (line indexes). Returns the files."""
+    lines = cap.read_text().splitlines(keepends=True)
+    directory.mkdir(exist_ok=True)
+    files = []
+    for seq, (lo, hi) in enumerate(itertools.pairwise(sorted(cuts | {0, len(lines)}))):
+        part = lines[lo:hi]
+        path = directory / capture_file_name(seq, int(Lsn.parse(json.loads(part[-1])["lsn"])))
+        path.write_text("".join(part))
+        files.append(path)
+    return files
+
+
+def _inside_windows(cap: Path, config: EventConfig, every: int) -> set[int]:
+    """Every ``every``-th line index that falls while a read-only window is open (a file
+    starting there cuts the window), and each chunk line read where the window before it
+    closed (``again``: it closes at once when the watermarks did not change, which only
+    the window before knows)."""
+    opened = _open_windows(cap, config)
+    inside = [i for i in range(1, len(opened)) if opened[i - 1]]
+    assert len(inside) > 10, inside
+    again = [i for i, chunk in chunk_lines(cap) if "again" in chunk]
+    assert again
+    return set(inside[::every]) | set(again)
+
+
+def _stream(spark: SparkSession, directory: Path, tmp_path: Path, config: EventConfig,
+            catalog: CatalogSnapshot) -> Any:
+    from pgcdc_events.spark.stream import decode_stream, read_capture_stream  # noqa: PLC0415
+
+    return decode_stream(
+        read_capture_stream(spark, str(directory), max_files_per_trigger=1), config,
+        catalog=catalog, path=str(tmp_path / "out"), checkpoint=str(tmp_path / "cp"),
+        lines=True, clock=lambda: CLOCK_NS, run_id=RUN_ID, chunk_messages=20)
+
+
+def _run(stream: Any) -> None:
+    stream.start()
+    assert stream.query is not None
+    try:
+        stream.query.processAllAvailable()
+    finally:
+        stream.stop()
+
+
+def _stream_records(spark: SparkSession, tmp_path: Path) -> list[str]:
+    return [r["line"] for r in spark.read.parquet(str(tmp_path / "out" / "records"))
+            .orderBy("position", "index").select("line").collect()]
+
+
+def _states(tmp_path: Path) -> list[dict[str, Any]]:
+    """The decoder's states in the query's checkpoint, by batch."""
+    return [json.loads(p.read_text()) for p in
+            sorted((tmp_path / "cp" / "_decoder").glob("state-*.json"))]
+
+
+@pytest.mark.parametrize("files", ["one", "inside-windows"])
+def test_decode_stream_gives_decode_records(spark: SparkSession, recorded: Path,
+                                            tmp_path: Path, files: str) -> None:
+    """``decode_stream`` of the read-only capture as rotating files, one a micro-batch:
+    every record, whole and in order, equals ``decode``'s. Cut while windows are open, a
+    batch decodes up to its last cut where no chunk is in flight, the rest waits in the
+    state, and the read-only window there (its last watermarks, the last change's
+    sequence) is carried in the state to the next batch."""
+    config = load_config(None, OVERRIDES)
+    catalog = CatalogSnapshot.load(str(recorded.parent / "catalog.json"))
+    want = _reference(recorded, config, catalog)
+    cuts = set() if files == "one" else _inside_windows(recorded, config, 3)
+    names = _rotating(recorded, tmp_path / "in", cuts)
+    stream = _stream(spark, tmp_path / "in", tmp_path, config, catalog)
+    _run(stream)
+    assert len([b for b in stream.batches if not b.skipped]) >= len(names)
+    problem = first_difference(_stream_records(spark, tmp_path), want)
+    assert not problem, problem
+    if files != "one":  # windows were held, and a read-only window carried
+        assert any(b.pending for b in stream.batches)
+        assert any(s["window"] is not None and s["chunks"] for s in _states(tmp_path))
+
+
+def test_decode_stream_restarts_inside_a_window(spark: SparkSession, recorded: Path,
+                                               tmp_path: Path) -> None:
+    """The query stopped while a read-only window is open (its chunk line, and the rows
+    after the last cut where none was, wait in the state; the window before it is carried)
+    and started again from its checkpoint, with the rest of the files: every record equals
+    ``decode``'s."""
+    config = load_config(None, OVERRIDES)
+    catalog = CatalogSnapshot.load(str(recorded.parent / "catalog.json"))
+    want = _reference(recorded, config, catalog)
+    cuts = sorted(_inside_windows(recorded, config, 4))
+    files = _rotating(recorded, tmp_path / "all", set(cuts))
+    (tmp_path / "in").mkdir()
+    half = len(files) // 2
+    for path in files[:half]:
+        path.rename(tmp_path / "in" / path.name)
+    _run(_stream(spark, tmp_path / "in", tmp_path, config, catalog))
+    stopped = _states(tmp_path)[-1]
+    assert stopped["window"] is not None and stopped["chunks"], stopped  # inside a window
+    for path in files[half:]:
+        path.rename(tmp_path / "in" / path.name)
+    _run(_stream(spark, tmp_path / "in", tmp_path, config, catalog))
+    problem = first_difference(_stream_records(spark, tmp_path), want)
+    assert not problem, problem
+
+
+def test_spark_stream_keeps_delta_tables_of_the_snapshot(spark: SparkSession, recorded: Path,
+                                                        tmp_path: Path) -> None:
+    """What a user runs: ``pgcdc-events spark stream`` of the read-only capture as rotating
+    files cut inside windows, a file a micro-batch, into Delta tables: each snapshotted
+    table holds the rows the last event per key of ``decode``'s records gives."""
+    deltalake = pytest.importorskip("deltalake")
+    config = load_config(None, OVERRIDES)
+    catalog = CatalogSnapshot.load(str(recorded.parent / "catalog.json"))
+    want = _reference(recorded, config, catalog)
+    _rotating(recorded, tmp_path / "in", _inside_windows(recorded, config, 3))
+    properties = tmp_path / "connector.properties"
+    properties.write_text("signal.data.collection=public.debezium_signal\nread.only=true\n")
+    assert main(["spark", "stream", "--input", str(tmp_path / "in"), "--config",
+                 str(properties), "--catalog", str(recorded.parent / "catalog.json"),
+                 "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "cp"),
+                 "--max-files-per-trigger", "1", "--trigger", "0.2",
+                 "--stop-when-idle", "5", "-q"]) == 0
+    for table, columns in (("w", ("id", "v", "s")), ("q", ("id", "name")),
+                           ("c", ("id", "t"))):
+        last: dict[int, tuple[Any, ...] | None] = {}
+        for line in want:
+            record = json.loads(line)
+            if record["topic"] != f"pgcdc.public.{table}" or record["value"] is None:
+                continue
+            after = record["value"]["payload"]["after"]
+            key = record["key"]["payload"]["id"]
+            last[key] = None if after is None else tuple(after[c] for c in columns)
+        expected = sorted(row for row in last.values() if row is not None)
+        assert expected, table
+        delta = deltalake.DeltaTable(str(tmp_path / "out" / "tables" / f"public.{table}"))
+        got = sorted(tuple(r[c] for c in columns) for r in delta.to_pyarrow_table().to_pylist())
+        assert got == expected, table
+        if table == "q":
+            assert [r[0] for r in got] == list(range(1, 46))
+
+
+def test_a_corrupt_window_in_the_state_is_named(tmp_path: Path) -> None:
+    """A checkpointed read-only window that is not one fails in one line naming the state
+    file and what is wrong, before anything is decoded."""
+    from pgcdc_events.spark import SparkDecodeError  # noqa: PLC0415
+    from pgcdc_events.spark.stream import StreamState  # noqa: PLC0415
+
+    window = ReadOnlyChunkWindow(EventDecoder(load_config(None, OVERRIDES)),
+                                 signal_data_collection="public.debezium_signal")
+    good = {**StreamState(cut=7).to_json(), "window": window.export_state()}
+    path = str(tmp_path / "state-000000000003.json")
+    assert StreamState.from_json(json.loads(json.dumps(good)), path=path).window == \
+        window.export_state()
+    for broken, words in (({"lsn": -1}, "lsn is not a non-negative integer"),
+                          ({"previous": ["1:2:", "x"]}, "'x' is not a pg_current_snapshot"),
+                          ({"format": "nope"}, "its format is not"),
+                          ({"context": {}}, "it lacks 'collections'")):
+        obj = json.loads(json.dumps({**good, "window": {**good["window"], **broken}}))
+        with pytest.raises(SparkDecodeError) as caught:
+            StreamState.from_json(obj, path=path)
+        message = str(caught.value)
+        assert message.startswith(f"{path}: a malformed stream state") and words in message, \
+            message
+        assert "\n" not in message
+
+
+# -- a window open over a commit ----------------------------------------------------------
+
+
+def _capture_a_window_over_a_commit(url: str, conn: Any, cap: Path) -> None:
+    """A read-only incremental snapshot of table ``t`` (5 rows, chunks of 2) whose first
+    window stays open over a commit: two transactions are in progress when the chunk is
+    read (the older one is the high watermark's ``xmin``); the younger commits first (its
+    id is above ``xmin`` and not ``xmax``: the window stays open), then the older (its
+    commit closes the window: the ``r`` events go out there). The next chunks are read on
+    a quiet database: at that commit (``again``), at idle polls (their ``r`` events carry
+    the older transaction's change's sequence, which only the window knows). One more
+    transaction after the snapshot ends the capture."""
+    from pgcdc_events.adapters import (  # noqa: PLC0415
+        CaptureSink,
+        DurableOutput,
+        SlotReader,
+        run_capture,
+    )
+    from pgcdc_events.adapters.connection import parse_conninfo  # noqa: PLC0415
+    from pgcdc_events.adapters.incremental import IncrementalCapture  # noqa: PLC0415
+
+    conn.run(SIGNAL_DDL)
+    conn.run("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    conn.run("INSERT INTO t SELECT g, g FROM generate_series(1, 5) g")
+    conn.run("CREATE TABLE other (id int PRIMARY KEY, n int)")
+    conn.run("INSERT INTO other VALUES (1, 0), (2, 0)")
+    assert capture(url, cap, "--create-slot", "--create-publication", "-c",
+                   "read.only=true") == 0
+    settings = parse_conninfo(url)
+    older, younger = settings.connect()[0], settings.connect()[0]
+    try:
+        older.run("START TRANSACTION")
+        older.run("UPDATE other SET n = n + 1 WHERE id = 1")
+        younger.run("START TRANSACTION")
+        younger.run("UPDATE other SET n = n + 1 WHERE id = 2")
+        conn.run("INSERT INTO debezium_signal VALUES ('over', 'execute-snapshot', "
+                 "'{\"data-collections\": [\"public.t\"]}')")
+        properties = {"topic.prefix": "pgcdc",
+                      "signal.data.collection": "public.debezium_signal",
+                      "incremental.snapshot.chunk.size": "2", "read.only": "true"}
+        chunks: list[str] = []
+        incremental = IncrementalCapture(
+            lambda: settings.connect()[0], properties, EventConfig.from_properties(properties),
+            decode=False, publications=["p"],
+            on_step=lambda step, chunk_id: chunks.append(chunk_id)
+            if step == "after_open" else None)
+        state = {"committed": False, "done": 0}
+
+        def should_stop() -> bool:
+            if chunks and not state["committed"]:  # the chunk is read: younger, then older
+                younger.run("UPDATE other SET n = n + 10 WHERE id = 2")
+                younger.run("COMMIT")
+                older.run("COMMIT")
+                state["committed"] = True
+            snapshotter = incremental.snapshotter
+            if state["committed"] and snapshotter is not None \
+                    and not snapshotter.context.running:
+                state["done"] += 1
+                if state["done"] == 1:  # the stream after the snapshot
+                    conn.run("UPDATE other SET n = n + 100 WHERE id = 1")
+            return state["done"] > 5 or len(chunks) > 20
+
+        reader = SlotReader(url, slot="s", publications=["p"])
+        output = DurableOutput(cap, kind="capture", slot="s", publications=("p",))
+        output.open()
+        try:
+            run_capture(reader, output, CaptureSink(), incremental=incremental, follow=True,
+                        poll_interval=0.05, should_stop=should_stop)
+        finally:
+            output.close()
+            reader.close()
+            incremental.close()
+    finally:
+        older.close()
+        younger.close()
+
+
+@pytest.fixture(scope="module")
+def over_a_commit(pg_cluster: TempCluster, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[tuple[Path, Path]]:
+    """The capture of :func:`_capture_a_window_over_a_commit`, and its lines up to the one
+    before the first chunk line after the first window closed (where a capture stopped
+    after that commit would end)."""
+    with fresh_database(pg_cluster, "sparkover") as (conn, name):
+        cap = tmp_path_factory.mktemp("over") / "cap.jsonl"
+        url = database_url(pg_cluster, name)
+        _capture_a_window_over_a_commit(url, conn, cap)
+        assert main(["catalog", "--dsn", url, "-o", str(cap.parent / "catalog.json")]) == 0
+    config = load_config(None, OVERRIDES)
+    opened = _open_windows(cap, config)
+    lines = cap.read_text().splitlines(keepends=True)
+    first = next(i for i, o in enumerate(opened) if o)
+    closed = next(i for i in range(first, len(opened)) if not opened[i])
+    chunked = [i for i, _ in chunk_lines(cap)]
+    end = next((i for i in chunked if i > closed), len(lines))
+    # the window stays open over a commit (the younger transaction's)
+    commits = [i for i in range(first + 1, closed)
+               if bytes.fromhex(json.loads(lines[i])["data"])[:1] == b"C"]
+    assert commits, (first, closed)
+    prefix = cap.parent / "prefix.jsonl"
+    prefix.write_text("".join(lines[:end]))
+    yield cap, prefix
+
+
+def test_the_span_runs_past_the_last_chunk_line(spark: SparkSession,
+                                               over_a_commit: tuple[Path, Path]) -> None:
+    """``decode_capture`` of a capture whose last chunk line's read-only window closes at
+    a commit after another commit: the windows' span runs to the capture's end
+    (``window_span``), not to the last chunk line, so the chunk that holds the closing
+    commit is decoded by the window's decoder, and its ``r`` events go out there, as in
+    ``decode``'s records (the first chunk's rows read once)."""
+    _, cap = over_a_commit
+    config = load_config(None, OVERRIDES)
+    want = _reference(cap, config)
+    reads = sorted(json.loads(x)["value"]["payload"]["after"]["id"] for x in want
+                   if json.loads(x)["topic"] == "pgcdc.public.t"
+                   and json.loads(x)["value"]["payload"]["op"] == "r")
+    assert reads == [1, 2]
+    decoded = decode_capture(read_capture(spark, str(cap)), config, chunk_messages=1,
+                             clock=lambda: CLOCK_NS, run_id=RUN_ID, lines=True,
+                             tombstones=True)
+    try:
+        got = [r["line"] for r in decoded.records.orderBy("position", "index")
+               .select("line").collect()]
+        problem = first_difference(got, want)
+        assert not problem, problem
+    finally:
+        decoded.unpersist()
+
+
+def test_decode_stream_carries_a_window_over_a_batch(spark: SparkSession,
+                                                    over_a_commit: tuple[Path, Path],
+                                                    tmp_path: Path) -> None:
+    """``decode_stream`` of that capture as rotating files, a file starting at each line
+    while a window is open (a micro-batch ends after the commit the first window stays
+    open over) and at each chunk line: its records equal ``decode``'s (every row of ``t``
+    read once), the ``r`` events closed at idle polls carrying the sequence the window
+    carried from the batch before."""
+    cap, _ = over_a_commit
+    config = load_config(None, OVERRIDES)
+    catalog = CatalogSnapshot.load(str(cap.parent / "catalog.json"))
+    want = _reference(cap, config, catalog)
+    reads = sorted(json.loads(x)["value"]["payload"]["after"]["id"] for x in want
+                   if json.loads(x)["topic"] == "pgcdc.public.t"
+                   and json.loads(x)["value"]["payload"]["op"] == "r")
+    assert reads == [1, 2, 3, 4, 5]
+    opened = _open_windows(cap, config)
+    cuts = {i for i in range(1, len(opened)) if opened[i - 1]}
+    _rotating(cap, tmp_path / "in", cuts | {i for i, _ in chunk_lines(cap)})
+    stream = _stream(spark, tmp_path / "in", tmp_path, config, catalog)
+    _run(stream)
+    problem = first_difference(_stream_records(spark, tmp_path), want)
+    assert not problem, problem
+    assert any(b.pending for b in stream.batches)

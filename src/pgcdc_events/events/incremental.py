@@ -731,6 +731,162 @@ class ReadOnlyChunkWindow(ChunkWindow):
                 "but its rows were never given (ChunkWindow.chunk)")
         return self._read_events(chunk, self._sequence, self._lsn)
 
+    # -- the state between chunks ---------------------------------------------------------
+
+    def export_state(self) -> dict[str, Any]:
+        """What this window carries from one chunk to the next, as JSON, when no chunk is in
+        flight (:attr:`pending_chunk` is ``None``; otherwise an
+        :class:`IncrementalSnapshotError`): the signalling table, the watermarks the last
+        window closed with (what :meth:`commit_again` compares), whether a commit closed
+        it at the high watermark's ``xmax``, the last streamed change's ``source.sequence``
+        and LSN (what the next ``r`` events carry when no change comes before their
+        close), and the snapshot's progress. :meth:`from_state` makes a window that goes
+        on as this one would. Versioned (``format``)."""
+        if self._chunk is not None:
+            raise IncrementalSnapshotError(
+                f"the read-only window of chunk {self._chunk.chunk_id!r} is open: its state "
+                "is exported between chunks only")
+        context = self.context
+        return {
+            "format": _WINDOW_STATE,
+            "signal": ".".join(self.signal_table),
+            "low": _snapshot_text(self.low), "high": _snapshot_text(self.high),
+            "previous": [_snapshot_text(s) for s in self._previous],
+            "closed_at_xmax": self._closed_at_xmax,
+            "sequence": self._sequence, "lsn": self._lsn,
+            "context": {
+                "collections": [[c.table, c.additional_condition, c.surrogate_key]
+                                for c in context.collections],
+                "chunk_end": _key_json(context.chunk_end),
+                "last_key_sent": _key_json(context.last_key_sent),
+                "maximum_key": _key_json(context.maximum_key),
+                "chunk_id": context.chunk_id, "window_opened": context.window_opened,
+                "paused": context.paused, "correlation_id": context.correlation_id,
+                "stop_requests": list(context.stop_requests)},
+        }
+
+    @classmethod
+    def check_state(cls, state: Any) -> None:
+        """Whether ``state`` is what :meth:`export_state` writes: an
+        :class:`IncrementalSnapshotError` saying what is wrong when it is not."""
+        _parse_window_state(state)
+
+    @classmethod
+    def from_state(cls, decoder: EventDecoder, state: Any) -> ReadOnlyChunkWindow:
+        """The window :meth:`export_state` described, fed by ``decoder``; a state that is
+        not one is an :class:`IncrementalSnapshotError` saying what is wrong."""
+        parsed = _parse_window_state(state)
+        window = cls(decoder, signal_data_collection=parsed["signal"],
+                     context=parsed["context"])
+        window.low, window.high = parsed["low"], parsed["high"]
+        window._previous = parsed["previous"]
+        window._closed_at_xmax = parsed["closed_at_xmax"]
+        window._sequence, window._lsn = parsed["sequence"], parsed["lsn"]
+        return window
+
+
+#: The version of :meth:`ReadOnlyChunkWindow.export_state`'s JSON.
+_WINDOW_STATE: Final = "pgcdc-events read-only window 1"
+
+
+def _snapshot_text(snapshot: PgSnapshot | None) -> str | None:
+    return None if snapshot is None else str(snapshot)
+
+
+def _key_json(key: tuple[Any, ...] | None) -> list[Any] | None:
+    """A context key as JSON: its values are the chunk rows' text (or NULL)."""
+    if key is None:
+        return None
+    for value in key:
+        if value is not None and not isinstance(value, (str, int, float, bool)):
+            raise IncrementalSnapshotError(
+                f"the read-only window's key value {value!r} is not JSON")
+    return list(key)
+
+
+def _state_error(what: str) -> IncrementalSnapshotError:
+    return IncrementalSnapshotError(f"not a read-only window state: {what}")
+
+
+def _state_snapshot(value: Any, name: str) -> PgSnapshot | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _state_error(f"{name} is not a pg_current_snapshot() text")
+    return PgSnapshot.parse(value)
+
+
+def _state_key(value: Any, name: str) -> tuple[Any, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(
+            v is None or isinstance(v, (str, int, float, bool)) for v in value):
+        raise _state_error(f"context.{name} is not a list of key values")
+    return tuple(value)
+
+
+def _state_text(value: Any, name: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise _state_error(f"{name} is not a string")
+    return value
+
+
+def _state_context(raw: Any) -> IncrementalSnapshotContext:
+    """The snapshot's progress in a read-only window's state."""
+    if not isinstance(raw, Mapping):
+        raise _state_error("context is not an object")
+    collections = []
+    for entry in raw["collections"]:
+        if not isinstance(entry, list) or len(entry) != 3 or not isinstance(entry[0], str):
+            raise _state_error("context.collections is not a list of [table, filter, key]")
+        collections.append(SnapshotCollection(
+            entry[0], _state_text(entry[1], "a collection's filter"),
+            _state_text(entry[2], "a collection's surrogate key")))
+    stops = raw["stop_requests"]
+    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+        raise _state_error("context.stop_requests is not a list of strings")
+    flags = raw["window_opened"], raw["paused"]
+    if not all(isinstance(f, bool) for f in flags):
+        raise _state_error("context.window_opened or context.paused is not a boolean")
+    return IncrementalSnapshotContext(
+        collections=collections, chunk_end=_state_key(raw["chunk_end"], "chunk_end"),
+        last_key_sent=_state_key(raw["last_key_sent"], "last_key_sent"),
+        maximum_key=_state_key(raw["maximum_key"], "maximum_key"),
+        chunk_id=_state_text(raw["chunk_id"], "context.chunk_id"), window_opened=flags[0],
+        paused=flags[1],
+        correlation_id=_state_text(raw["correlation_id"], "context.correlation_id"),
+        stop_requests=list(stops))
+
+
+def _parse_window_state(state: Any) -> dict[str, Any]:
+    """The parts of a read-only window's state (:meth:`ReadOnlyChunkWindow.export_state`),
+    checked."""
+    if not isinstance(state, Mapping) or state.get("format") != _WINDOW_STATE:
+        raise _state_error(f"its format is not {_WINDOW_STATE!r}")
+    try:
+        signal = state["signal"]
+        if not isinstance(signal, str) or len(signal.split(".")) != 2 \
+                or not all(signal.split(".")):
+            raise _state_error("signal is not schema.table")
+        previous = state["previous"]
+        if not isinstance(previous, list) or len(previous) != 2:
+            raise _state_error("previous is not a pair of watermarks")
+        if not isinstance(state["closed_at_xmax"], bool):
+            raise _state_error("closed_at_xmax is not a boolean")
+        lsn = state["lsn"]
+        if isinstance(lsn, bool) or not isinstance(lsn, int) or lsn < 0:
+            raise _state_error("lsn is not a non-negative integer")
+        return {"signal": state["signal"], "low": _state_snapshot(state["low"], "low"),
+                "high": _state_snapshot(state["high"], "high"),
+                "previous": (_state_snapshot(previous[0], "previous"),
+                             _state_snapshot(previous[1], "previous")),
+                "closed_at_xmax": state["closed_at_xmax"],
+                "sequence": _state_text(state["sequence"], "sequence"),
+                "lsn": lsn, "context": _state_context(state["context"])}
+    except KeyError as error:
+        raise _state_error(f"it lacks {error}") from None
+    except TypeError as error:
+        raise _state_error(str(error)) from None
 
 def _tx_id(value: Any) -> int:
     """A transaction id as a chunk line holds it (a non-negative integer)."""

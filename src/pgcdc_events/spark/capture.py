@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -711,9 +711,14 @@ class WindowDecoder:
     Feed it the chunk's rows in position order (:meth:`feed`), then :meth:`finish`."""
 
     def __init__(self, plan: ChunkPlan, chunk: int,
-                 make_decoder: Callable[[], EventDecoder]) -> None:
+                 make_decoder: Callable[[], EventDecoder],
+                 state: Mapping[str, Any] | None = None) -> None:
         self.chunks = ChunkDecoder(plan, make_decoder)
         self.chunk = chunk
+        #: The read-only window the chunk starts with (its
+        #: :meth:`~pgcdc_events.events.incremental.ReadOnlyChunkWindow.export_state`), from
+        #: the micro-batch before; ``None``: none.
+        self.state = state
         self._recorded: Any = None
 
     def feed(self, positions: Any, lsns: Any, data: Any, snapshot: Any, lines: Any
@@ -724,9 +729,14 @@ class WindowDecoder:
         naming the position."""
         recorded = self._recorded
         if recorded is None:
-            from pgcdc_events.events.incremental import RecordedChunks  # noqa: PLC0415
+            from pgcdc_events.events.incremental import (  # noqa: PLC0415
+                ReadOnlyChunkWindow,
+                RecordedChunks,
+            )
 
             recorded = self._recorded = RecordedChunks(self.chunks.start(self.chunk))
+            if self.state is not None:
+                recorded.window = ReadOnlyChunkWindow.from_state(recorded.decoder, self.state)
         decoder = recorded.decoder
         flags = [False] * len(data) if snapshot is None else np.asarray(snapshot, np.bool_)
         texts = lines.to_pylist() if lines is not None else [None] * len(data)
@@ -759,6 +769,20 @@ class WindowDecoder:
         recorded = self._recorded
         window = None if recorded is None else recorded.window
         return window is None or window.pending_chunk is None
+
+    def export(self) -> dict[str, Any] | None:
+        """When :attr:`quiet`: the read-only window's state after the rows fed so far
+        (:meth:`~pgcdc_events.events.incremental.ReadOnlyChunkWindow.export_state`), which
+        a decoder started there needs to go on as this one would (its last watermarks,
+        the last change's sequence); ``None`` without a read-only window (a writable
+        snapshot's window carries nothing from one closed window to the next)."""
+        from pgcdc_events.events.incremental import ReadOnlyChunkWindow  # noqa: PLC0415
+
+        recorded = self._recorded
+        window = self.state if recorded is None else recorded.window
+        if isinstance(window, ReadOnlyChunkWindow):
+            return window.export_state()
+        return dict(window) if isinstance(window, Mapping) else None
 
     def finish(self) -> None:
         """The chunk's rows were all fed."""

@@ -114,6 +114,9 @@ class _Decode:
         #: The chunk holding the incremental snapshot's windows (capture.WindowSpan), decoded
         #: by a WindowDecoder; None: no chunk lines.
         self.window: int | None = None
+        #: The read-only window's state at that chunk's start (WindowDecoder's ``state``):
+        #: what decode_stream carries from one micro-batch to the next; None: none.
+        self.window_state: dict[str, Any] | None = None
 
     def decoder(self) -> EventDecoder:
         return EventDecoder(self.config, catalog=self.catalog, clock=self.clock,
@@ -128,7 +131,8 @@ def decode_items(plan: ChunkPlan, make: _Decode, batches: Iterator[Any], *,
     (column ``id``) whose rows the task reads itself), the
     :class:`~pgcdc_events.spark.columnar.RunDecoder`'s items out, each with its chunk."""
     runner = RunDecoder(ChunkDecoder(plan, make.decoder), min_run=min_run, columnar=columnar)
-    window = None if make.window is None else WindowDecoder(plan, make.window, make.decoder)
+    window = None if make.window is None else WindowDecoder(plan, make.window, make.decoder,
+                                                            make.window_state)
     if files is not None:
         chunks = [int(c) for batch in batches for c in batch.column("id").to_pylist()]
         for chunk_ids, positions, lsns, data, snapshot in files.rows(plan.boundaries, chunks):

@@ -82,6 +82,7 @@ from pgcdc_events.events.chunks import (
     plan_chunks,
 )
 from pgcdc_events.events.config import EventConfig
+from pgcdc_events.events.incremental import ReadOnlyChunkWindow
 from pgcdc_events.protocol.capture import read_chunk_line
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.messages import Relation, Type
@@ -89,7 +90,6 @@ from pgcdc_events.protocol.transactions import Prelude
 from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
 from pgcdc_events.spark.capture import (
     CHUNK_COLUMN,
-    READ_ONLY_KEYS,
     WindowDecoder,
     expand_block_lines,
     parse_capture_lines,
@@ -172,7 +172,9 @@ def read_capture_stream(spark: SparkSession, directory: str, *,
 # ------------------------------------------------------------------ the state, sans Spark
 
 
-_STATE_FORMAT: Final = "pgcdc-events stream state 2"
+_STATE_FORMAT: Final = "pgcdc-events stream state 3"
+#: The formats before, which :meth:`StreamState.from_json` still reads.
+_STATE_FORMAT_2: Final = "pgcdc-events stream state 2"
 
 
 @attrs.frozen
@@ -187,7 +189,11 @@ class StreamState:
     before the one they follow; ``segment``: the next segment expected; ``position``: the
     last position taken in; ``snapshot``: the positions of the pending and held rows that
     belong to an initial snapshot; ``chunks``: ``(position, line)`` of the pending and
-    held rows that are incremental snapshot chunk lines (the line's JSON text).
+    held rows that are incremental snapshot chunk lines (the line's JSON text);
+    ``window``: the read-only incremental snapshot's window at ``cut``
+    (:meth:`ReadOnlyChunkWindow.export_state
+    <pgcdc_events.events.incremental.ReadOnlyChunkWindow.export_state>`; ``None``: none),
+    which every later row goes through.
     """
 
     prelude: Prelude = attrs.field(factory=Prelude)
@@ -199,13 +205,14 @@ class StreamState:
     lsn: int | None = None
     snapshot: tuple[int, ...] = ()
     chunks: tuple[tuple[int, str], ...] = ()
+    window: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The state as JSON."""
         return {"format": _STATE_FORMAT, "prelude": self.prelude.to_json(), "cut": self.cut,
                 "pending": self.pending, "held": self.held, "segment": self.segment,
                 "position": self.position, "lsn": self.lsn, "snapshot": self.snapshot,
-                "chunks": self.chunks}
+                "chunks": self.chunks, "window": self.window}
 
     @classmethod
     def from_json(cls, obj: Any, *, path: str) -> StreamState:
@@ -216,7 +223,7 @@ class StreamState:
         try:
             if fmt == "pgcdc-events stream state 1":  # schema and cut spelled apart
                 prelude, cut = _prelude_v1(obj["schema"], obj["cut"])
-            elif fmt == _STATE_FORMAT:
+            elif fmt in (_STATE_FORMAT, _STATE_FORMAT_2):
                 prelude, cut = Prelude.from_json(obj["prelude"]), obj["cut"]
             else:
                 raise SparkDecodeError(f"{path}: not a stream state file")
@@ -225,7 +232,8 @@ class StreamState:
                        held=tuple(tuple(h) for h in obj["held"]),
                        segment=obj["segment"], position=obj["position"], lsn=obj["lsn"],
                        snapshot=tuple(obj.get("snapshot", ())),
-                       chunks=tuple((int(p), str(t)) for p, t in obj.get("chunks", ())))
+                       chunks=tuple((int(p), str(t)) for p, t in obj.get("chunks", ())),
+                       window=_window_state(obj.get("window"), cut))
         except (KeyError, TypeError, ValueError, PgCdcError) as exc:
             if isinstance(exc, SparkDecodeError):
                 raise
@@ -242,6 +250,16 @@ class StreamState:
         transaction = self.prelude.transaction
         cuts = [] if self.cut is None or transaction is None else [Cut(self.cut, transaction)]
         return schema, cuts
+
+
+def _window_state(obj: Any, cut: Any) -> Mapping[str, Any] | None:
+    """A state's read-only window, checked (it needs the cut it was taken at)."""
+    if obj is None:
+        return None
+    if cut is None:
+        raise ValueError("a read-only window without the cut it was taken at")
+    ReadOnlyChunkWindow.check_state(obj)
+    return dict(obj)
 
 
 def _prelude_v1(schema: Any, cut: Any) -> tuple[Prelude, int | None]:
@@ -359,10 +377,12 @@ def plan_batch(state: StreamState, control: Iterable[tuple[int, int, bytes, bool
 def _after(state: StreamState, plan: ChunkPlan, last: Cut | None, intake: _Intake,
            pending: Iterable[tuple[int, int, bytes, bool]],
            held: Iterable[tuple[int, int, int, bytes, bool]], position: int | None,
-           chunks: Mapping[int, str] | None = None) -> StreamState:
+           chunks: Mapping[int, str] | None = None,
+           window: Mapping[str, Any] | None = None) -> StreamState:
     """The state after a micro-batch: its ``pending`` rows (after the last cut) and
-    ``held`` rows (of segments held back) with their snapshot flags, and the texts of
-    those that are chunk lines (``chunks``: by position)."""
+    ``held`` rows (of segments held back) with their snapshot flags, the texts of
+    those that are chunk lines (``chunks``: by position), and the read-only window at the
+    last cut (``window``)."""
     pending = list(pending)
     held = list(held)
     cut: int | None
@@ -381,7 +401,8 @@ def _after(state: StreamState, plan: ChunkPlan, last: Cut | None, intake: _Intak
         segment=intake.segment, position=position, lsn=lsn, snapshot=tuple(sorted(snapshot)),
         chunks=tuple(sorted((p, chunks[p]) for p in
                             [r[0] for r in pending] + [h[1] for h in held]
-                            + [h[1] for h in intake.held_kept] if chunks and p in chunks)))
+                            + [h[1] for h in intake.held_kept] if chunks and p in chunks)),
+        window=window)
 
 
 def _old_rows(state: StreamState, intake: _Intake) -> list[tuple[int, int, bytes, bool]]:
@@ -415,6 +436,9 @@ def decode_rows(state: StreamState, rows: Iterable[tuple[int | None, int, int, b
     holds the positions of the rows that belong to an initial snapshot: they become read
     (``r``) events, as ``pgcdc-events decode`` makes them, and the snapshot block is never
     cut. ``chunk_rows``: the least rows of a chunk (the last cut is always made)."""
+    if state.window is not None:
+        raise SparkDecodeError("decode_rows does not replay incremental snapshot windows, "
+                               "and the state holds a read-only snapshot's window")
     new = sorted(rows, key=lambda r: r[1])
     flagged = frozenset(snapshot)
     intake = _intake(state, {r[0] for r in new})
@@ -603,9 +627,12 @@ class _BatchWriter:
                 schema=df.schema))
         newest = max([r["last"] for r in taken] + [p for p, _, _, _ in old], default=None)
         make = stream.make
-        if window_lines:  # the windows: from a cut before the first line to a cut after
-            plan, last, make = _windows(state, messages, frame, plan, window_lines, texts,
-                                        make)
+        window_state = state.window  # a read-only snapshot's window, carried at the cut
+        if window_lines or (state.window is not None and first is not None):
+            # the windows: from a cut before the first line to a cut after
+            plan, last, make, window_state = _windows(state, messages, frame, plan,
+                                                      window_lines, texts, make,
+                                                      -1 if first is None else first)
         counted = (stream.chunks.value, stream.records_made.value)
         records: DataFrame | None = None
         changes: DataFrame | None = None
@@ -650,7 +677,8 @@ class _BatchWriter:
         position = max([r["last"] for r in taken] + [h[1] for h in intake.held_taken]
                        + ([state.position] if state.position is not None else []),
                        default=None)
-        after = _after(state, plan, last, intake, pending, held, position, texts)
+        after = _after(state, plan, last, intake, pending, held, position, texts,
+                       window_state)
         text = json.dumps(after.to_json())
         write_atomic(done, lambda p: _write_text(p, text))
         for old_state in state_dir.iterdir():  # keep the last few
@@ -667,45 +695,49 @@ class _BatchWriter:
             chunks=stream.chunks.value - counted[0]))
 
 
-#: Why :func:`decode_stream` refuses a read-only snapshot's chunk line.
-STREAM_READ_ONLY_REFUSED: Final = (
-    "a chunk line of a read-only incremental snapshot (read.only=true), whose windows "
-    "close at commits and idle polls, which decode_stream does not replay: decode the "
-    "capture with decode_capture, `pgcdc-events spark decode` or `pgcdc-events decode`")
-
-
 def _windows(state: StreamState, messages: list[tuple[int, int, bytes, bool]],
              frame: DataFrame, plan: ChunkPlan, lines: list[int], texts: Mapping[int, str],
-             make: _Decode) -> tuple[ChunkPlan, Cut | None, _Decode]:
+             make: _Decode, first_row: int
+             ) -> tuple[ChunkPlan, Cut | None, _Decode, Mapping[str, Any] | None]:
     """A micro-batch holding incremental snapshot chunk lines (``lines``: the positions of
-    those it decodes, ``texts`` their JSON): the plan, last cut and decoder maker that
-    decode it as :func:`~pgcdc_events.spark.decode.decode_capture` decodes a capture's
-    windows, one :class:`~pgcdc_events.spark.capture.WindowDecoder` over one chunk.
+    those it decodes, ``texts`` their JSON), or after a read-only snapshot's chunk line
+    (``state.window``; ``first_row``: the batch's first position): the plan, last cut,
+    decoder maker and read-only window state at that cut that decode it as
+    :func:`~pgcdc_events.spark.decode.decode_capture` decodes a capture's windows, one
+    :class:`~pgcdc_events.spark.capture.WindowDecoder` over one chunk.
 
-    That chunk runs from the last cut before the first chunk line to the last cut after it
-    where no chunk is in flight (every window closed: what follows goes through the
-    window unchanged, so a decoder started afresh there gives the same records). The
-    driver finds that cut by replaying the rows after the first cut with a
-    ``WindowDecoder`` (its records are dropped). When no such cut is in the batch, the
-    batch ends at the cut before the first chunk line: the rows after it, the chunk lines
-    with their texts, wait in the state for the batches that bring the windows' closes."""
+    That chunk runs from the last cut before the first chunk line (with
+    ``state.window``: the state's cut, the window restored there) to the last cut after it
+    where no chunk is in flight (every window closed). A writable snapshot's window then
+    passes everything on unchanged, so a decoder started afresh there gives the same
+    records; a read-only one (``read.only=true``) carries its last watermarks and the last
+    change's sequence to the next chunk, which the state keeps
+    (:meth:`WindowDecoder.export <pgcdc_events.spark.capture.WindowDecoder.export>`), and
+    every later row goes through it. The driver finds that cut by replaying the rows
+    after the first cut with a ``WindowDecoder`` (its records are dropped). When no such
+    cut is in the batch, the batch ends at the cut before the first chunk line: the rows
+    after it, the chunk lines with their texts, wait in the state for the batches that
+    bring the windows' closes."""
     for position in lines:
-        line = read_chunk_line(texts[position])
-        if line is None:
+        if read_chunk_line(texts[position]) is None:
             raise SparkDecodeError("not an incremental snapshot chunk line: "
                                    f"{texts[position][:80]!r}", position=position)
-        if READ_ONLY_KEYS & line.chunk.keys():
-            raise SparkDecodeError(STREAM_READ_ONLY_REFUSED, position=position)
+    if state.window is not None and CHUNK_COLUMN not in frame.columns:
+        raise SparkDecodeError(
+            f"the decoder's state holds a read-only incremental snapshot's window, but the "
+            f"stream has no column {CHUNK_COLUMN!r} (chunk lines): read it with "
+            "read_capture_stream, as the query that wrote the checkpoint did")
     full, _ = plan_batch(state, messages)  # every cut
-    first = lines[0]
+    first = first_row if state.window is not None else lines[0]
     before = [c for c in full.cuts if c.position < first]
     start = before[-1] if before else None
     rows = to_arrow_table(
         (frame if start is None else frame.filter(F.col("position") > F.lit(start.position)))
         .select("position", "lsn", "data", "snapshot", CHUNK_COLUMN)).sort_by("position")
     positions = rows.column("position").to_pylist()
-    window = WindowDecoder(full, full.chunk_of(first), make.decoder)
+    window = WindowDecoder(full, full.chunk_of(first), make.decoder, state.window)
     closed: Cut | None = None
+    carried: Mapping[str, Any] | None = None
     done = 0
     for cut in (c for c in full.cuts if c.position > first):
         end = bisect.bisect_right(positions, cut.position)
@@ -716,17 +748,20 @@ def _windows(state: StreamState, messages: list[tuple[int, int, bytes, bool]],
             pass
         done = end
         if window.quiet:
-            closed = cut
+            closed, carried = cut, window.export()
     kept = [c for c in plan.cuts if start is None or c.position < start.position]
     cuts = kept + [c for c in (start, closed) if c is not None]
     windowed = ChunkPlan(full.schema, tuple(cuts))
     make = copy.copy(make)
     make.window = None if closed is None else windowed.chunk_of(first)
+    make.window_state = None if state.window is None else dict(state.window)
     if closed is not None:
-        return windowed, closed, make
+        return windowed, closed, make, carried
     if start is None or (state.cut is not None and start.position <= state.cut):
-        return windowed, None, make  # nothing decodable yet
-    return windowed, start, make
+        return windowed, None, make, state.window  # nothing decodable yet
+    # decoded up to the cut before the first chunk line: no read-only window there (the
+    # state has none)
+    return windowed, start, make, None
 
 
 #: What :func:`_summarize` makes of a part of a micro-batch: per segment its first and last
