@@ -323,9 +323,18 @@ class CountedChanges(ChangesPhases):
     def __init__(self, target: Any) -> None:
         super().__init__(target)
         self.per_batch: dict[int, int] = {}
+        self.phases: dict[int, tuple[float, float]] = {}
 
     def apply_changes(self, df: Any, batch_id: int, keys: Any) -> None:
+        collect, apply = self.collect_s, self.apply_s
         self.per_batch[batch_id] = self._apply(df, batch_id, keys).num_rows
+        self.phases[batch_id] = (self.collect_s - collect, self.apply_s - apply)
+
+    def collect_s_of(self, batches: Any) -> list[float]:
+        return [self.phases.get(b.batch_id, (0.0, 0.0))[0] for b in batches]
+
+    def apply_s_of(self, batches: Any) -> list[float]:
+        return [self.phases.get(b.batch_id, (0.0, 0.0))[1] for b in batches]
 
 
 def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog: Any
@@ -408,6 +417,18 @@ def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog
               f"{last_cpu - first_cpu:.2f} CPU s ({steady / (last_cpu - first_cpu):,.0f} "
               f"changes per CPU s); whole run {ended - started:.2f} s, {cpu_total:.2f} CPU s "
               f"= {n_changes / (ended - started):,.0f} changes/s")
+        later = [b for b in stream.batches if b.rows and not b.skipped][1:]
+        steps: dict[str, float] = {}
+        for b in later:
+            for name, sec in getattr(b, "steps", ()):  # () : a version without them
+                steps[name] = steps.get(name, 0.0) + sec
+        inside = sum(b.seconds for b in later)
+        print("  steady state, where the seconds went: "
+              + ", ".join(f"{name} {sec:.2f} s" for name, sec in steps.items())
+              + f" (of which collecting the changes {sum(target.collect_s_of(later)):.2f} s, "
+              f"applying {sum(target.apply_s_of(later)):.2f} s); outside the micro-batches "
+              f"(the query's own work: listing, offset and commit logs) "
+              f"{steady_s - inside:.2f} s")
         print(f"  batch layer, decode_capture + changes to Delta (one batch): "
               f"{batch_s:.2f} s = {n_changes / batch_s:,.0f} changes/s")
         return {"sustained_changes_per_s": steady / steady_s,
