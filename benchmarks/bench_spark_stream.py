@@ -556,6 +556,8 @@ def main() -> None:
                         "--files-per-trigger files a micro-batch (0: none)")
     parser.add_argument("--files-per-trigger", type=int, default=8, metavar="N",
                         help="maxFilesPerTrigger of the sustained run (default 8)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting of the sessions (to compare settings)")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--latency-paths", default="events,changes",
                         help="what the latency runs' Delta target is given, in turn: the "
@@ -571,7 +573,8 @@ def main() -> None:
         if spark is not None:
             spark.stop()
         spark = session(master, "bench-spark-stream", quiet=True,
-                        conf={"spark.sql.shuffle.partitions": "2"})
+                        conf={"spark.sql.shuffle.partitions": "2",
+                              **dict(c.split("=", 1) for c in args.conf)})
         if not args.skip_throughput:
             figures[master] = throughput(spark, args.changes, args.file_transactions,
                                          catalog, warm_up=not args.no_warm_up)
