@@ -106,6 +106,7 @@ from pgcdc_events.spark.decode import (
     _Decode,
     capture_tables,
     normalize_capture,
+    spread_chunks,
     table_changes,
 )
 from pgcdc_events.spark.errors import (
@@ -671,7 +672,7 @@ class _BatchWriter:
                                                                plan.boundaries))
             # one task needs no shuffle (a small batch: one stage less)
             chunked = (chunked.coalesce(1) if partitions == 1
-                       else chunked.repartition(partitions, "_chunk"))
+                       else spread_chunks(chunked, "_chunk", partitions))
             chunked = chunked.sortWithinPartitions("_chunk", "position").select(
                 "_chunk", "position", "lsn", "data", "snapshot",
                 *([CHUNK_COLUMN] if make.window is not None else []))
