@@ -81,7 +81,7 @@ from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = ["RECORDS_TYPE", "ChangesFunction", "DecodedCapture", "DecodingSource",
            "TableChangesFunction", "capture_tables", "decode_capture", "decode_items",
-           "spark_int_hash", "spread_chunks", "table_changes"]
+           "table_changes"]
 
 #: One row per record: where it goes, what it is, where it came from, and its contents
 #: (``payload``: key, value and related key for :class:`TableLayout`; ``line``: the
@@ -599,45 +599,6 @@ def _chunk_column(position: Column, bounds: tuple[int, ...], lo: int = 0,
                   ).otherwise(_chunk_column(position, bounds, mid + 1, hi))
 
 
-_MASK32: Final = 0xFFFFFFFF
-
-
-def _rotl32(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & _MASK32
-
-
-def spark_int_hash(value: int, seed: int = 42) -> int:
-    """Spark's ``hash()`` of an ``int`` value (Murmur3 x86 32-bit, seed 42): what its hash
-    partitioning (``repartition(n, column)``) puts a row by, ``pmod(hash, n)``."""
-    k1 = _rotl32((value & _MASK32) * 0xCC9E2D51 & _MASK32, 15) * 0x1B873593 & _MASK32
-    h1 = (_rotl32(seed ^ k1, 13) * 5 + 0xE6546B64) & _MASK32
-    h1 ^= 4
-    h1 ^= h1 >> 16
-    h1 = h1 * 0x85EBCA6B & _MASK32
-    h1 ^= h1 >> 13
-    h1 = h1 * 0xC2B2AE35 & _MASK32
-    h1 ^= h1 >> 16
-    return h1 - (1 << 32) if h1 >= 1 << 31 else h1
-
-
-def spread_chunks(frame: DataFrame, chunk: str, partitions: int) -> DataFrame:
-    """``frame`` hash-partitioned into ``partitions`` with chunk ``c`` in partition
-    ``c mod partitions``: consecutive chunks in different tasks. Partitioning by the chunk
-    number itself left tasks empty and others with several chunks (8 chunks in 4
-    partitions: 0, 1, 3 and 4 chunks; 4 in 4: 0, 0, 1 and 3), so a micro-batch of a few
-    chunks ran on one core; here each partition ``p`` is keyed by the least integer Spark
-    hashes to ``p`` (:func:`spark_int_hash`)."""
-    keys = []
-    for part in range(partitions):
-        key = 0
-        while spark_int_hash(key) % partitions != part:
-            key += 1
-        keys.append(key)
-    part_key = F.element_at(F.array(*(F.lit(k).cast("int") for k in keys)),
-                            F.pmod(F.col(chunk).cast("int"), F.lit(partitions)) + 1)
-    return frame.repartition(partitions, part_key)
-
-
 def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapshot | None = None,
                    order_by: str = "position", flavour: Flavour = "semantic",
                    options: SparkSchemaOptions | None = None, tombstones: bool = False,
@@ -709,9 +670,8 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
         # chunks in each task, no shuffle, no sort
         frame = spark.range(0, plan.chunks, 1, partitions)
     else:
-        frame = (spread_chunks(raw.withColumn("_chunk", _chunk_column(F.col("position"),
-                                                                      plan.boundaries)),
-                               "_chunk", partitions).sortWithinPartitions("_chunk", "position")
+        frame = (raw.withColumn("_chunk", _chunk_column(F.col("position"), plan.boundaries))
+                 .repartition(partitions, "_chunk").sortWithinPartitions("_chunk", "position")
                  .select("_chunk", "position", "lsn", "data", "snapshot", *keep))
     source = DecodingSource(frame, shared, make, files)
     records = map_in_arrow(frame, RecordsFunction(shared, make, payload=payload, lines=lines,

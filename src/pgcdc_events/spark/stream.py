@@ -106,7 +106,6 @@ from pgcdc_events.spark.decode import (
     _Decode,
     capture_tables,
     normalize_capture,
-    spread_chunks,
     table_changes,
 )
 from pgcdc_events.spark.errors import (
@@ -672,7 +671,7 @@ class _BatchWriter:
                                                                plan.boundaries))
             # one task needs no shuffle (a small batch: one stage less)
             chunked = (chunked.coalesce(1) if partitions == 1
-                       else spread_chunks(chunked, "_chunk", partitions))
+                       else chunked.repartition(partitions, "_chunk"))
             chunked = chunked.sortWithinPartitions("_chunk", "position").select(
                 "_chunk", "position", "lsn", "data", "snapshot",
                 *([CHUNK_COLUMN] if make.window is not None else []))
