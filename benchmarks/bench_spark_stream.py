@@ -3,7 +3,8 @@ table on local[1] and local[2], end-to-end latency (commit on the source -> visi
 Delta table), and the batch layer's decode against the no-op floor.
 
 Run: ``.venv/bin/python benchmarks/bench_spark_stream.py [--changes 100000]
-[--masters local[1],local[2]] [--rate 20 --seconds 30] [--latency-paths events,changes]``.
+[--masters local[1],local[2]] [--rate 20 --seconds 30] [--latency-paths events,changes]
+[--sustained-changes 500000 --files-per-trigger 16]``.
 
 1. **Throughput**, on each master of ``--masters`` (a session of its own each). A capture
    of ``--changes`` inserts into the six-column table of ``_common.py`` (plus updates and
@@ -24,7 +25,17 @@ Run: ``.venv/bin/python benchmarks/bench_spark_stream.py [--changes 100000]
    decode of the capture as Parquet (``decode_capture(persist=False)`` + the table's
    changes to the ``noop`` sink) against the no-op ``mapInArrow`` floor, and the
    pure-Python ``EventDecoder`` alone.
-2. **Latency** (on the last master), once per ``--latency-paths`` entry (the events, the
+2. **Sustained** (``--sustained-changes N``, on each master): a backlog of N inserts (with
+   updates and deletes of a fifth and a tenth of the rows) in rotating files, read by ONE
+   query, ``--files-per-trigger`` files a micro-batch (``maxFilesPerTrigger``), into a
+   ``DeltaTarget`` given the flattened changes, after an untimed query over the first
+   files. Changes/s over the steady-state micro-batches: the changes of every micro-batch
+   but the first, over the seconds from the end of the first micro-batch to the end of
+   the last (the query's start-up and first micro-batch reported apart), their CPU
+   seconds, the Spark jobs a micro-batch ran (the status tracker's jobs of the query's
+   run id), and the batch layer on the same capture (``decode_capture`` + ``changes`` to
+   a Delta table, one batch).
+3. **Latency** (on the last master), once per ``--latency-paths`` entry (the events, the
    flattened changes). A throwaway PostgreSQL; ``pgcdc-events capture --follow
    --rotate-every 0.2``; one ``decode_stream`` query (trigger 0.2 s) applying to a
    ``DeltaTarget`` that records when each key became visible (its MERGE committed). A
@@ -293,6 +304,144 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
         shutil.rmtree(work, ignore_errors=True)
 
 
+class BatchClock:
+    """When each micro-batch of a sustained run ended (its state written: ``progress``),
+    and the CPU seconds of the run by then."""
+
+    def __init__(self) -> None:
+        self.ends: list[tuple[int, float, float, int]] = []  # (batch, time, CPU s, rows)
+
+    def __call__(self, progress: Any) -> None:
+        if progress.rows and not progress.skipped:
+            self.ends.append((progress.batch_id, time.perf_counter(), cpu_seconds(),
+                              progress.rows))
+
+
+class CountedChanges(ChangesPhases):
+    """The flattened changes, with the rows each micro-batch gave the target."""
+
+    def __init__(self, target: Any) -> None:
+        super().__init__(target)
+        self.per_batch: dict[int, int] = {}
+        self.phases: dict[int, tuple[float, float]] = {}
+
+    def apply_changes(self, df: Any, batch_id: int, keys: Any) -> None:
+        collect, apply = self.collect_s, self.apply_s
+        self.per_batch[batch_id] = self._apply(df, batch_id, keys).num_rows
+        self.phases[batch_id] = (self.collect_s - collect, self.apply_s - apply)
+
+    def collect_s_of(self, batches: Any) -> list[float]:
+        return [self.phases.get(b.batch_id, (0.0, 0.0))[0] for b in batches]
+
+    def apply_s_of(self, batches: Any) -> list[float]:
+        return [self.phases.get(b.batch_id, (0.0, 0.0))[1] for b in batches]
+
+
+def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog: Any
+              ) -> dict[str, float]:
+    """One long-running query over a backlog of rotating files, ``per_trigger`` files a
+    micro-batch, into a Delta target given the flattened changes: changes/s over the
+    steady-state micro-batches (from the end of the first to the end of the last; the
+    query's start-up and first micro-batch reported apart), next to the batch layer on
+    the same capture."""
+    from deltalake import DeltaTable
+
+    from pgcdc_events.spark import decode_capture, read_capture
+    from pgcdc_events.spark._session import to_arrow_table
+    from pgcdc_events.spark.delta import DeltaTarget
+    from pgcdc_events.spark.stream import decode_stream, read_capture_stream
+
+    capture = DATA / f"stream-{changes}.jsonl"
+    if not capture.exists():
+        make_capture(capture, changes, updates=changes // 5, deletes=changes // 10)
+    work = Path(tempfile.mkdtemp(prefix="bench-sustained-"))
+    config = EventConfig.from_properties(PROPS)
+    master = spark.sparkContext.master
+    tracker = spark.sparkContext.statusTracker()
+    try:
+        files = split_files(capture, work / "files", per_file)
+        with open(capture, encoding="utf-8") as fh:
+            n_changes = sum(1 for r in iter_capture(fh) if r.data[:1] in (b"I", b"U", b"D"))
+        # untimed: the same query over the first files (the JVM and the workers warmed up)
+        (work / "warm").mkdir()
+        for path in sorted((work / "files").iterdir())[:min(per_trigger, 3)]:
+            shutil.copy(path, work / "warm" / path.name)
+        warm = decode_stream(read_capture_stream(spark, str(work / "warm")), config,
+                             catalog=catalog, checkpoint=str(work / "cp-warm"),
+                             targets={"public.bench": DeltaTarget(str(work / "delta-warm"))})
+        warm.start().processAllAvailable()
+        warm.stop()
+        clock = BatchClock()
+        target = CountedChanges(DeltaTarget(str(work / "delta")))
+        cpu_before = cpu_seconds()
+        started = time.perf_counter()
+        stream = decode_stream(
+            read_capture_stream(spark, str(work / "files"),
+                                max_files_per_trigger=per_trigger),
+            config, catalog=catalog, checkpoint=str(work / "cp"),
+            targets={"public.bench": target}, progress=clock)
+        query = stream.start()
+        query.processAllAvailable()
+        ended = time.perf_counter()
+        cpu_total = cpu_seconds() - cpu_before
+        jobs = len(tracker.getJobIdsForGroup(str(query.runId)))
+        stream.stop()
+        if len(clock.ends) < 3:
+            raise SystemExit(f"sustained: {len(clock.ends)} micro-batches; give more "
+                             "--sustained-changes or fewer --files-per-trigger")
+        first_id, first_end, first_cpu, _ = clock.ends[0]
+        _, last_end, last_cpu, _ = clock.ends[-1]
+        steady = sum(target.per_batch.get(b, 0) for b, _, _, _ in clock.ends[1:])
+        steady_s = last_end - first_end
+        rows = DeltaTable(str(work / "delta")).to_pyarrow_dataset().count_rows()
+        # the batch layer on the same capture, as one batch
+        b_started = time.perf_counter()
+        decoded = decode_capture(read_capture(spark, str(capture)), config, catalog=catalog,
+                                 persist=False)
+        DeltaTarget(str(work / "delta-batch")).apply(
+            to_arrow_table(decoded.changes("public.bench")), 0, keys=["id"])
+        batch_s = time.perf_counter() - b_started
+        batch_rows = DeltaTable(str(work / "delta-batch")).to_pyarrow_dataset().count_rows()
+        assert rows == batch_rows, (rows, batch_rows)
+        seconds = sorted(b.seconds for b in stream.batches if b.rows)
+        print(f"sustained on {master}: {n_changes:,} changes in {files} files of "
+              f"{per_file} transactions, {per_trigger} files a micro-batch: one query, "
+              f"{len(clock.ends)} micro-batches (median {statistics.median(seconds):.2f} s, "
+              f"max {seconds[-1]:.2f} s), {jobs} Spark jobs "
+              f"({jobs / len(clock.ends):.1f} a micro-batch), "
+              f"{stream.single_passes} decoded in one pass; {target.rows:,} changes "
+              f"collected in {target.collect_s:.2f} s, applied in {target.apply_s:.2f} s")
+        print(f"  start-up and first micro-batch (batch {first_id}): "
+              f"{first_end - started:.2f} s; steady state: {steady:,} changes in "
+              f"{steady_s:.2f} s = {steady / steady_s:,.0f} changes/s, "
+              f"{last_cpu - first_cpu:.2f} CPU s ({steady / (last_cpu - first_cpu):,.0f} "
+              f"changes per CPU s); whole run {ended - started:.2f} s, {cpu_total:.2f} CPU s "
+              f"= {n_changes / (ended - started):,.0f} changes/s")
+        later = [b for b in stream.batches if b.rows and not b.skipped][1:]
+        steps: dict[str, float] = {}
+        for b in later:
+            for name, sec in getattr(b, "steps", ()):  # () : a version without them
+                steps[name] = steps.get(name, 0.0) + sec
+        inside = sum(b.seconds for b in later)
+        print("  steady state, where the seconds went: "
+              + ", ".join(f"{name} {sec:.2f} s" for name, sec in steps.items())
+              + f" (of which collecting the changes {sum(target.collect_s_of(later)):.2f} s, "
+              f"applying {sum(target.apply_s_of(later)):.2f} s); outside the micro-batches "
+              f"(the query's own work: listing, offset and commit logs) "
+              f"{steady_s - inside:.2f} s")
+        print(f"  batch layer, decode_capture + changes to Delta (one batch): "
+              f"{batch_s:.2f} s = {n_changes / batch_s:,.0f} changes/s")
+        return {"sustained_changes_per_s": steady / steady_s,
+                "sustained_startup_s": first_end - started,
+                "sustained_whole_changes_per_s": n_changes / (ended - started),
+                "sustained_cpu_s": last_cpu - first_cpu,
+                "sustained_batches": len(clock.ends),
+                "sustained_jobs_per_batch": jobs / len(clock.ends),
+                "sustained_batch_layer_changes_per_s": n_changes / batch_s}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 class TimedTarget:
     """A Delta target that records when each key became visible (its MERGE committed):
     given the flattened changes, or (``events``) the table's events."""
@@ -401,6 +550,14 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--sustained-changes", type=int, default=0, metavar="N",
+                        help="also a sustained run: a capture of N inserts (with updates and "
+                        "deletes of a fifth and a tenth) read by one query, "
+                        "--files-per-trigger files a micro-batch (0: none)")
+    parser.add_argument("--files-per-trigger", type=int, default=8, metavar="N",
+                        help="maxFilesPerTrigger of the sustained run (default 8)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting of the sessions (to compare settings)")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--latency-paths", default="events,changes",
                         help="what the latency runs' Delta target is given, in turn: the "
@@ -416,15 +573,23 @@ def main() -> None:
         if spark is not None:
             spark.stop()
         spark = session(master, "bench-spark-stream", quiet=True,
-                        conf={"spark.sql.shuffle.partitions": "2"})
+                        conf={"spark.sql.shuffle.partitions": "2",
+                              **dict(c.split("=", 1) for c in args.conf)})
         if not args.skip_throughput:
             figures[master] = throughput(spark, args.changes, args.file_transactions,
                                          catalog, warm_up=not args.no_warm_up)
+        if args.sustained_changes:
+            catalog = catalog or catalog_of_bench()
+            figures.setdefault(master, {}).update(sustained(
+                spark, args.sustained_changes, args.file_transactions,
+                args.files_per_trigger, catalog))
     if len(figures) > 1:
         first, *rest = masters
         for master in rest:
             for key in ("stream_noop_changes_per_s", "stream_events_changes_per_s",
-                        "stream_changes_per_s"):
+                        "stream_changes_per_s", "sustained_changes_per_s"):
+                if key not in figures[master] or key not in figures[first]:
+                    continue
                 ratio = figures[master][key] / figures[first][key]
                 print(f"{key}: {master} / {first}: {ratio:.2f}x")
     print(json.dumps(figures))

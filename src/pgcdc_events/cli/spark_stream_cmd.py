@@ -19,18 +19,24 @@ One progress line per decoded micro-batch goes to stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any, Final
 
 from pgcdc_events.cli.decode_cmd import load_config
 from pgcdc_events.errors import ConfigurationError, PgCdcError
 from pgcdc_events.protocol.lsn import Lsn
 
-__all__ = ["register"]
+__all__ = ["DEFAULT_MB_PER_TRIGGER", "register"]
+
+#: ``--max-mb-per-trigger`` when no bound is given: about 250,000 capture lines, a tenth
+#: of a 1 GB driver's heap (a micro-batch of 167 MB, 651,000 lines, ran in 1 GB).
+DEFAULT_MB_PER_TRIGGER: Final = 64.0
 
 
 def register(sub: Any) -> None:
@@ -105,8 +111,17 @@ def register(sub: Any) -> None:
                         "default 16)")
     parser.add_argument("--trigger", type=float, default=1.0, metavar="S",
                         help="seconds between micro-batches (default 1)")
-    parser.add_argument("--max-files-per-trigger", type=int, metavar="N",
-                        help="capture files per micro-batch at most")
+    bound = parser.add_mutually_exclusive_group()
+    bound.add_argument("--max-files-per-trigger", type=int, metavar="N",
+                       help="capture files per micro-batch at most")
+    bound.add_argument("--max-mb-per-trigger", type=float, metavar="MB",
+                       help="megabytes of capture files per micro-batch at most (at least "
+                       f"one file; default {DEFAULT_MB_PER_TRIGGER:g} unless "
+                       "--max-files-per-trigger: a backlog is read in micro-batches the "
+                       "driver's memory holds)")
+    parser.add_argument("--driver-memory", metavar="SIZE",
+                        help="the Spark driver's heap, e.g. 4g (spark.driver.memory; with a "
+                        "local master the tasks share it; default Spark's, 1g)")
     parser.add_argument("--stop-when-idle", type=float, metavar="S",
                         help="stop once no new capture row came for S seconds (default: run "
                         "until Ctrl-C)")
@@ -213,20 +228,20 @@ def cdc_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
+def _run(args: argparse.Namespace) -> int:
     from pgcdc_events.cli.spark_cmd import start_session  # noqa: PLC0415
-    from pgcdc_events.spark.apply import ParquetTarget, PostgresTarget  # noqa: PLC0415
-    from pgcdc_events.spark.delta import DeltaTarget  # noqa: PLC0415
-    from pgcdc_events.spark.stream import (  # noqa: PLC0415
-        BatchProgress,
-        decode_stream,
-        read_capture_stream,
-    )
-    from pgcdc_events.spark.write import table_directory  # noqa: PLC0415
+    from pgcdc_events.spark.stream import jvm_exit  # noqa: PLC0415
     from pgcdc_events.types.catalog import CatalogSnapshot  # noqa: PLC0415
 
     if args.trigger < 0 or (args.buckets is not None and args.buckets < 1):
         raise ConfigurationError("--trigger must not be negative, --buckets must be positive")
+    if (args.max_files_per_trigger is not None and args.max_files_per_trigger < 1) or \
+            (args.max_mb_per_trigger is not None and not args.max_mb_per_trigger > 0):
+        raise ConfigurationError("--max-files-per-trigger and --max-mb-per-trigger must be "
+                                 "positive")
+    max_bytes = None
+    if args.max_files_per_trigger is None:
+        max_bytes = max(1, int((args.max_mb_per_trigger or DEFAULT_MB_PER_TRIGGER) * 1e6))
     cdc = cdc_options(args)
     if not os.path.isdir(args.input):
         raise ConfigurationError(f"--input {args.input}: not a directory (the --output of "
@@ -241,7 +256,65 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
     settings = target_settings(args)  # before the JVM starts: a bad DSN fails at once
     logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
     spark = start_session(args, "pgcdc-events spark stream", args.master or "local[*]",
-                          {"spark.ui.showConsoleProgress": "false"})
+                          {"spark.ui.showConsoleProgress": "false",
+                           **({"spark.driver.memory": args.driver_memory}
+                              if args.driver_memory else {})})
+    with _quiet_lost_jvm(spark):
+        try:
+            return _follow(args, spark, config, catalog, cdc, settings, max_bytes)
+        except Exception as exc:
+            from py4j.protocol import Py4JError  # type: ignore[import-untyped]  # noqa: PLC0415
+
+            if isinstance(exc, (Py4JError, OSError)) and not isinstance(exc, PgCdcError):
+                died = jvm_exit(spark)
+                if died is not None:  # the JVM is gone: why, not py4j's "Answer ... empty"
+                    raise PgCdcError(died) from None
+            raise
+
+
+def _not_py4j(record: logging.LogRecord) -> bool:
+    return "py4j" not in record.pathname
+
+
+@contextlib.contextmanager
+def _quiet_lost_jvm(spark: Any) -> Iterator[None]:
+    """No traceback on stderr when the JVM dies under the command (its one line says
+    why): py4j logs each lost call (to the root logger too), and pyspark's accumulator
+    server prints the connection the JVM dropped."""
+    py4j = logging.getLogger("py4j")
+    level = py4j.level
+    py4j.setLevel(logging.CRITICAL)
+    logging.getLogger().addFilter(_not_py4j)
+    server = getattr(spark.sparkContext, "_accumulatorServer", None)
+    if server is not None:
+        loud = server.handle_error
+
+        def handle_error(request: Any, client_address: Any) -> None:
+            if not isinstance(sys.exc_info()[1], (EOFError, ConnectionError)):
+                loud(request, client_address)
+
+        server.handle_error = handle_error
+    try:
+        yield
+    finally:
+        py4j.setLevel(level)
+        logging.getLogger().removeFilter(_not_py4j)
+        if server is not None:
+            del server.handle_error
+
+
+def _follow(args: argparse.Namespace, spark: Any, config: Any, catalog: Any,  # noqa: C901, PLR0915
+            cdc: dict[str, Any], settings: Any, max_bytes: int | None) -> int:
+    """The query of :func:`_run`, on its session, until stopped."""
+    from pgcdc_events.spark.apply import ParquetTarget, PostgresTarget  # noqa: PLC0415
+    from pgcdc_events.spark.delta import DeltaTarget  # noqa: PLC0415
+    from pgcdc_events.spark.stream import (  # noqa: PLC0415
+        BatchProgress,
+        decode_stream,
+        read_capture_stream,
+    )
+    from pgcdc_events.spark.write import table_directory  # noqa: PLC0415
+
     last_row = [time.monotonic()]
 
     def progress(batch: BatchProgress) -> None:
@@ -260,7 +333,8 @@ def _run(args: argparse.Namespace) -> int:  # noqa: C901, PLR0915
               + f" ({batch.seconds:.2f} s)", file=sys.stderr, flush=True)
 
     source = read_capture_stream(spark, args.input,
-                                 max_files_per_trigger=args.max_files_per_trigger)
+                                 max_files_per_trigger=args.max_files_per_trigger,
+                                 max_bytes_per_trigger=max_bytes)
     checkpoint = os.path.join(args.checkpoint, "decode")
     stream = decode_stream(source, config, catalog=catalog,
                            path=args.output if args.records else None,

@@ -48,6 +48,8 @@ import copy
 import json
 import os
 import re
+import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -123,7 +125,7 @@ from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = ["BatchProgress", "ChangesTarget", "DecodedStream", "StreamState", "commit_ms",
            "control_input", "decode_rows",
-           "decode_stream", "plan_batch", "read_capture_stream", "write_atomic"]
+           "decode_stream", "jvm_exit", "plan_batch", "read_capture_stream", "write_atomic"]
 
 _SEGMENT_BITS: Final = 32
 _FILE_GLOB: Final = "capture-*.jsonl"
@@ -137,18 +139,31 @@ _EXPAND_BLOCKS: Final = F.udf(expand_block_lines, StringType(), useArrow=False)
 
 
 def read_capture_stream(spark: SparkSession, directory: str, *,
-                        max_files_per_trigger: int | None = None) -> DataFrame:
+                        max_files_per_trigger: int | None = None,
+                        max_bytes_per_trigger: int | None = None) -> DataFrame:
     """A streaming DataFrame of the capture rows in a directory of rotating capture files
     (``capture --rotate-every/--rotate-size``): ``segment`` (the file's sequence number),
     ``position`` (``segment << 32 | line``: the stream order), ``lsn``, ``xid``, ``data``,
     ``snapshot`` (the rows of an initial snapshot, which ``capture`` writes first by default).
 
     Each file is read whole (``wholetext``), so a micro-batch never holds part of one.
+    ``max_files_per_trigger`` or ``max_bytes_per_trigger`` (not both: Spark's file source
+    takes one) bound a micro-batch (at least one file); without either a micro-batch takes
+    every new file, which, for a backlog, can be more than the driver's memory holds
+    (:func:`jvm_exit`).
     """
+    if max_files_per_trigger is not None and max_bytes_per_trigger is not None:
+        raise SparkDecodeError("give max_files_per_trigger or max_bytes_per_trigger, not both")
+    for name, bound in (("max_files_per_trigger", max_files_per_trigger),
+                        ("max_bytes_per_trigger", max_bytes_per_trigger)):
+        if bound is not None and bound < 1:
+            raise SparkDecodeError(f"{name} must be positive, got {bound}")
     reader = (spark.readStream.format("text").option("wholetext", "true")
               .option("pathGlobFilter", _FILE_GLOB))
     if max_files_per_trigger is not None:
         reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
+    if max_bytes_per_trigger is not None:
+        reader = reader.option("maxBytesPerTrigger", str(max_bytes_per_trigger))
     files = reader.load(directory).select(
         F.regexp_extract(F.col("_metadata.file_name"), _FILE_SEQ, 1).cast("long")
         .alias("segment"), F.col("value"), F.col("_metadata.file_name").alias("file"))
@@ -167,6 +182,40 @@ def read_capture_stream(spark: SparkSession, directory: str, *,
     parsed = parse_capture_lines(rows, where=directory, chunks=True)
     return parsed.select("segment", "position", "lsn", "xid", "data", "snapshot",
                          CHUNK_COLUMN)
+
+
+#: Exit codes of Spark's JVM (``org.apache.spark.util.SparkExitCode``) and what they mean.
+_JVM_EXITS: Final = {
+    52: "out of memory (java.lang.OutOfMemoryError: Spark's handler of uncaught errors "
+        "ends the JVM)",
+    53: "a failure to create a local directory", 54: "a failure to store a block",
+    56: "no external shuffle service"}
+
+
+def jvm_exit(spark: SparkSession, *, wait: float = 10.0) -> str | None:
+    """Why the local JVM of ``spark`` (one this Python process started) is gone, in one
+    line, or ``None`` while it runs (or when it is not this process's). What py4j says
+    when the JVM dies under it is "Answer from Java side is empty": this names the exit
+    code and, for an out-of-memory exit, what to bound (a micro-batch's files:
+    ``max_files_per_trigger``/``max_bytes_per_trigger`` of :func:`read_capture_stream`)
+    and the driver's heap (``spark.driver.memory``)."""
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return None
+    try:
+        code = proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:  # still running
+        return None
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else "?"
+        return (f"Spark's JVM was killed by signal {-code} ({name}"
+                + (": the system's out-of-memory killer sends it)" if -code == 9 else ")"))
+    text = f"Spark's JVM exited with code {code}: {_JVM_EXITS.get(code, 'see its log')}"
+    if code == 52:  # (the JVM is gone: its settings cannot be asked for)
+        text += ("; bound a micro-batch (fewer capture files a trigger) or give the "
+                 "driver more memory (spark.driver.memory, 1g by default)")
+    return text
 
 
 # ------------------------------------------------------------------ the state, sans Spark
@@ -504,6 +553,10 @@ class BatchProgress:
     seconds: float
     skipped: bool = False
     chunks: int = 0
+    #: Seconds of the batch's steps: ``control`` (the control job, reading the files),
+    #: ``plan`` (the plan and the rows kept for the next batches, on the driver),
+    #: ``output`` (the decoding job and the targets), ``state`` (the state written).
+    steps: tuple[tuple[str, float], ...] = ()
 
     @property
     def lag_bytes(self) -> int | None:
@@ -583,8 +636,10 @@ class _BatchWriter:
         # one small job, one stage (no shuffle): per segment, its positions, rows, newest
         # LSN and control messages; only the control messages' data goes to the Python
         # workers (the first byte is looked at in the JVM), the data messages' is null
+        marks = [("start", time.monotonic())]
         summary = _summary(to_arrow_table(map_in_arrow(control_input(df), _summarize,
                                                        _SUMMARY_TYPE)))
+        marks.append(("control", time.monotonic()))
         intake = _intake(state, [r["segment"] for r in summary])
         taken = [r for r in summary if intake.takes(r["segment"])]
         old = _old_rows(state, intake)
@@ -670,6 +725,7 @@ class _BatchWriter:
         if intake.waiting:
             held = [(r[4], r[0], r[1], r[2], r[3]) for r in _rows(
                 df.filter(F.col("segment").isin(*sorted(intake.waiting)))) if r[4] is not None]
+        marks.append(("plan", time.monotonic()))
         if records is not None:
             stream.write(records, batch_id)
         elif changes is not None:
@@ -680,6 +736,7 @@ class _BatchWriter:
         after = _after(state, plan, last, intake, pending, held, position, texts,
                        window_state)
         text = json.dumps(after.to_json())
+        marks.append(("output", time.monotonic()))
         write_atomic(done, lambda p: _write_text(p, text))
         for old_state in state_dir.iterdir():  # keep the last few
             match = _STATE.fullmatch(old_state.name)
@@ -692,7 +749,9 @@ class _BatchWriter:
             batch_id, rows - len(state.pending), made,
             len(after.pending) + len(after.held), after.lsn, commit_ms(last) if last else
             None, max(lsns) if lsns else None, time.monotonic() - started,
-            chunks=stream.chunks.value - counted[0]))
+            chunks=stream.chunks.value - counted[0],
+            steps=tuple((name, at - marks[i][1]) for i, (name, at) in enumerate(
+                [*marks[1:], ("state", time.monotonic())]))))
 
 
 def _windows(state: StreamState, messages: list[tuple[int, int, bytes, bool]],

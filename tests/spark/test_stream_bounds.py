@@ -1,0 +1,160 @@
+"""What bounds a micro-batch of ``spark stream``, and what it says when Spark's JVM dies:
+``--max-mb-per-trigger`` (Spark's ``maxBytesPerTrigger``, on by default) cuts a backlog of
+capture files into micro-batches; a JVM that dies under the command (out of memory, killed)
+is one line naming its exit, never py4j's "Answer from Java side is empty"; and how many
+Spark jobs a micro-batch runs (the serial part of each one)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("deltalake")
+
+from pyspark.sql import SparkSession
+
+from pgcdc_events.errors import PgCdcError
+from pgcdc_events.events import EventConfig
+from pgcdc_events.spark.delta import DeltaTarget
+from pgcdc_events.spark.stream import decode_stream, read_capture_stream
+from support.capture_files import write_files
+from support.golden import recordings
+
+RECORDING = next(r for r in recordings("events") if r.mode == "events-txmeta-truncate-notombstones")
+PROGRESS = "pgcdc-events spark stream: batch "
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recording as four rotating capture files, its catalog and connector settings."""
+    tmp = tmp_path_factory.mktemp("bounds")
+    rows = list(RECORDING.capture)
+    commits = [i + 1 for i, r in enumerate(rows) if r.data[:1] == b"C"]
+    # cut after a commit near each quarter: no micro-batch leaves rows for the next
+    write_files(tmp / "in", rows, [min(commits, key=lambda c: abs(c - q * len(rows) // 4))
+                                   for q in (1, 2, 3)])
+    RECORDING.catalog.save(str(tmp / "catalog.json"))
+    (tmp / "c.properties").write_text(
+        "".join(f"{k}={v}\n" for k, v in RECORDING.properties.items()))
+    return tmp
+
+
+def _command(files: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "pgcdc_events.cli", "spark", "stream",
+            "--input", str(files / "in"), "--catalog", str(files / "catalog.json"),
+            "--config", str(files / "c.properties"), "--output", str(out / "out"),
+            "--checkpoint", str(out / "cp"), "--trigger", "0.2", "--master", "local[1]",
+            *extra]
+
+
+def _run(files: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*_command(files, out, *extra), "--stop-when-idle", "3"],
+                          capture_output=True, text=True, timeout=600, check=False,
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+
+
+def test_a_backlog_is_read_in_micro_batches_of_at_most_the_bytes_given(
+        files: Path, tmp_path: Path) -> None:
+    """``--max-mb-per-trigger`` below a file's size: one file a micro-batch (the four
+    files, four micro-batches, where no bound takes the backlog in one)."""
+    done = _run(files, tmp_path / "small", "--max-mb-per-trigger", "0.000001")
+    assert done.returncode == 0, done.stderr
+    batches = [line for line in done.stderr.splitlines() if line.startswith(PROGRESS)]
+    assert len(batches) == 4, done.stderr
+    whole = _run(files, tmp_path / "whole", "--max-mb-per-trigger", "1000")
+    assert whole.returncode == 0, whole.stderr
+    assert len([line for line in whole.stderr.splitlines()
+                if line.startswith(PROGRESS)]) == 1, whole.stderr
+
+
+def test_the_bounds_are_checked(files: Path, tmp_path: Path, spark: SparkSession) -> None:
+    done = _run(files, tmp_path, "--max-mb-per-trigger", "0")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "--max-mb-per-trigger must be positive" in done.stderr
+    with pytest.raises(PgCdcError, match="not both"):
+        read_capture_stream(spark, str(files / "in"), max_files_per_trigger=1,
+                            max_bytes_per_trigger=1)
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(
+                int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _java(pid: int) -> int:
+    for child in _descendants(pid):
+        try:
+            if Path(f"/proc/{child}/comm").read_text().strip() == "java":
+                return child
+        except OSError:
+            continue
+    raise AssertionError("no JVM under the command")
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the JVM through /proc")
+def test_a_jvm_that_dies_is_one_line_naming_its_exit(files: Path, tmp_path: Path) -> None:
+    """The JVM killed (as the system's out-of-memory killer kills it) while the command
+    follows the files: exit 1, one line naming the signal, not py4j's words."""
+    process = subprocess.Popen(_command(files, tmp_path, "--max-files-per-trigger", "1"),
+                               stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    try:
+        assert process.stderr is not None
+        seen = []
+        while not (seen and seen[-1].startswith(PROGRESS)):  # a micro-batch done
+            seen.append(process.stderr.readline())
+            assert seen[-1], seen
+        os.kill(_java(process.pid), signal.SIGKILL)
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    lines = [x for x in err.splitlines() if x.strip() and not x.startswith(PROGRESS)
+             and "has no key" not in x]
+    assert process.returncode == 1, err
+    assert lines == ["pgcdc-events spark: error: Spark's JVM was killed by signal 9 "
+                     "(SIGKILL: the system's out-of-memory killer sends it)"], err
+
+
+def test_a_micro_batch_runs_three_spark_jobs(spark: SparkSession, files: Path,
+                                             tmp_path: Path) -> None:
+    """One table's changes into Delta: per micro-batch the control job, the decoding job
+    (and its shuffle's, with more than one chunk: the status tracker's jobs of the query's
+    run): what each micro-batch runs one after the other, whatever its size."""
+    stream = decode_stream(
+        read_capture_stream(spark, str(files / "in"), max_files_per_trigger=1),
+        EventConfig.from_properties(RECORDING.properties), catalog=RECORDING.catalog,
+        checkpoint=str(tmp_path / "cp"),
+        targets={"public.ev_main": DeltaTarget(str(tmp_path / "d"))})
+    query = stream.start()
+    try:
+        query.processAllAvailable()
+        time.sleep(0.5)  # the last job's end reaches the status store
+        jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(str(query.runId))
+    finally:
+        stream.stop()
+    batches = stream.batches
+    waiting = sum(1 for b in batches if b.pending)  # + the job collecting the rows kept
+    assert len(batches) == 4 and stream.single_passes >= 1
+    assert len(batches) <= len(jobs) <= 3 * len(batches) + waiting, (jobs, batches)
