@@ -48,7 +48,6 @@ from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.events.chunks import CutPlanner, prime
 from pgcdc_events.events.fused import FusedLines
 from pgcdc_events.events.records import ChangeRecord
-from pgcdc_events.events.yugabyte import make_decoder
 from pgcdc_events.protocol import CaptureError, CaptureRow, wire
 from pgcdc_events.protocol.capture import (
     ROW_CHANGE_HEAD,
@@ -98,9 +97,14 @@ class DecodeJob:
         """A new decoder for this run (the same run id everywhere; the YugabyteDB
         connector's under ``plugin.name=yboutput``)."""
         extra: dict[str, Any] = {} if self.clock is None else {"clock": self.clock}
-        return make_decoder(self.config, catalog=self.catalog, proto_version=self.proto_version,
-                            streaming=self.streaming, memory_limit=self.memory_limit,
-                            run_id=self.run_id, **extra)
+        factory: Callable[..., EventDecoder] = EventDecoder
+        if self.config.plugin_name != EventDecoder.PLUGIN:
+            # the YugabyteDB module is loaded only for its plugin (5 ms of every start-up)
+            from pgcdc_events.events.yugabyte import make_decoder  # noqa: PLC0415
+            factory = make_decoder
+        return factory(self.config, catalog=self.catalog, proto_version=self.proto_version,
+                       streaming=self.streaming, memory_limit=self.memory_limit,
+                       run_id=self.run_id, **extra)
 
     def fused_lines(self, writer: JsonRecordWriter, decoder: EventDecoder,
                     tally: Counter[tuple[str, str]] | None = None) -> FusedLines | None:
