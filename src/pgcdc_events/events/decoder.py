@@ -714,10 +714,12 @@ class EventDecoder:
             return self.handle(message, lsn)
         if config is not lines.config:
             lines.use(config)
-        line = lines.line(table)
+        line = lines.lines.get(table)
         if line is None:
-            lines.fallbacks["a table without a key"] += 1
-            return self.handle(message, lsn)
+            line = lines.line(table)
+            if line is None:
+                lines.fallbacks["a table without a key"] += 1
+                return self.handle(message, lsn)
         self.metrics.last_lsn = lsn
         try:
             key, after = table.structs(message.new, None)

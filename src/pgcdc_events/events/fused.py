@@ -89,25 +89,26 @@ class FusedLines:
         #: Counts the lines written by topic and op (``decode --summary``), when set.
         self.tally: Counter[tuple[str, str]] | None = None
         self.config: EventConfig | None = None
-        self._lines: dict[TableSchema, LineWriter | None] = {}
+        #: The Insert line writer of each table version made so far (:meth:`line`).
+        self.lines: dict[TableSchema, LineWriter | None] = {}
 
     def use(self, config: EventConfig) -> None:
         """Write the lines of the records of ``config`` from now on (the decoder's)."""
         self.config = config
-        self._lines.clear()
+        self.lines.clear()
 
     def line(self, table: TableSchema) -> LineWriter | None:
         """The Insert line writer of ``table`` (``None``: the record path writes them)."""
         try:
-            return self._lines[table]
+            return self.lines[table]
         except KeyError:
             pass
-        if len(self._lines) >= _MAX_TABLES:
-            self._lines.clear()
+        if len(self.lines) >= _MAX_TABLES:
+            self.lines.clear()
         config = self.config
         assert config is not None
-        made = self._lines[table] = _insert_line(self.writer, table, self.headers,
-                                                 config.provide_transaction_metadata)
+        made = self.lines[table] = _insert_line(self.writer, table, self.headers,
+                                                config.provide_transaction_metadata)
         return made
 
 
