@@ -71,6 +71,7 @@ _PLAIN = frozenset(wire.BEGIN + wire.COMMIT + wire.INSERT + wire.UPDATE + wire.D
                    + wire.TRUNCATE + wire.ORIGIN + wire.MESSAGE + wire.RELATION + wire.TYPE)
 _BEGIN, _COMMIT, _RELATION, _TYPE = (wire.BEGIN[0], wire.COMMIT[0], wire.RELATION[0],
                                      wire.TYPE[0])
+_INSERT = wire.INSERT
 #: The lines the cut planner is fed, by their type byte.
 _PLANNED = frozenset(wire.BEGIN + wire.COMMIT + wire.RELATION + wire.TYPE + wire.MESSAGE)
 _SNAPSHOT = SNAPSHOT_MARK
@@ -179,7 +180,7 @@ def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, bytes]],
                 if canonical is not None:
                     # lazily: a big streamed transaction is written as it is read back
                     lsn, data, snapshot = canonical
-                    if fused is not None and data[:1] == b"I" and not snapshot \
+                    if fused is not None and data[:1] == _INSERT and not snapshot \
                             and chunks is None:
                         got = decoder.fused_row(data, lsn, fused)
                         if type(got) is bytes:  # the line (tallied by fused)
