@@ -182,13 +182,12 @@ def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, bytes]],
                     lsn, data, snapshot = canonical
                     if fused is not None and data[:1] == _INSERT and not snapshot \
                             and chunks is None:
-                        got = decoder.fused_row(data, lsn, fused)
-                        if type(got) is bytes:  # the line (tallied by fused)
-                            parts.append(got)
+                        got = decoder.fused_row(data, lsn, fused, parts)
+                        if got is None:  # its line written (and tallied by fused)
                             records += 1
                             decoded = ()
                         else:
-                            decoded = got  # type: ignore[assignment]
+                            decoded = got
                     else:
                         decoded = feed(data, lsn, snapshot=snapshot)
                         if chunks is not None:

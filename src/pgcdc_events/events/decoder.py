@@ -691,12 +691,14 @@ class EventDecoder:
         return make_record(table.topic, table.key_schema, key, table.envelope_schema, value,
                            extra + self._headers if extra else self._headers, lsn, "change")
 
-    def fused_row(self, data: bytes, lsn: int, lines: FusedLines) -> bytes | list[ChangeRecord]:
+    def fused_row(self, data: bytes, lsn: int, lines: FusedLines, parts: list[bytes]
+                  ) -> list[ChangeRecord] | None:
         """:meth:`feed` of a row change's message, for ``decode``'s fused path
-        (:mod:`.fused`): an Insert in an ordinary transaction, to a table with a key, comes
-        back as its JSON line, written by ``lines`` from the table's converted values with
-        no record object, the decoder's state advanced as :meth:`record` advances it;
-        anything else comes back as the records of :meth:`handle` (the reason counted in
+        (:mod:`.fused`): an Insert in an ordinary transaction, to a table with a key, has
+        its JSON line appended to ``parts`` (as :meth:`JsonRecordWriter.line_parts` appends
+        it), written by ``lines`` from the table's converted values with no record object,
+        the decoder's state advanced as :meth:`record` advances it, and gives ``None``;
+        anything else gives the records of :meth:`handle` (the reason counted in
         ``lines.fallbacks``)."""
         message = self.reader.read(data)
         lsn = int(lsn)
@@ -749,8 +751,9 @@ class EventDecoder:
         lines.written += 1
         if lines.tally is not None:
             lines.tally[table.topic, "c"] += 1
-        return line(key, after, shared, f'{self._sequence_head}{lsn_text}"]', lsn, block_id,
-                    total, per, self.clock())
+        line(parts, key, after, shared, f'{self._sequence_head}{lsn_text}"]', lsn, block_id,
+             total, per, self.clock())
+        return None
 
     def _unfused(self, message: Message) -> str:
         """Why ``message`` does not take the fused path (:meth:`fused_row`)."""

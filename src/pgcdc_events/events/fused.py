@@ -44,11 +44,11 @@ if TYPE_CHECKING:
 
 __all__ = ["FusedLines", "LineWriter"]
 
-#: ``line(key, after, shared, sequence, lsn, block_id, total_order, collection_order,
-#: now_ns) -> bytes``: an Insert's line (the block's values are ``None`` without
-#: transaction metadata).
-LineWriter = Callable[["Struct | None", Struct, tuple[Any, ...], str, int, "str | None",
-                       "int | None", "int | None", int], bytes]
+#: ``line(parts, key, after, shared, sequence, lsn, block_id, total_order,
+#: collection_order, now_ns)`` appends an Insert's line to ``parts`` (the block's values
+#: are ``None`` without transaction metadata).
+LineWriter = Callable[[list[bytes], "Struct | None", Struct, tuple[Any, ...], str, int,
+                       "str | None", "int | None", "int | None", int], None]
 _PARAMS: Final = ("k", "a", "s", "seq", "lsn", "bid", "total", "per", "now")
 #: Kept per run: the line writers of this many table versions at most.
 _MAX_TABLES: Final = 4096

@@ -462,10 +462,11 @@ class JsonRecordWriter:
     def line_writer(self, topic: str, key_schema: Schema, value_schema: Schema,
                     headers: tuple[Header, ...], params: tuple[str, ...],
                     preamble: tuple[str, ...], value: tuple[Input, ...]
-                    ) -> Callable[..., bytes]:
-        """A generated function of ``params`` that returns the UTF-8 line (with its newline)
-        of a record of ``topic`` with these schemas and headers, as :meth:`line_parts`
-        writes it, straight from the values, with no struct or record: its key struct is
+                    ) -> Callable[..., None]:
+        """A generated function of ``(parts, *params)`` that appends to ``parts`` the line
+        of a record of ``topic`` with these schemas and headers, in the pieces
+        :meth:`line_parts` appends (the text around the payloads shared from line to line),
+        straight from the values, with no struct or record: its key struct is
         ``params[0]`` (never null), its value a struct of ``value_schema`` whose fields'
         inputs are ``value`` (see :meth:`_Compiler.struct_text`: the names of locals, set
         by ``params`` or the ``preamble`` lines, :class:`Fixed` values, nested structs'
@@ -476,17 +477,19 @@ class JsonRecordWriter:
         name = f"_line{number}"
         key = f"_kw{number}"
         compiler.namespace[key] = self._key._compiler.writer(key_schema)
-        start, between, end, _ = self._line_frame(topic, key_schema, value_schema, headers)
-        lines = [f"def {name}({', '.join(params)}):", *(f"    {p}" for p in preamble),
-                 f"    yk = {key}({params[0]})"]
+        pieces = self._line_frame(topic, key_schema, value_schema, headers)[:3]
+        start, between, end = (f"_l{number}{part}" for part in "sbe")
+        for piece, text in zip((start, between, end), pieces, strict=True):
+            compiler.namespace[piece] = text.encode()
+        lines = [f"def {name}(parts, {', '.join(params)}):",
+                 *(f"    {p}" for p in preamble)]
         body = compiler.struct_text(value_schema, value, lines, "    ", f"l{number}", "v")
-        text = (_fstring_literal(start) + "{yk}" + _fstring_literal(between) + body
-                + _fstring_literal(end))
-        lines.append(f"    return f{text!r}.encode()")
+        lines.append(f"    parts += ({start}, {key}({params[0]}).encode(), {between}, "
+                     f"f{body!r}.encode(), {end})")
         source = "\n".join(lines) + "\n"
         exec(compile(source, f"<pgcdc json line {topic}>", "exec"), compiler.namespace)
         compiler.sources[id(source)] = (value_schema, name, source)
-        fn: Callable[..., bytes] = compiler.namespace[name]
+        fn: Callable[..., None] = compiler.namespace[name]
         return fn
 
     def _envelope(self, schema: Schema) -> tuple[str, str]:
