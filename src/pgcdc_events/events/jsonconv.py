@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import math
+import weakref
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from json.encoder import encode_basestring
@@ -345,6 +346,9 @@ class JsonRecordWriter:
         self._headers: dict[int, tuple[tuple[Header, ...], str]] = {}
         self._frames: dict[tuple[str, int, int, int], _Frame] = {}
         self._last_frame = _NO_FRAME
+        #: The generated source of each line writer still in use (:meth:`line_writer`).
+        self.line_sources: weakref.WeakKeyDictionary[Callable[..., None], str] = \
+            weakref.WeakKeyDictionary()
         self._key = self if key is None or key == self.config else JsonRecordWriter(key)
         self._header_writer = (self if headers is None or headers == self.config
                                else JsonRecordWriter(headers))
@@ -475,21 +479,23 @@ class JsonRecordWriter:
         number = compiler.lines
         compiler.lines += 1
         name = f"_line{number}"
-        key = f"_kw{number}"
-        compiler.namespace[key] = self._key._compiler.writer(key_schema)
-        pieces = self._line_frame(topic, key_schema, value_schema, headers)[:3]
-        start, between, end = (f"_l{number}{part}" for part in "sbe")
-        for piece, text in zip((start, between, end), pieces, strict=True):
-            compiler.namespace[piece] = text.encode()
-        lines = [f"def {name}(parts, {', '.join(params)}):",
+        # the text around the payloads and the key's writer are the closure's, not the
+        # namespace's: a line writer dropped (FusedLines keeps a bounded number) frees them
+        lines = ["def _make_line(_ls, _lb, _le, _kw):",
+                 f"  def {name}(parts, {', '.join(params)}):",
                  *(f"    {p}" for p in preamble)]
         body = compiler.struct_text(value_schema, value, lines, "    ", f"l{number}", "v")
-        lines.append(f"    parts += ({start}, {key}({params[0]}).encode(), {between}, "
-                     f"f{body!r}.encode(), {end})")
+        lines.append(f"    parts += (_ls, _kw({params[0]}).encode(), _lb, f{body!r}.encode(), "
+                     "_le)")
+        lines.append(f"  return {name}")
         source = "\n".join(lines) + "\n"
-        exec(compile(source, f"<pgcdc json line {topic}>", "exec"), compiler.namespace)
-        compiler.sources[id(source)] = (value_schema, name, source)
-        fn: Callable[..., None] = compiler.namespace[name]
+        namespace = compiler.namespace
+        exec(compile(source, f"<pgcdc json line {topic}>", "exec"), namespace)
+        start, between, end, _ = self._line_frame(topic, key_schema, value_schema, headers)
+        fn: Callable[..., None] = namespace.pop("_make_line")(
+            start.encode(), between.encode(), end.encode(),
+            self._key._compiler.writer(key_schema))
+        self.line_sources[fn] = source
         return fn
 
     def _envelope(self, schema: Schema) -> tuple[str, str]:
