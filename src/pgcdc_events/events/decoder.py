@@ -691,6 +691,24 @@ class EventDecoder:
         return make_record(table.topic, table.key_schema, key, table.envelope_schema, value,
                            extra + self._headers if extra else self._headers, lsn, "change")
 
+    def _truncate(self, pending: _Pending, lsn: int) -> list[ChangeRecord]:
+        out = []
+        for table in pending.tables:
+            if table is None or "t" in self.config.skipped_operations:
+                self.metrics.events_filtered += 1
+            else:
+                out.append(truncate_record(self, table, lsn))
+        return out
+
+    def _message(self, message: LogicalMessage, lsn: int, txn: TransactionContext | None
+                 ) -> list[ChangeRecord]:
+        if not self.config.includes_message_prefix(message.prefix):
+            self.metrics.events_filtered += 1
+            return []
+        self.metrics.events_seen += 1
+        return [message_record(self, message, lsn, txn)]
+
+    # -- decode's fused path ---------------------------------------------------------------------
     def fused_row(self, data: bytes, lsn: int, lines: FusedLines, parts: list[bytes]
                   ) -> list[ChangeRecord] | None:
         """:meth:`feed` of a row change's message, for ``decode``'s fused path
@@ -769,23 +787,6 @@ class EventDecoder:
         if self._txn is None:
             return "a change outside a transaction"
         return "a skipped operation (skipped.operations)"
-
-    def _truncate(self, pending: _Pending, lsn: int) -> list[ChangeRecord]:
-        out = []
-        for table in pending.tables:
-            if table is None or "t" in self.config.skipped_operations:
-                self.metrics.events_filtered += 1
-            else:
-                out.append(truncate_record(self, table, lsn))
-        return out
-
-    def _message(self, message: LogicalMessage, lsn: int, txn: TransactionContext | None
-                 ) -> list[ChangeRecord]:
-        if not self.config.includes_message_prefix(message.prefix):
-            self.metrics.events_filtered += 1
-            return []
-        self.metrics.events_seen += 1
-        return [message_record(self, message, lsn, txn)]
 
     # -- heartbeats and headers -------------------------------------------------------------------
     def _maybe_heartbeat(self, lsn: int) -> list[ChangeRecord]:
