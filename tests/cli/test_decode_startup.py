@@ -1,6 +1,7 @@
 """What ``decode`` loads at start-up: not the incremental-snapshot modules of the event
-layer, nor the RE2 library of the filters when no filter is configured (each whole
-``decode`` process pays for what it imports; issue 23 found them in its start-up)."""
+layer, nor the RE2 library of the filters when no filter is configured, nor the YugabyteDB
+decoder unless ``plugin.name=yboutput`` (each whole ``decode`` process pays for what it
+imports; issues 23 and 24 found them in its start-up)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pgcdc_events.cli import main
 code = main(sys.argv[1:])
 loaded = sorted(m for m in sys.modules if m == "re2" or m.startswith((
     "pgcdc_events.events.incremental", "pgcdc_events.events.signals",
-    "pgcdc_events.events.snapshot_sql")))
+    "pgcdc_events.events.snapshot_sql", "pgcdc_events.events.yugabyte")))
 print(json.dumps({"code": code, "loaded": loaded}))
 """
 
@@ -39,6 +40,13 @@ def _loaded(tmp_path: Path, *extra: str) -> list[str]:
 def test_decode_without_filters_loads_neither_re2_nor_the_incremental_modules(
         tmp_path: Path) -> None:
     assert _loaded(tmp_path) == []
+
+
+def test_decode_with_one_worker_loads_the_yugabyte_decoder_only_for_its_plugin(
+        tmp_path: Path) -> None:
+    assert _loaded(tmp_path, "--workers", "1") == []
+    assert _loaded(tmp_path, "--workers", "1", "-c", "plugin.name=yboutput") == [
+        "pgcdc_events.events.yugabyte"]
 
 
 def test_a_filter_loads_re2_when_it_is_compiled(tmp_path: Path) -> None:

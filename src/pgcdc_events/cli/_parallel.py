@@ -46,8 +46,8 @@ import attrs
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.events.chunks import CutPlanner, prime
+from pgcdc_events.events.fused import FusedLines
 from pgcdc_events.events.records import ChangeRecord
-from pgcdc_events.events.yugabyte import make_decoder
 from pgcdc_events.protocol import CaptureError, CaptureRow, wire
 from pgcdc_events.protocol.capture import (
     ROW_CHANGE_HEAD,
@@ -57,6 +57,7 @@ from pgcdc_events.protocol.capture import (
     read_chunk_line,
     read_copy_block,
 )
+from pgcdc_events.protocol.lsn import Lsn
 from pgcdc_events.protocol.transactions import Prelude, Row
 from pgcdc_events.types.catalog import CatalogSnapshot
 
@@ -70,6 +71,7 @@ _PLAIN = frozenset(wire.BEGIN + wire.COMMIT + wire.INSERT + wire.UPDATE + wire.D
                    + wire.TRUNCATE + wire.ORIGIN + wire.MESSAGE + wire.RELATION + wire.TYPE)
 _BEGIN, _COMMIT, _RELATION, _TYPE = (wire.BEGIN[0], wire.COMMIT[0], wire.RELATION[0],
                                      wire.TYPE[0])
+_INSERT = wire.INSERT
 #: The lines the cut planner is fed, by their type byte.
 _PLANNED = frozenset(wire.BEGIN + wire.COMMIT + wire.RELATION + wire.TYPE + wire.MESSAGE)
 _SNAPSHOT = SNAPSHOT_MARK
@@ -88,14 +90,32 @@ class DecodeJob:
     memory_limit: int | None
     run_id: str
     clock: Callable[[], int] | None = None
+    #: Whether Inserts take the fused path (:mod:`pgcdc_events.events.fused`): their lines
+    #: written from the converted values, without record objects (the output is the same).
+    fused: bool = True
 
     def decoder(self) -> EventDecoder:
         """A new decoder for this run (the same run id everywhere; the YugabyteDB
         connector's under ``plugin.name=yboutput``)."""
         extra: dict[str, Any] = {} if self.clock is None else {"clock": self.clock}
-        return make_decoder(self.config, catalog=self.catalog, proto_version=self.proto_version,
-                            streaming=self.streaming, memory_limit=self.memory_limit,
-                            run_id=self.run_id, **extra)
+        factory: Callable[..., EventDecoder] = EventDecoder
+        if self.config.plugin_name != EventDecoder.PLUGIN:
+            # the YugabyteDB module is loaded only for its plugin (5 ms of every start-up)
+            from pgcdc_events.events.yugabyte import make_decoder  # noqa: PLC0415
+            factory = make_decoder
+        return factory(self.config, catalog=self.catalog, proto_version=self.proto_version,
+                       streaming=self.streaming, memory_limit=self.memory_limit,
+                       run_id=self.run_id, **extra)
+
+    def fused_lines(self, writer: JsonRecordWriter, decoder: EventDecoder,
+                    tally: Counter[tuple[str, str]] | None = None) -> FusedLines | None:
+        """The fused path's writers for ``decoder``'s records, which count the lines they
+        write in ``tally`` (``None`` when :attr:`fused` is off)."""
+        if not self.fused:
+            return None
+        fused = FusedLines(writer, decoder.context_headers)
+        fused.tally = tally
+        return fused
 
 
 def default_workers() -> int:
@@ -128,16 +148,19 @@ def record_label(record: ChangeRecord) -> str:
 def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, bytes]],
                 writer: JsonRecordWriter, out: Callable[[list[bytes]], object],
                 report: Callable[[int, int], None] | None = None,
-                tally: Counter[tuple[str, str]] | None = None
+                tally: Counter[tuple[str, str]] | None = None,
+                fused: FusedLines | None = None
                 ) -> tuple[int, int, CaptureError | None]:
     """The single decoder's loop: messages and records counted, and the error (naming
     the line) that ended it. The records' lines go to ``out`` as lists of pieces, a few
     hundred records at a time, all of them before the error is returned. ``report`` gets
     the counts every 4,096 messages; ``tally`` counts records by topic and
-    :func:`record_label`."""
+    :func:`record_label`. With ``fused`` (the same ``writer``'s), an Insert's line is
+    written by the fused path (:meth:`EventDecoder.fused_row`) where it applies (``fused``
+    then tallies it, if its ``tally`` is set: :meth:`DecodeJob.fused_lines`)."""
     messages = records = 0
     parts: list[bytes] = []
-    line_parts = writer.line_parts
+    line_parts = writer.line_parts if tally is None else _tallied(writer.line_parts, tally)
     feed = decoder.iter_feed
     batch = records + _BATCH
     error: CaptureError | None = None
@@ -149,28 +172,29 @@ def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, bytes]],
             canonical = read_canonical(line)
             more = 0  # the messages of a COPY block line past its first
             if canonical is None:
-                special = _special_line(decoder, chunks, line, number)
-                if special is not None:
-                    # a COPY block's Inserts, or a read-only window the capture closed
-                    # here: its r events
-                    more, chunks, decoded = special
-                else:
-                    row = _general_row(line, number)
-                    if row is None:
-                        continue
-                    canonical = row.lsn, row.data, row.snapshot
+                other = _other_line(decoder, chunks, line, number)
+                if other is None:
+                    continue
+                more, chunks, decoded, canonical = other
             try:
                 if canonical is not None:
                     # lazily: a big streamed transaction is written as it is read back
                     lsn, data, snapshot = canonical
-                    decoded = feed(data, lsn, snapshot=snapshot)
-                    if chunks is not None:
-                        decoded = _through(chunks, decoded, data, lsn)
+                    if fused is not None and data[:1] == _INSERT and not snapshot \
+                            and chunks is None:
+                        got = decoder.fused_row(data, lsn, fused, parts)
+                        if got is None:  # its line written (and tallied by fused)
+                            records += 1
+                            decoded = ()
+                        else:
+                            decoded = got
+                    else:
+                        decoded = feed(data, lsn, snapshot=snapshot)
+                        if chunks is not None:
+                            decoded = _through(chunks, decoded, data, lsn)
                 for record in decoded:
                     line_parts(record, parts)
                     records += 1
-                    if tally is not None:
-                        tally[record.topic, record_label(record)] += 1
             except CaptureError:
                 raise
             except PgCdcError as exc:
@@ -187,6 +211,35 @@ def _feed_lines(decoder: EventDecoder, lines: Iterable[tuple[int, bytes]],
     if parts:  # what came before an error is written
         out(parts)
     return messages, records, error
+
+
+def _tallied(line_parts: Callable[[ChangeRecord, list[bytes]], None],
+             tally: Counter[tuple[str, str]]) -> Callable[[ChangeRecord, list[bytes]], None]:
+    """``line_parts`` that also counts each record by topic and :func:`record_label`."""
+
+    def counted(record: ChangeRecord, parts: list[bytes]) -> None:
+        line_parts(record, parts)
+        tally[record.topic, record_label(record)] += 1
+
+    return counted
+
+
+def _other_line(decoder: EventDecoder, chunks: RecordedChunks | None, line: bytes,
+                number: int) -> tuple[int, RecordedChunks | None, Iterable[ChangeRecord],
+                                      tuple[Lsn, bytes, bool] | None] | None:
+    """A line that is not in the canonical form: a COPY block line or a chunk line (the
+    messages past the first, the window, the records: :func:`_special_line`), or a row
+    read as :meth:`CaptureRow.from_line` reads it (its LSN, data and snapshot flag);
+    ``None`` for a blank line."""
+    special = _special_line(decoder, chunks, line, number)
+    if special is not None:
+        # a COPY block's Inserts, or a read-only window the capture closed here: its r
+        # events
+        return (*special, None)
+    row = _general_row(line, number)
+    if row is None:
+        return None
+    return 0, chunks, (), (row.lsn, row.data, row.snapshot)
 
 
 def _through(chunks: RecordedChunks, decoded: Iterable[ChangeRecord], data: bytes | memoryview,
@@ -284,12 +337,15 @@ class _Worker:
         self.place = place
         self.decoder = job.decoder()
         self.writer = JsonRecordWriter.for_config(job.config)
+        self.fused = job.fused_lines(self.writer, self.decoder)
         self.fed: dict[bytes, bytes] = {}  # the schema messages this decoder holds (prime)
 
     def run(self, prelude: Prelude, first: int, lines: list[bytes], tally: bool, turn: int
             ) -> _Result:
         prime(self.decoder, prelude, self.fed)
         counts: Counter[tuple[str, str]] | None = Counter() if tally else None
+        if self.fused is not None:
+            self.fused.tally = counts
         path = os.path.join(self.spool, f"{first}.jsonl")
         written = None
         if self.place is not None:
@@ -298,7 +354,8 @@ class _Worker:
             parts: list[bytes] = []
             started = time.monotonic()
             messages, records, error = _feed_lines(self.decoder, enumerate(lines, first),
-                                                   self.writer, parts.extend, tally=counts)
+                                                   self.writer, parts.extend, tally=counts,
+                                                   fused=self.fused)
             # waiting longer than a quarter of the chunk's decoding costs more than the
             # copy it saves
             written = self.place.write(turn, parts, failed=error is not None,
@@ -314,7 +371,8 @@ class _Worker:
             # pipe
             with _Spool(path) as spool:
                 messages, records, error = _feed_lines(self.decoder, enumerate(lines, first),
-                                                       self.writer, spool.write, tally=counts)
+                                                       self.writer, spool.write, tally=counts,
+                                                       fused=self.fused)
             size = spool.size
         if error is not None:  # what was written before the error is kept
             return path, size, 0, records, error, counts
@@ -684,7 +742,8 @@ class _Splitter:
         decoder = prime(self.job.decoder(), self.chunk_prelude, {})
         messages, records, error = _feed_lines(
             decoder, itertools.chain(enumerate(self.chunk, self.chunk_first), lines),
-            self.writer, self.out.write, tally=self.tally)
+            self.writer, self.out.write, tally=self.tally,
+            fused=self.job.fused_lines(self.writer, decoder, self.tally))
         self.add(messages, records)
         if error is not None:
             raise error
@@ -805,8 +864,10 @@ def run_decode(job: DecodeJob, src: Iterable[bytes], out: IO[bytes], *, workers:
     output = _Output(out)
     if workers <= 1:
         writer = JsonRecordWriter.for_config(job.config)
-        messages, records, error = _feed_lines(job.decoder(), numbered, writer, output.write,
-                                               report, tally)
+        decoder = job.decoder()
+        messages, records, error = _feed_lines(decoder, numbered, writer, output.write,
+                                               report, tally,
+                                               job.fused_lines(writer, decoder, tally))
         report(messages, records)
         if error is not None:
             raise error

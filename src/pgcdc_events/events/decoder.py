@@ -15,7 +15,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -74,6 +74,9 @@ from pgcdc_events.types.catalog import (
 from pgcdc_events.types.mapper import TypeMapper
 from pgcdc_events.types.registry import TypeRegistry
 from pgcdc_events.types.schema import STRUCT_SETTERS, Schema, Struct
+
+if TYPE_CHECKING:
+    from pgcdc_events.events.fused import FusedLines
 
 __all__ = ["EventDecoder"]
 
@@ -704,6 +707,86 @@ class EventDecoder:
             return []
         self.metrics.events_seen += 1
         return [message_record(self, message, lsn, txn)]
+
+    # -- decode's fused path ---------------------------------------------------------------------
+    def fused_row(self, data: bytes, lsn: int, lines: FusedLines, parts: list[bytes]
+                  ) -> list[ChangeRecord] | None:
+        """:meth:`feed` of a row change's message, for ``decode``'s fused path
+        (:mod:`.fused`): an Insert in an ordinary transaction, to a table with a key, has
+        its JSON line appended to ``parts`` (as :meth:`JsonRecordWriter.line_parts` appends
+        it), written by ``lines`` from the table's converted values with no record object,
+        the decoder's state advanced as :meth:`record` advances it, and gives ``None``;
+        anything else gives the records of :meth:`handle` (the reason counted in
+        ``lines.fallbacks``)."""
+        message = self.reader.read(data)
+        lsn = int(lsn)
+        txn = self._txn
+        tx = self._tx
+        config = self.config
+        if (type(message) is not Insert or txn is None or tx.block is not None or tx.preparing
+                or self._handled_apart or self._emits_apart or self._snapshot is not None
+                or "c" in config.skipped_operations):
+            lines.fallbacks[self._unfused(message)] += 1
+            return self.handle(message, lsn)
+        table = self._tables.get(message.relation_id)
+        if table is None:
+            lines.fallbacks["a table filtered out or not announced"] += 1
+            return self.handle(message, lsn)
+        if config is not lines.config:
+            lines.use(config)
+        line = lines.lines.get(table)
+        if line is None:
+            line = lines.line(table)
+            if line is None:
+                lines.fallbacks["a table without a key"] += 1
+                return self.handle(message, lsn)
+        self.metrics.last_lsn = lsn
+        try:
+            key, after = table.structs(message.new, None)
+        except ConversionError as error:
+            lines.fallbacks["a change that did not convert"] += 1
+            return self.event_failed(error, table, lsn)
+        # record()'s state, for a change in a transaction
+        if txn is not self._shared_txn or config is not self._shared_config:
+            self._shared_txn, self._shared_config = txn, config
+            self._shared.clear()
+            self._shared_id = f"{txn.xid}:"
+        shared = self._shared.get(table)
+        if shared is None:
+            shared = self._shared[table] = _shared_source(config, table, txn)
+        lsn_text = str(lsn)
+        block_id = total = per = None
+        if config.provide_transaction_metadata:
+            total, per = txn.next_order(table.qualified)
+            block_id = self._shared_id + lsn_text
+        last = self._last_commit_lsn
+        if last is not self._sequence_for:
+            self._sequence_for = last
+            self._sequence_head = sequence_head(last)
+        metrics = self.metrics
+        metrics.events_seen += 1
+        metrics.last_event_commit_us = shared[5]
+        lines.written += 1
+        if lines.tally is not None:
+            lines.tally[table.topic, "c"] += 1
+        line(parts, key, after, shared, f'{self._sequence_head}{lsn_text}"]', lsn, block_id,
+             total, per, self.clock())
+        return None
+
+    def _unfused(self, message: Message) -> str:
+        """Why ``message`` does not take the fused path (:meth:`fused_row`)."""
+        tx = self._tx
+        if self._handled_apart or self._emits_apart:
+            return f"a decoder of its own ({type(self).__name__})"
+        if self._snapshot is not None:
+            return "a snapshot block"
+        if tx.block is not None or tx.preparing:
+            return "a streamed or prepared transaction"
+        if type(message) is not Insert:
+            return f"a message other than Insert ({type(message).__name__})"
+        if self._txn is None:
+            return "a change outside a transaction"
+        return "a skipped operation (skipped.operations)"
 
     # -- heartbeats and headers -------------------------------------------------------------------
     def _maybe_heartbeat(self, lsn: int) -> list[ChangeRecord]:

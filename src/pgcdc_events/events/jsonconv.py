@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import math
+import weakref
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from json.encoder import encode_basestring
@@ -27,7 +28,8 @@ from pgcdc_events.types.javafmt import jackson_string, java_double, upper_escape
 from pgcdc_events.types.jsonvalue import DECIMAL_LOGICAL, decimal_to_bytes, unscaled_value
 from pgcdc_events.types.schema import Field, Schema
 
-__all__ = ["JsonRecordWriter", "jackson_string", "json_text", "record_to_json"]
+__all__ = ["Fixed", "Input", "JsonRecordWriter", "jackson_string", "json_text",
+           "record_to_json"]
 
 _b64 = base64.b64encode
 Writer = Callable[[Any], str]
@@ -38,6 +40,24 @@ Writer = Callable[[Any], str]
 _Frame = tuple[Any, Any, Any, "Writer | None", bytes, "Writer | None", bytes, bytes, str, bytes]
 #: What no record's frame is: the last frame used before the first record.
 _NO_FRAME: _Frame = (object(), None, None, None, b"", None, b"", b"", "", b"")
+
+
+class Fixed:
+    """An input of :meth:`JsonRecordWriter.line_writer`: a field's value known when the
+    writer is generated (its text is written then, by the field schema's rule)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Fixed({self.value!r})"
+
+
+#: A field's input in a generated writer: the name of a local holding its value, a
+#: :class:`Fixed` value, or a struct's inputs (written inline).
+Input = str | Fixed | tuple[Any, ...]
 
 
 def json_text(obj: Any) -> str:
@@ -107,6 +127,7 @@ class _Compiler:
         }
         self.sources: dict[int, tuple[Schema, str, str]] = {}
         self._writers: dict[int, tuple[Schema, Writer]] = {}
+        self.lines = 0  # line writers generated (their names and their memos' names)
 
     def writer(self, schema: Schema) -> Writer:
         """The payload writer of ``schema`` (a non-null value in, JSON text out)."""
@@ -167,31 +188,10 @@ class _Compiler:
             else:
                 # the values unpacked into locals, each written to a local, then one
                 # f-string (a single allocation, where a chain of + builds one a field)
-                names = ", ".join(f"x{i}" for i in range(len(fields)))
-                lines.append(f"    {names}{',' if len(fields) == 1 else ''} = v.values")
-                runs = dict(_shared_runs(schema))
-                parts = []
-                i = 0
-                while i < len(fields):
-                    if i in runs:  # a run of shared fields: its text reused (_shared_runs)
-                        end = runs[i]
-                        memo = f"_m{name[2:]}_{i}"
-                        self.namespace[memo] = [()]
-                        held = ", ".join(f"x{j}" for j in range(i, end))
-                        checks = " and ".join(f"x{j} is m[{j - i}]" for j in range(i, end))
-                        lines.append(f"    m = {memo}[0]")
-                        lines.append(f"    if m and {checks}:")
-                        lines.append(f"        z{i} = m[{end - i}]")
-                        lines.append("    else:")
-                        text = self._fields(fields, range(i, end), lines, "        ")
-                        lines.append(f"        z{i} = f{text!r}")
-                        lines.append(f"        {memo}[0] = ({held}, z{i})")
-                        parts.append(f"{{z{i}}}")
-                        i = end
-                    else:
-                        parts.append(self._fields(fields, (i,), lines, "    "))
-                        i += 1
-                lines.append("    return f" + repr("".join(parts) + "}}"))
+                names = tuple(f"x{i}" for i in range(len(fields)))
+                lines.append(f"    {', '.join(names)}{',' if len(fields) == 1 else ''} = v.values")
+                body = self.struct_text(schema, names, lines, "    ", name[2:])
+                lines.append("    return f" + repr(body))
         elif kind == "array":
             assert schema.items is not None
             null = repr(self._null(schema.items))
@@ -214,22 +214,79 @@ class _Compiler:
         return "\n".join(lines) + "\n"
 
 
-    def _fields(self, fields: tuple[Field, ...], at: Iterable[int], lines: list[str],
-                indent: str) -> str:
-        """Lines setting ``y<i>`` to each field's JSON text (``x<i>`` holds its value), and
-        the f-string body writing those fields with their names and separators."""
+    def struct_text(self, schema: Schema, inputs: tuple[Input, ...], lines: list[str],
+                    indent: str, tag: str, prefix: str = "") -> str:
+        """Lines (appended to ``lines`` at ``indent``) and the f-string body that write a
+        non-null struct of ``schema`` whose fields' values are ``inputs``, one a field: the
+        name of a local holding the value (written by its schema's rule, null included), a
+        :class:`Fixed` value (written now, by the same rule), or a tuple of inputs (a
+        struct field written inline). ``tag`` names this writer's memos, ``prefix`` its
+        locals (both unique within one generated function)."""
+        fields = schema.fields or ()
+        if len(inputs) != len(fields):
+            raise ValueError(f"{len(inputs)} inputs for the {len(fields)} fields of "
+                             f"{schema.name or schema.type}")
+        if not fields:
+            return "{{}}"
+        runs = dict(_shared_runs(schema))
+        parts = []
+        i = 0
+        while i < len(fields):
+            held_at = [j for j in range(i, runs.get(i, i)) if isinstance(inputs[j], str)]
+            if held_at:  # a run of shared fields: its text reused (_shared_runs)
+                end = runs[i]
+                memo = f"_m{tag}_{i}"
+                self.namespace[memo] = [()]
+                held = ", ".join(str(inputs[j]) for j in held_at)
+                checks = " and ".join(f"{inputs[j]} is m[{n}]" for n, j in enumerate(held_at))
+                z = f"{prefix}z{i}"
+                lines.append(f"{indent}m = {memo}[0]")
+                lines.append(f"{indent}if m and {checks}:")
+                lines.append(f"{indent}    {z} = m[{len(held_at)}]")
+                lines.append(f"{indent}else:")
+                text = self._fields(fields, range(i, end), inputs, lines, indent + "    ",
+                                    tag, prefix)
+                lines.append(f"{indent}    {z} = f{text!r}")
+                lines.append(f"{indent}    {memo}[0] = ({held}, {z})")
+                parts.append(f"{{{z}}}")
+                i = end
+            else:
+                parts.append(self._fields(fields, (i,), inputs, lines, indent, tag, prefix))
+                i += 1
+        return "".join(parts) + "}}"
+
+    def _fields(self, fields: tuple[Field, ...], at: Iterable[int], inputs: tuple[Input, ...],
+                lines: list[str], indent: str, tag: str, prefix: str) -> str:
+        """Lines setting ``<prefix>y<i>`` to each field's JSON text (from its input, see
+        :meth:`struct_text`), and the f-string body writing those fields with their names
+        and separators."""
         parts = []
         for i in at:
             field = fields[i]
+            name = _fstring_literal(("{" if i == 0 else ",") + jackson_string(field.name) + ":")
+            given = inputs[i]
+            if isinstance(given, Fixed):
+                parts.append(name + _fstring_literal(self.fixed(field.schema, given.value)))
+                continue
+            if isinstance(given, tuple):  # a struct field, inline (never null)
+                parts.append(name + self.struct_text(field.schema, given, lines, indent,
+                                                     f"{tag}_{i}", f"{prefix}{i}_"))
+                continue
             null = repr(self._null(field.schema))
-            value = self._value(field.schema, f"x{i}")
+            value = self._value(field.schema, given)
             conversion = ""
-            if value == f"_str(x{i})":  # an integer: str() by the f-string's !s
-                value, conversion = f"x{i}", "!s"
-            lines.append(f"{indent}y{i} = {null} if x{i} is None else {value}")
-            prefix = ("{" if i == 0 else ",") + jackson_string(field.name) + ":"
-            parts.append(_fstring_literal(prefix) + f"{{y{i}{conversion}}}")
+            if value == f"_str({given})":  # an integer: str() by the f-string's !s
+                value, conversion = given, "!s"
+            y = f"{prefix}y{i}"
+            lines.append(f"{indent}{y} = {null} if {given} is None else {value}")
+            parts.append(name + f"{{{y}{conversion}}}")
         return "".join(parts)
+
+    def fixed(self, schema: Schema, value: Any) -> str:
+        """The JSON text of ``value`` under ``schema`` (by :meth:`_value`'s rule)."""
+        if value is None:
+            return self._null(schema)
+        return str(eval(self._value(schema, "v"), self.namespace, {"v": value}))
 
 
 #: The names of the fields whose values are shared by many records, by struct schema
@@ -289,6 +346,9 @@ class JsonRecordWriter:
         self._headers: dict[int, tuple[tuple[Header, ...], str]] = {}
         self._frames: dict[tuple[str, int, int, int], _Frame] = {}
         self._last_frame = _NO_FRAME
+        #: The generated source of each line writer still in use (:meth:`line_writer`).
+        self.line_sources: weakref.WeakKeyDictionary[Callable[..., None], str] = \
+            weakref.WeakKeyDictionary()
         self._key = self if key is None or key == self.config else JsonRecordWriter(key)
         self._header_writer = (self if headers is None or headers == self.config
                                else JsonRecordWriter(headers))
@@ -380,21 +440,63 @@ class JsonRecordWriter:
             frame = (key_schema, value_schema, headers, None, b"", None, b"", b"", record.topic,
                      b"")
         else:
-            key_writer, value_writer = self._key._compiler, self._compiler
-            key_open, key_close = self._key._envelope(key_schema)
-            value_open, value_close = self._envelope(value_schema)
-            frame = (key_schema, value_schema, headers, key_writer.writer(key_schema),
-                     f'{{"topic":{jackson_string(record.topic)},"key":{key_open}'.encode(),
-                     value_writer.writer(value_schema),
-                     f'{key_close},"value":{value_open}'.encode(),
-                     f'{value_close},"headers":{{{self._header_text(headers)}}}}}\n'.encode(),
-                     record.topic,
-                     f'{key_close},"value":null,"headers":{{{self._header_text(headers)}}}}}\n'
-                     .encode())
+            start, between, end, tombstone_end = self._line_frame(record.topic, key_schema,
+                                                                  value_schema, headers)
+            frame = (key_schema, value_schema, headers,
+                     self._key._compiler.writer(key_schema), start.encode(),
+                     self._compiler.writer(value_schema), between.encode(), end.encode(),
+                     record.topic, tombstone_end.encode())
         if len(self._frames) >= 4096:
             self._frames.clear()
         self._frames[record.topic, id(key_schema), id(value_schema), id(headers)] = frame
         return frame
+
+    def _line_frame(self, topic: str, key_schema: Schema, value_schema: Schema,
+                    headers: tuple[Header, ...]) -> tuple[str, str, str, str]:
+        """The text of a line of ``topic`` before its key payload, between the key's and
+        the value's payloads, after the value's, and after the key of a tombstone."""
+        key_open, key_close = self._key._envelope(key_schema)
+        value_open, value_close = self._envelope(value_schema)
+        header = self._header_text(headers)
+        return (f'{{"topic":{jackson_string(topic)},"key":{key_open}',
+                f'{key_close},"value":{value_open}',
+                f'{value_close},"headers":{{{header}}}}}\n',
+                f'{key_close},"value":null,"headers":{{{header}}}}}\n')
+
+    def line_writer(self, topic: str, key_schema: Schema, value_schema: Schema,
+                    headers: tuple[Header, ...], params: tuple[str, ...],
+                    preamble: tuple[str, ...], value: tuple[Input, ...]
+                    ) -> Callable[..., None]:
+        """A generated function of ``(parts, *params)`` that appends to ``parts`` the line
+        of a record of ``topic`` with these schemas and headers, in the pieces
+        :meth:`line_parts` appends (the text around the payloads shared from line to line),
+        straight from the values, with no struct or record: its key struct is
+        ``params[0]`` (never null), its value a struct of ``value_schema`` whose fields'
+        inputs are ``value`` (see :meth:`_Compiler.struct_text`: the names of locals, set
+        by ``params`` or the ``preamble`` lines, :class:`Fixed` values, nested structs'
+        inputs). Every field is written by the rule its schema's writer uses."""
+        compiler = self._compiler
+        number = compiler.lines
+        compiler.lines += 1
+        name = f"_line{number}"
+        # the text around the payloads and the key's writer are the closure's, not the
+        # namespace's: a line writer dropped (FusedLines keeps a bounded number) frees them
+        lines = ["def _make_line(_ls, _lb, _le, _kw):",
+                 f"  def {name}(parts, {', '.join(params)}):",
+                 *(f"    {p}" for p in preamble)]
+        body = compiler.struct_text(value_schema, value, lines, "    ", f"l{number}", "v")
+        lines.append(f"    parts += (_ls, _kw({params[0]}).encode(), _lb, f{body!r}.encode(), "
+                     "_le)")
+        lines.append(f"  return {name}")
+        source = "\n".join(lines) + "\n"
+        namespace = compiler.namespace
+        exec(compile(source, f"<pgcdc json line {topic}>", "exec"), namespace)
+        start, between, end, _ = self._line_frame(topic, key_schema, value_schema, headers)
+        fn: Callable[..., None] = namespace.pop("_make_line")(
+            start.encode(), between.encode(), end.encode(),
+            self._key._compiler.writer(key_schema))
+        self.line_sources[fn] = source
+        return fn
 
     def _envelope(self, schema: Schema) -> tuple[str, str]:
         """The text before and after a payload of ``schema`` in :meth:`converted`."""
