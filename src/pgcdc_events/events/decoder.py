@@ -654,14 +654,32 @@ class EventDecoder:
         (or outside any, for a change with no Begin): its envelope (:mod:`.envelope`) with
         the ``source`` and ``transaction`` blocks the decoder's state gives; ``extra``
         headers come before the context headers."""
-        # the source fields a transaction's changes to one table share are built once:
-        # this runs for every change event (the transaction block and the record are built
-        # as transaction_block and change_record build them, spelled out)
-        txn = self._txn
-        config = self.config
+        # the transaction block and the record are built as transaction_block and
+        # change_record build them, spelled out: this runs for every change event
+        shared, sequence, order = self._advance(table, self._txn, lsn)
         block = None
+        if order is not None:
+            block = _new(Struct)
+            _set_schema(block, TRANSACTION_BLOCK_SCHEMA)
+            _set_values(block, order)
+        source = from_shared(shared, None, sequence, lsn)
+        value = envelope_value(table.envelope_schema, before, after, source, block, op,
+                               self.clock())
+        return make_record(table.topic, table.key_schema, key, table.envelope_schema, value,
+                           extra + self._headers if extra else self._headers, lsn, "change")
+
+    def _advance(self, table: TableSchema, txn: TransactionContext | None, lsn: int
+                 ) -> tuple[tuple[Any, ...], str, tuple[str, int, int] | None]:
+        """The decoder's state for one more change event to ``table`` at ``lsn`` in
+        ``txn`` (``None``: a change with no Begin), advanced: the source fields the
+        transaction's changes to the table share (:func:`_shared_source`, built once a
+        transaction and table), the event's ``source.sequence``, its transaction block's
+        values (id, total and per-table order; ``None`` without transaction metadata or
+        outside a transaction), the metrics counted. The one home of this state for
+        :meth:`record` and decode's fused path (:meth:`fused_row`)."""
+        config = self.config
+        order = None
         if txn is not None:
-            # the source fields a transaction's changes to one table share, built once
             if txn is not self._shared_txn or config is not self._shared_config:
                 self._shared_txn, self._shared_config = txn, config
                 self._shared.clear()
@@ -672,9 +690,7 @@ class EventDecoder:
             lsn_text = str(lsn)
             if config.provide_transaction_metadata:
                 total, per = txn.next_order(table.qualified)
-                block = _new(Struct)
-                _set_schema(block, TRANSACTION_BLOCK_SCHEMA)
-                _set_values(block, (self._shared_id + lsn_text, total, per))
+                order = (self._shared_id + lsn_text, total, per)
         else:
             shared = _shared_source(config, table, None, self.clock() // 1000)
             lsn_text = str(lsn)
@@ -682,14 +698,10 @@ class EventDecoder:
         if last is not self._sequence_for:  # the sequence's first half changes at commits
             self._sequence_for = last
             self._sequence_head = sequence_head(last)
-        source = from_shared(shared, None, f'{self._sequence_head}{lsn_text}"]', lsn)
-        value = envelope_value(table.envelope_schema, before, after, source, block, op,
-                               self.clock())
         metrics = self.metrics
         metrics.events_seen += 1
         metrics.last_event_commit_us = shared[5]  # the commit time, µs (shared_fields)
-        return make_record(table.topic, table.key_schema, key, table.envelope_schema, value,
-                           extra + self._headers if extra else self._headers, lsn, "change")
+        return shared, f'{self._sequence_head}{lsn_text}"]', order
 
     def _truncate(self, pending: _Pending, lsn: int) -> list[ChangeRecord]:
         out = []
@@ -715,7 +727,7 @@ class EventDecoder:
         (:mod:`.fused`): an Insert in an ordinary transaction, to a table with a key, has
         its JSON line appended to ``parts`` (as :meth:`JsonRecordWriter.line_parts` appends
         it), written by ``lines`` from the table's converted values with no record object,
-        the decoder's state advanced as :meth:`record` advances it, and gives ``None``;
+        the decoder's state advanced by :meth:`_advance`, as for :meth:`record`; gives ``None``;
         anything else gives the records of :meth:`handle` (the reason counted in
         ``lines.fallbacks``)."""
         message = self.reader.read(data)
@@ -746,31 +758,12 @@ class EventDecoder:
         except ConversionError as error:
             lines.fallbacks["a change that did not convert"] += 1
             return self.event_failed(error, table, lsn)
-        # record()'s state, for a change in a transaction
-        if txn is not self._shared_txn or config is not self._shared_config:
-            self._shared_txn, self._shared_config = txn, config
-            self._shared.clear()
-            self._shared_id = f"{txn.xid}:"
-        shared = self._shared.get(table)
-        if shared is None:
-            shared = self._shared[table] = _shared_source(config, table, txn)
-        lsn_text = str(lsn)
-        block_id = total = per = None
-        if config.provide_transaction_metadata:
-            total, per = txn.next_order(table.qualified)
-            block_id = self._shared_id + lsn_text
-        last = self._last_commit_lsn
-        if last is not self._sequence_for:
-            self._sequence_for = last
-            self._sequence_head = sequence_head(last)
-        metrics = self.metrics
-        metrics.events_seen += 1
-        metrics.last_event_commit_us = shared[5]
+        shared, sequence, order = self._advance(table, txn, lsn)
+        block_id, total, per = order or (None, None, None)
         lines.written += 1
         if lines.tally is not None:
             lines.tally[table.topic, "c"] += 1
-        line(parts, key, after, shared, f'{self._sequence_head}{lsn_text}"]', lsn, block_id,
-             total, per, self.clock())
+        line(parts, key, after, shared, sequence, lsn, block_id, total, per, self.clock())
         return None
 
     def _unfused(self, message: Message) -> str:
