@@ -37,6 +37,9 @@ AUDITED = {
     ("events/jsonconv.py", "exec"): "JSON writers generated from a schema: field names and "
                                     "defaults enter the source only as repr() literals",
     ("events/jsonconv.py", "compile"): "same generator",
+    ("events/jsonconv.py", "eval"): "a fixed field's JSON text (the fused path): the same "
+                                    "generator's expression for one value, made of helper "
+                                    "names and an integer scale, the value bound as a local",
     ("events/tables.py", "exec"): "row converter generated from column positions (integers)",
     ("events/tables.py", "compile"): "same generator",
     ("protocol/decoder.py", "exec"): "tuple parser generated from a column count (an integer) "
