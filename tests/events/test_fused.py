@@ -30,21 +30,14 @@ from pgcdc_events.events import EventConfig, EventDecoder, JsonRecordWriter
 from pgcdc_events.events.fused import FusedLines
 from pgcdc_events.protocol import CaptureRow, dump_capture_row
 from pgcdc_events.testing.strategies import workloads
-from support.golden import recordings
+from support.golden import CONVERTER_SETTINGS, recordings
 
 RECORDINGS = [r for r in recordings() if not r.meta.get("connector_failed")]
 _CLOCK = 1_700_000_000_000_000_000
 
-#: Converter settings that change what surrounds the payloads or how they are written.
-SETTINGS = [
-    {},
-    {"converter.schemas.enable": "false"},
-    {"key.converter.schemas.enable": "false"},
-    {"value.converter.schemas.enable": "false", "header.converter.schemas.enable": "false"},
-    {"value.converter.decimal.format": "NUMERIC",
-     "value.converter.replace.null.with.default": "false"},
-    {"provide.transaction.metadata": "false"},
-]
+#: Converter settings that change what surrounds the payloads or how they are written, and
+#: no transaction block.
+SETTINGS = [*CONVERTER_SETTINGS, {"provide.transaction.metadata": "false"}]
 
 
 def _ticks() -> object:

@@ -24,20 +24,12 @@ from pgcdc_events.events.records import ChangeRecord
 from pgcdc_events.events.source import SOURCE_SCHEMA
 from pgcdc_events.testing.strategies import workloads
 from pgcdc_events.types.schema import Schema, Struct, struct_schema
-from support.golden import recordings
+from support.golden import CONVERTER_SETTINGS, recordings
 
 RECORDINGS = [r for r in recordings() if not r.meta.get("connector_failed")]
 _CLOCK_NS = 1_700_000_000_000_000_000
 
-#: Converter settings that change what surrounds the payloads.
-SETTINGS = [
-    {},
-    {"converter.schemas.enable": "false"},
-    {"key.converter.schemas.enable": "false"},
-    {"value.converter.schemas.enable": "false", "header.converter.schemas.enable": "false"},
-    {"value.converter.decimal.format": "NUMERIC",
-     "value.converter.replace.null.with.default": "false"},
-]
+SETTINGS = CONVERTER_SETTINGS
 
 
 def _both(config: EventConfig, records: list[ChangeRecord]) -> tuple[bytes, bytes]:

@@ -39,7 +39,7 @@ from pgcdc_events.testing.cluster import TempCluster
 from pgcdc_events.types.catalog import CatalogSnapshot
 from support.databases import database_url, fresh_database
 from support.signals import PROPS, SIGNAL_DDL, MixedWorkload, capture
-from support.spark_records import CLOCK_NS, RUN_ID, first_difference
+from support.spark_records import CLOCK_NS, RUN_ID, first_difference, last_rows_per_key
 
 #: The connector properties of every decoding here (the capture's, less its chunk size).
 OVERRIDES = [p for p in PROPS if p != "-c"]
@@ -271,15 +271,7 @@ def test_spark_stream_keeps_delta_tables_of_the_snapshot(spark: SparkSession, re
                  "--max-files-per-trigger", "1", "--trigger", "0.2",
                  "--stop-when-idle", "5", "-q"]) == 0
     for table, columns in (("w", ("id", "v", "s")), ("q", ("id", "name"))):
-        last: dict[int, tuple[Any, ...] | None] = {}
-        for line in want:
-            record = json.loads(line)
-            if record["topic"] != f"pgcdc.public.{table}" or record["value"] is None:
-                continue
-            after = record["value"]["payload"]["after"]
-            key = record["key"]["payload"]["id"]
-            last[key] = None if after is None else tuple(after[c] for c in columns)
-        expected = sorted(row for row in last.values() if row is not None)
+        expected = last_rows_per_key(want, f"pgcdc.public.{table}", columns)
         delta = deltalake.DeltaTable(str(tmp_path / "out" / "tables" / f"public.{table}"))
         got = sorted(tuple(r[c] for c in columns) for r in delta.to_pyarrow_table().to_pylist())
         assert got == expected, table

@@ -46,8 +46,9 @@ from support.signals import (
     MixedWorkload,
     capture,
     capture_closed_at_a_stream_commit,
+    follow_read_only_snapshot,
 )
-from support.spark_records import CLOCK_NS, RUN_ID, first_difference
+from support.spark_records import CLOCK_NS, RUN_ID, first_difference, last_rows_per_key
 
 #: The connector properties of the decodings (the capture's, less its chunk size).
 OVERRIDES = [*(p for p in PROPS if p != "-c"), "read.only=true"]
@@ -198,16 +199,8 @@ def test_a_window_a_stream_commit_closes(spark: SparkSession, pg_cluster: TempCl
              if json.loads(x)["topic"] == "pgcdc.public.t" and json.loads(x)["value"]
              and json.loads(x)["value"]["payload"]["op"] == "r"]
     assert sorted(reads) == [1, 2, 3, 4, 5]
-    decoded = decode_capture(read_capture(spark, str(cap)), config, chunk_messages=40,
-                             clock=lambda: CLOCK_NS, run_id=RUN_ID, lines=True,
-                             tombstones=True)
-    try:
-        got = [r["line"] for r in decoded.records.orderBy("position", "index")
-               .select("line").collect()]
-        problem = first_difference(got, want)
-        assert not problem, problem
-    finally:
-        decoded.unpersist()
+    problem = first_difference(_spark_lines(spark, cap, config, 40), want)
+    assert not problem, problem
 
 
 # -- decode_stream ----------------------------------------------------------------------
@@ -357,15 +350,7 @@ def test_spark_stream_keeps_delta_tables_of_the_snapshot(spark: SparkSession, re
                  "--stop-when-idle", "5", "-q"]) == 0
     for table, columns in (("w", ("id", "v", "s")), ("q", ("id", "name")),
                            ("c", ("id", "t"))):
-        last: dict[int, tuple[Any, ...] | None] = {}
-        for line in want:
-            record = json.loads(line)
-            if record["topic"] != f"pgcdc.public.{table}" or record["value"] is None:
-                continue
-            after = record["value"]["payload"]["after"]
-            key = record["key"]["payload"]["id"]
-            last[key] = None if after is None else tuple(after[c] for c in columns)
-        expected = sorted(row for row in last.values() if row is not None)
+        expected = last_rows_per_key(want, f"pgcdc.public.{table}", columns)
         assert expected, table
         delta = deltalake.DeltaTable(str(tmp_path / "out" / "tables" / f"public.{table}"))
         got = sorted(tuple(r[c] for c in columns) for r in delta.to_pyarrow_table().to_pylist())
@@ -402,6 +387,19 @@ def test_a_corrupt_window_in_the_state_is_named(tmp_path: Path) -> None:
 # -- a window open over a commit ----------------------------------------------------------
 
 
+def _spark_lines(spark: SparkSession, cap: Path, config: EventConfig, chunk_messages: int
+                 ) -> list[str]:
+    """The record lines Spark's batch decoding makes of the capture file ``cap``, in order."""
+    decoded = decode_capture(read_capture(spark, str(cap)), config,
+                             chunk_messages=chunk_messages, clock=lambda: CLOCK_NS,
+                             run_id=RUN_ID, lines=True, tombstones=True)
+    try:
+        return [r["line"] for r in decoded.records.orderBy("position", "index")
+                .select("line").collect()]
+    finally:
+        decoded.unpersist()
+
+
 def _capture_a_window_over_a_commit(url: str, conn: Any, cap: Path) -> None:
     """A read-only incremental snapshot of table ``t`` (5 rows, chunks of 2) whose first
     window stays open over a commit: two transactions are in progress when the chunk is
@@ -411,14 +409,7 @@ def _capture_a_window_over_a_commit(url: str, conn: Any, cap: Path) -> None:
     a quiet database: at that commit (``again``), at idle polls (their ``r`` events carry
     the older transaction's change's sequence, which only the window knows). One more
     transaction after the snapshot ends the capture."""
-    from pgcdc_events.adapters import (  # noqa: PLC0415
-        CaptureSink,
-        DurableOutput,
-        SlotReader,
-        run_capture,
-    )
     from pgcdc_events.adapters.connection import parse_conninfo  # noqa: PLC0415
-    from pgcdc_events.adapters.incremental import IncrementalCapture  # noqa: PLC0415
 
     conn.run(SIGNAL_DDL)
     conn.run("CREATE TABLE t (id int PRIMARY KEY, v int)")
@@ -436,41 +427,14 @@ def _capture_a_window_over_a_commit(url: str, conn: Any, cap: Path) -> None:
         younger.run("UPDATE other SET n = n + 1 WHERE id = 2")
         conn.run("INSERT INTO debezium_signal VALUES ('over', 'execute-snapshot', "
                  "'{\"data-collections\": [\"public.t\"]}')")
-        properties = {"topic.prefix": "pgcdc",
-                      "signal.data.collection": "public.debezium_signal",
-                      "incremental.snapshot.chunk.size": "2", "read.only": "true"}
-        chunks: list[str] = []
-        incremental = IncrementalCapture(
-            lambda: settings.connect()[0], properties, EventConfig.from_properties(properties),
-            decode=False, publications=["p"],
-            on_step=lambda step, chunk_id: chunks.append(chunk_id)
-            if step == "after_open" else None)
-        state = {"committed": False, "done": 0}
 
-        def should_stop() -> bool:
-            if chunks and not state["committed"]:  # the chunk is read: younger, then older
-                younger.run("UPDATE other SET n = n + 10 WHERE id = 2")
-                younger.run("COMMIT")
-                older.run("COMMIT")
-                state["committed"] = True
-            snapshotter = incremental.snapshotter
-            if state["committed"] and snapshotter is not None \
-                    and not snapshotter.context.running:
-                state["done"] += 1
-                if state["done"] == 1:  # the stream after the snapshot
-                    conn.run("UPDATE other SET n = n + 100 WHERE id = 1")
-            return state["done"] > 5 or len(chunks) > 20
+        def commit() -> None:  # the chunk is read: younger, then older
+            younger.run("UPDATE other SET n = n + 10 WHERE id = 2")
+            younger.run("COMMIT")
+            older.run("COMMIT")
 
-        reader = SlotReader(url, slot="s", publications=["p"])
-        output = DurableOutput(cap, kind="capture", slot="s", publications=("p",))
-        output.open()
-        try:
-            run_capture(reader, output, CaptureSink(), incremental=incremental, follow=True,
-                        poll_interval=0.05, should_stop=should_stop)
-        finally:
-            output.close()
-            reader.close()
-            incremental.close()
+        follow_read_only_snapshot(url, cap, commit, after_snapshot=lambda: conn.run(
+            "UPDATE other SET n = n + 100 WHERE id = 1"))  # the stream after the snapshot
     finally:
         older.close()
         younger.close()
@@ -517,16 +481,8 @@ def test_the_span_runs_past_the_last_chunk_line(spark: SparkSession,
                    if json.loads(x)["topic"] == "pgcdc.public.t"
                    and json.loads(x)["value"]["payload"]["op"] == "r")
     assert reads == [1, 2]
-    decoded = decode_capture(read_capture(spark, str(cap)), config, chunk_messages=1,
-                             clock=lambda: CLOCK_NS, run_id=RUN_ID, lines=True,
-                             tombstones=True)
-    try:
-        got = [r["line"] for r in decoded.records.orderBy("position", "index")
-               .select("line").collect()]
-        problem = first_difference(got, want)
-        assert not problem, problem
-    finally:
-        decoded.unpersist()
+    problem = first_difference(_spark_lines(spark, cap, config, 1), want)
+    assert not problem, problem
 
 
 def test_decode_stream_carries_a_window_over_a_batch(spark: SparkSession,

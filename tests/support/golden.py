@@ -129,3 +129,16 @@ def changes(recording: Recording) -> tuple[list[Change], list[Type]]:
 def documented_differences(corpus_glob: str = "*") -> list[DocumentedDifference]:
     """The golden cases listed in the differences document (first column, in backticks)."""
     return parse_documented(DIFFERENCES.read_text(), corpus_glob)
+
+
+#: JsonConverter settings that change what surrounds a record's payloads or how they are
+#: written: the tests of the line writers run each recording under each.
+CONVERTER_SETTINGS: list[dict[str, str]] = [
+    {},
+    {"converter.schemas.enable": "false"},
+    {"key.converter.schemas.enable": "false"},
+    {"value.converter.schemas.enable": "false", "header.converter.schemas.enable": "false"},
+    {"value.converter.decimal.format": "NUMERIC",
+     "value.converter.replace.null.with.default": "false"},
+]
+

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -148,16 +149,6 @@ def capture_closed_at_a_stream_commit(url: str, pg_conn: Any, cap: Path) -> None
     read, so the chunk's high watermark has it as ``xmin``; it commits while the capture
     follows, and its Stream Commit closes the window (the next chunk is read there:
     ``again``). The database needs the signalling table."""
-    from pgcdc_events.adapters import (  # noqa: PLC0415
-        CaptureSink,
-        DurableOutput,
-        SlotReader,
-        run_capture,
-    )
-    from pgcdc_events.adapters.incremental import IncrementalCapture  # noqa: PLC0415
-    from pgcdc_events.adapters.pg8000 import DecodingOptions  # noqa: PLC0415
-    from pgcdc_events.events import EventConfig  # noqa: PLC0415
-
     database = pg_conn.run("SELECT current_database()")[0][0]
     pg_conn.run(f'ALTER DATABASE "{database}" SET logical_decoding_work_mem = \'64kB\'')
     pg_conn.run("CREATE TABLE t (id int PRIMARY KEY, v int)")
@@ -170,6 +161,35 @@ def capture_closed_at_a_stream_commit(url: str, pg_conn: Any, cap: Path) -> None
     other.run("INSERT INTO bulk SELECT g, repeat('x', 100) FROM generate_series(1, 3000) g")
     pg_conn.run("INSERT INTO debezium_signal VALUES ('ad-hoc', 'execute-snapshot', "
                 "'{\"data-collections\": [\"public.t\"]}')")
+
+    def commit() -> None:  # the first chunk is read: the big one commits
+        other.run("INSERT INTO bulk SELECT g, 'y' FROM generate_series(3001, 4000) g")
+        other.run("COMMIT")
+
+    try:
+        follow_read_only_snapshot(url, cap, commit, streaming=True)
+    finally:
+        other.close()
+
+
+def follow_read_only_snapshot(url: str, cap: Path, on_first_chunk: Callable[[], None], *,
+                              after_snapshot: Callable[[], None] | None = None,
+                              streaming: bool = False) -> None:
+    """Capture into ``cap`` (slot ``s``, publication ``p``, made before) the read-only
+    incremental snapshot (``read.only=true``, chunks of 2) that a signal already inserted
+    asks for, following: ``on_first_chunk`` runs once the first chunk is read,
+    ``after_snapshot`` at the first poll after the snapshot finished; the capture stops
+    five polls later (or after 20 chunks). ``streaming``: ``--streaming on``."""
+    from pgcdc_events.adapters import (  # noqa: PLC0415
+        CaptureSink,
+        DurableOutput,
+        SlotReader,
+        run_capture,
+    )
+    from pgcdc_events.adapters.incremental import IncrementalCapture  # noqa: PLC0415
+    from pgcdc_events.adapters.pg8000 import DecodingOptions  # noqa: PLC0415
+    from pgcdc_events.events import EventConfig  # noqa: PLC0415
+
     properties = {"topic.prefix": "pgcdc", "signal.data.collection": "public.debezium_signal",
                   "incremental.snapshot.chunk.size": "2", "read.only": "true"}
     settings = parse_conninfo(url)
@@ -181,17 +201,18 @@ def capture_closed_at_a_stream_commit(url: str, pg_conn: Any, cap: Path) -> None
     state = {"committed": False, "done": 0}
 
     def should_stop() -> bool:
-        if chunks and not state["committed"]:  # the first chunk is read: the big one commits
-            other.run("INSERT INTO bulk SELECT g, 'y' FROM generate_series(3001, 4000) g")
-            other.run("COMMIT")
+        if chunks and not state["committed"]:
+            on_first_chunk()
             state["committed"] = True
         snapshotter = incremental.snapshotter
         if state["committed"] and snapshotter is not None and not snapshotter.context.running:
             state["done"] += 1
+            if state["done"] == 1 and after_snapshot is not None:
+                after_snapshot()
         return state["done"] > 5 or len(chunks) > 20
 
     reader = SlotReader(url, slot="s", publications=["p"],
-                        options=DecodingOptions(streaming="on"))
+                        **({"options": DecodingOptions(streaming="on")} if streaming else {}))
     output = DurableOutput(cap, kind="capture", slot="s", publications=("p",))
     output.open()
     try:
@@ -201,4 +222,3 @@ def capture_closed_at_a_stream_commit(url: str, pg_conn: Any, cap: Path) -> None
         output.close()
         reader.close()
         incremental.close()
-        other.close()

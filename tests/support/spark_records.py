@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -76,3 +77,19 @@ def table_rows(table: Any) -> list[dict[str, Any]]:
                                                                         strict=True)]
     rows.sort(key=lambda r: (r["_position"]["message"], r["_position"]["index"]))
     return rows
+
+
+def last_rows_per_key(lines: Sequence[str], topic: str, columns: tuple[str, ...]
+                      ) -> list[tuple[Any, ...]]:
+    """What a table keyed by ``id`` holds after the record lines' events of ``topic`` (the
+    last event per key, a deleted key gone), as sorted tuples of ``columns``."""
+    last: dict[Any, tuple[Any, ...] | None] = {}
+    for line in lines:
+        record = json.loads(line)
+        if record["topic"] != topic or record["value"] is None:
+            continue
+        after = record["value"]["payload"]["after"]
+        last[record["key"]["payload"]["id"]] = (
+            None if after is None else tuple(after[c] for c in columns))
+    return sorted(row for row in last.values() if row is not None)
+
