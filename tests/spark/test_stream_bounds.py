@@ -20,6 +20,8 @@ pytest.importorskip("deltalake")
 
 from pyspark.sql import SparkSession
 
+from pgcdc_events.cli import build_parser
+from pgcdc_events.cli.spark_stream_cmd import max_bytes_per_trigger
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events import EventConfig
 from pgcdc_events.spark.delta import DeltaTarget
@@ -60,18 +62,32 @@ def _run(files: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str
                           env={**os.environ, "PYSPARK_PYTHON": sys.executable})
 
 
+def _batches(spark: SparkSession, files: Path, out: Path, **bound: int) -> int:
+    """How many micro-batches one query over the files takes, bounded as given."""
+    stream = decode_stream(read_capture_stream(spark, str(files / "in"), **bound),
+                           EventConfig.from_properties(RECORDING.properties),
+                           catalog=RECORDING.catalog, checkpoint=str(out / "cp"),
+                           targets={"public.ev_main": DeltaTarget(str(out / "d"))})
+    stream.start().processAllAvailable()
+    stream.stop()
+    return len(stream.batches)
+
+
 def test_a_backlog_is_read_in_micro_batches_of_at_most_the_bytes_given(
-        files: Path, tmp_path: Path) -> None:
-    """``--max-mb-per-trigger`` below a file's size: one file a micro-batch (the four
-    files, four micro-batches, where no bound takes the backlog in one)."""
-    done = _run(files, tmp_path / "small", "--max-mb-per-trigger", "0.000001")
-    assert done.returncode == 0, done.stderr
-    batches = [line for line in done.stderr.splitlines() if line.startswith(PROGRESS)]
-    assert len(batches) == 4, done.stderr
-    whole = _run(files, tmp_path / "whole", "--max-mb-per-trigger", "1000")
-    assert whole.returncode == 0, whole.stderr
-    assert len([line for line in whole.stderr.splitlines()
-                if line.startswith(PROGRESS)]) == 1, whole.stderr
+        spark: SparkSession, files: Path, tmp_path: Path) -> None:
+    """A bytes bound below a file's size: one file a micro-batch (the four files, four
+    micro-batches), where a bound above the backlog takes it in one; and what
+    ``--max-mb-per-trigger`` gives (64 MB unless given; none with
+    ``--max-files-per-trigger``). One query each in the suite's session: the command's own
+    JVM is tested below."""
+    assert _batches(spark, files, tmp_path / "small", max_bytes_per_trigger=1) == 4
+    assert _batches(spark, files, tmp_path / "whole", max_bytes_per_trigger=10**9) == 1
+    parser = build_parser()
+    base = ["spark", "stream", "--input", "in", "--catalog", "c", "--output", "o",
+            "--checkpoint", "cp"]
+    assert [max_bytes_per_trigger(parser.parse_args([*base, *extra])) for extra in (
+        [], ["--max-mb-per-trigger", "0.000001"], ["--max-mb-per-trigger", "1000"],
+        ["--max-files-per-trigger", "2"])] == [64_000_000, 1, 1_000_000_000, None]
 
 
 def test_the_bounds_are_checked(files: Path, tmp_path: Path, spark: SparkSession) -> None:

@@ -32,7 +32,7 @@ from pgcdc_events.cli.decode_cmd import load_config
 from pgcdc_events.errors import ConfigurationError, PgCdcError
 from pgcdc_events.protocol.lsn import Lsn
 
-__all__ = ["DEFAULT_MB_PER_TRIGGER", "register"]
+__all__ = ["DEFAULT_MB_PER_TRIGGER", "max_bytes_per_trigger", "register"]
 
 #: ``--max-mb-per-trigger`` when no bound is given: about 250,000 capture lines, a tenth
 #: of a 1 GB driver's heap (a micro-batch of 167 MB, 651,000 lines, ran in 1 GB).
@@ -228,6 +228,19 @@ def cdc_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def max_bytes_per_trigger(args: argparse.Namespace) -> int | None:
+    """The bytes bound of a micro-batch (Spark's ``maxBytesPerTrigger``): ``None`` with
+    ``--max-files-per-trigger``, else ``--max-mb-per-trigger`` (default
+    :data:`DEFAULT_MB_PER_TRIGGER`) in bytes, at least one."""
+    if (args.max_files_per_trigger is not None and args.max_files_per_trigger < 1) or \
+            (args.max_mb_per_trigger is not None and not args.max_mb_per_trigger > 0):
+        raise ConfigurationError("--max-files-per-trigger and --max-mb-per-trigger must be "
+                                 "positive")
+    if args.max_files_per_trigger is not None:
+        return None
+    return max(1, int((args.max_mb_per_trigger or DEFAULT_MB_PER_TRIGGER) * 1e6))
+
+
 def _run(args: argparse.Namespace) -> int:
     from pgcdc_events.cli.spark_cmd import start_session  # noqa: PLC0415
     from pgcdc_events.spark.stream import jvm_exit  # noqa: PLC0415
@@ -235,13 +248,7 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.trigger < 0 or (args.buckets is not None and args.buckets < 1):
         raise ConfigurationError("--trigger must not be negative, --buckets must be positive")
-    if (args.max_files_per_trigger is not None and args.max_files_per_trigger < 1) or \
-            (args.max_mb_per_trigger is not None and not args.max_mb_per_trigger > 0):
-        raise ConfigurationError("--max-files-per-trigger and --max-mb-per-trigger must be "
-                                 "positive")
-    max_bytes = None
-    if args.max_files_per_trigger is None:
-        max_bytes = max(1, int((args.max_mb_per_trigger or DEFAULT_MB_PER_TRIGGER) * 1e6))
+    max_bytes = max_bytes_per_trigger(args)
     cdc = cdc_options(args)
     if not os.path.isdir(args.input):
         raise ConfigurationError(f"--input {args.input}: not a directory (the --output of "
