@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 import pytest
 
-from pgcdc_events._frozen import factory, slot_setters
+from pgcdc_events._frozen import builder_of, factory, slot_setters
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.events.records import ChangeRecord, Header, make_record
@@ -51,7 +51,7 @@ from pgcdc_events.protocol import (
 )
 from pgcdc_events.protocol import decoder as protocol_decoder
 from pgcdc_events.protocol.decoder import parse_message
-from pgcdc_events.types.schema import Schema, Struct, make_struct
+from pgcdc_events.types.schema import STRUCT_BUILDER, Schema, Struct, make_struct
 from support.golden import recordings
 
 CAPTURES = sorted((Path(__file__).resolve().parents[1] / "protocol" / "captures")
@@ -81,8 +81,8 @@ DATAS = _all_datas()
 
 def typed(value: Any) -> Any:
     """``value`` with the type of every part in it: equal only when the types are too."""
-    if isinstance(value, Struct):
-        return ("Struct", value.schema, tuple(typed(v) for v in value.values))
+    if isinstance(value, Struct):  # a builder's object that was not made a Struct differs
+        return (type(value).__name__, value.schema, tuple(typed(v) for v in value.values))
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, tuple(typed(v) for v in value))
     if isinstance(value, dict):
@@ -248,6 +248,66 @@ def test_factory_builds_what_the_constructor_builds() -> None:
     assert tup == TupleData(b"tn", (b"1", None)) and type(tup) is TupleData
 
 
+def test_builders_build_what_the_constructor_builds() -> None:
+    """A builder (``_frozen.builder``) gives the constructor's object: same class, equal,
+    hashing alike, frozen, and its fields in their places (a factory that put a value in
+    another field, or a builder whose object stayed a builder, fails here)."""
+    schema = Schema("struct", fields=())
+    built = STRUCT_BUILDER()
+    built.schema = schema
+    built.values = (1, None)
+    built.__class__ = Struct
+    assert type(built) is Struct and built == Struct(schema, (1, None))
+    assert hash(built) == hash(Struct(schema, (1, None)))
+    assert built.schema is schema and built.values == (1, None)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        built.values = ()  # type: ignore[misc]
+    for cls, values in ((Struct, (schema, (2,))),
+                        (ChangeRecord, ("t", None, None, schema, None, (), 7, "tombstone")),
+                        (TupleData, (b"t", (b"1",))), (Insert, (5, TupleData(b"", ()), 9))):
+        make = factory(cls)
+        assert make is not cls and builder_of(cls) is not None  # the fast path is in use
+        made = make(*values)
+        assert type(made) is cls and made == cls(*values) and hash(made) == hash(cls(*values))
+        assert tuple(getattr(made, f.name) for f in attrs.fields(cls)) == values
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            made.lsn = 0
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            del made.lsn
+
+
+def _exact(value: Any) -> list[str]:
+    """Where ``value`` holds an object of a subclass of Struct, ChangeRecord or Header (a
+    builder's object that was not made the class's own): none, when all is as built by
+    the constructors."""
+    out: list[str] = []
+    for cls in (Struct, ChangeRecord, Header):
+        if isinstance(value, cls) and type(value) is not cls:
+            out.append(f"{type(value).__qualname__} {value!r}")
+    if isinstance(value, Struct):
+        for v in value.values:
+            out += _exact(v)
+    elif isinstance(value, ChangeRecord):
+        for v in (value.key, value.value, *value.headers):
+            out += _exact(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            out += _exact(v)
+    return out
+
+
+@pytest.mark.parametrize("entry", ["feed_row", "handle"])
+def test_every_record_of_the_golden_recordings_is_of_its_own_class(entry: str) -> None:
+    """The records, their structs (key, value, source, transaction block, rows) and their
+    headers are the classes' own objects, not their builders' (see ``_frozen.builder``)."""
+    for recording in RECORDINGS:
+        decoder = EventDecoder(EventConfig.from_properties(recording.properties),
+                               catalog=recording.catalog)
+        records = _decoded_through(entry, decoder, recording.capture)
+        assert records
+        assert _exact(records) == [], recording.key
+
+
 def test_factory_keeps_the_constructor_where_init_does_more() -> None:
     @attrs.frozen
     class Validated:
@@ -275,6 +335,7 @@ def test_factory_keeps_the_constructor_where_init_does_more() -> None:
     for cls in (Validated, Converted, PostInit, NoSlots, Private):
         assert factory(cls) is cls
         assert slot_setters(cls) is None
+        assert builder_of(cls) is None
     assert factory(Schema) is Schema  # a field outside __init__ (its field index)
 
 

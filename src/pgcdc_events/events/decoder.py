@@ -73,15 +73,13 @@ from pgcdc_events.types.catalog import (
 )
 from pgcdc_events.types.mapper import TypeMapper
 from pgcdc_events.types.registry import TypeRegistry
-from pgcdc_events.types.schema import STRUCT_SETTERS, Schema, Struct
+from pgcdc_events.types.schema import STRUCT_BUILDER, Schema, Struct
 
 if TYPE_CHECKING:
     from pgcdc_events.events.fused import FusedLines
 
 __all__ = ["EventDecoder"]
 
-_new: Final = object.__new__
-_set_schema, _set_values = STRUCT_SETTERS
 
 _STRING: Final = Schema("string")
 # the type bytes the resolver is fed
@@ -659,9 +657,10 @@ class EventDecoder:
         shared, sequence, order = self._advance(table, self._txn, lsn)
         block = None
         if order is not None:
-            block = _new(Struct)
-            _set_schema(block, TRANSACTION_BLOCK_SCHEMA)
-            _set_values(block, order)
+            block = STRUCT_BUILDER()
+            block.schema = TRANSACTION_BLOCK_SCHEMA
+            block.values = order
+            block.__class__ = Struct
         source = from_shared(shared, None, sequence, lsn)
         value = envelope_value(table.envelope_schema, before, after, source, block, op,
                                self.clock())

@@ -35,7 +35,7 @@ from pgcdc_events.types.catalog import CatalogTable
 from pgcdc_events.types.defaults import null_fallback
 from pgcdc_events.types.mapper import ColumnMapping, TypeMapper, conversion_error
 from pgcdc_events.types.schema import (
-    STRUCT_SETTERS,
+    STRUCT_BUILDER,
     Field,
     Schema,
     Struct,
@@ -227,11 +227,10 @@ def _compile_structs(table: TableSchema) -> tuple[
     column's ``null_value``, as in the general loop), the general loop for the rest and
     for any value that fails to convert. The source holds only column numbers."""
     columns = table.columns
-    namespace: dict[str, Any] = {"new": object.__new__, "S": Struct, "KS": table.key_schema,
+    namespace: dict[str, Any] = {"B": STRUCT_BUILDER, "S": Struct, "KS": table.key_schema,
                                  "VS": table.value_schema, "TEXT": table._all_text,
                                  "TEXT_OR_NULL": _TEXT_OR_NULL, "general": table._structs,
                                  "T": table, "NONE": _NoValueError}
-    namespace["ss"], namespace["sv"] = STRUCT_SETTERS
     text = []
     mixed = []
     for i, col in enumerate(columns):
@@ -256,10 +255,12 @@ def _compile_structs(table: TableSchema) -> tuple[
     if table.key_schema is None:
         key = "            k = None\n"
     else:
-        key = ("            k = new(S)\n            ss(k, KS)\n"
-               f"            sv(k, ({''.join(f'a{i}, ' for i in table.key_positions)}))\n")
-    built = (f"        else:\n{key}            r = new(S)\n            ss(r, VS)\n"
-             f"            sv(r, ({value}))\n            return k, r\n")
+        key = ("            k = B()\n            k.schema = KS\n"
+               f"            k.values = ({''.join(f'a{i}, ' for i in table.key_positions)})\n"
+               "            k.__class__ = S\n")
+    built = (f"        else:\n{key}            r = B()\n            r.schema = VS\n"
+             f"            r.values = ({value})\n            r.__class__ = S\n"
+             "            return k, r\n")
     source = (
         "def structs(tup, old=None):\n"
         "    kinds = tup.kinds\n"

@@ -17,7 +17,7 @@ import struct
 from collections.abc import Callable
 from typing import Final
 
-from pgcdc_events._frozen import factory, setters_of
+from pgcdc_events._frozen import builder, factory
 from pgcdc_events.errors import ProtocolError
 from pgcdc_events.protocol import wire
 from pgcdc_events.protocol.messages import (
@@ -81,9 +81,8 @@ MAX_TUPLE_COLUMNS: Final = 1664
 MAX_RELATION_COLUMNS: Final = 1600
 _MAX_CACHED_WIDTH = MAX_TUPLE_COLUMNS
 _make_tuple = factory(TupleData)
-_new = object.__new__
-_TUPLE_SETTERS: Final = setters_of(TupleData, 2)
-_set_relation_id, _set_new, _set_xid = setters_of(Insert, 3)
+_TUPLE_BUILDER: Final = builder(TupleData, 2)
+_INSERT_BUILDER: Final = builder(Insert, 3)
 _make_update = factory(Update)
 _make_delete = factory(Delete)
 
@@ -177,15 +176,14 @@ def _width_parser(ncols: int) -> Callable[[bytes, int], tuple[TupleData, int]]:
     # the TupleData is built as _make_tuple builds it, spelled out
     source = (f"def parse(data, pos):\n    kinds = None\n{steps}"
               f"    if pos > len(data):\n        raise other\n"
-              f"    tup = new(TupleData)\n"
-              f"    set_kinds(tup, text if kinds is None else bytes(kinds))\n"
-              f"    set_values(tup, ({values}))\n"
+              f"    tup = builder()\n"
+              f"    tup.kinds = text if kinds is None else bytes(kinds)\n"
+              f"    tup.values = ({values})\n"
+              f"    tup.__class__ = TupleData\n"
               f"    return tup, pos\n")
     # the source holds nothing but column numbers and kind bytes
     namespace: dict[str, object] = {"u32": _u32, "other": _OtherKindError, "text": text,
-                                    "new": object.__new__, "TupleData": TupleData,
-                                    "set_kinds": _TUPLE_SETTERS[0],
-                                    "set_values": _TUPLE_SETTERS[1]}
+                                    "builder": _TUPLE_BUILDER, "TupleData": TupleData}
     exec(compile(source, f"<pgcdc tuple parser {ncols}>", "exec"), namespace)
     return namespace["parse"]  # type: ignore[return-value]
 
@@ -350,11 +348,12 @@ def _insert(data: bytes, in_stream: bool, abort_info: bool | None) -> Insert:
         new, end = _tuple(data, pos + 5)
     if end != len(data):
         _end(data, end)
-    insert = _new(Insert)  # as _make_insert builds it, spelled out
-    _set_relation_id(insert, _u32(data, pos)[0])
-    _set_new(insert, new)
-    _set_xid(insert, xid)
-    return insert
+    insert = _INSERT_BUILDER()  # as factory(Insert) builds it, spelled out
+    insert.relation_id = _u32(data, pos)[0]
+    insert.new = new
+    insert.xid = xid
+    insert.__class__ = Insert
+    return insert  # type: ignore[no-any-return]  # the builder made it an Insert
 
 
 def _old_kind(data: bytes, pos: int, allowed: bytes, what: str) -> int:
