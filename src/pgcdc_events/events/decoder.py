@@ -60,6 +60,7 @@ from pgcdc_events.protocol.messages import (
     StreamStart,
     StreamStop,
     Truncate,
+    TupleData,
     Type,
     Update,
 )
@@ -201,6 +202,14 @@ class EventDecoder:
 
     def feed_row(self, row: CaptureRow) -> list[ChangeRecord]:
         """:meth:`feed` for one row of the capture interchange format."""
+        if not row.snapshot and self._snapshot is None and not self._handled_apart:
+            # an Insert in a transaction, the bulk of most streams, is read as its parts
+            # and converted from them, with no Insert or TupleData object (_inserted)
+            parts = self.reader.read_insert(row.data)
+            if parts is not None:
+                lsn = int(row.lsn)
+                self.metrics.last_lsn = lsn
+                return self._inserted(parts, lsn)
         message = self.reader.read(row.data)
         if row.snapshot or self._snapshot is not None or self._handled_apart:
             return self.handle(message, row.lsn, snapshot=row.snapshot)
@@ -591,11 +600,38 @@ class EventDecoder:
             _LOG.warning("%s; the value is replaced by null", error)
 
     def _insert(self, table: TableSchema, message: Insert, lsn: int) -> list[ChangeRecord]:
+        new = message.new
+        return self._create(table, new.kinds, new.values, lsn)
+
+    def _create(self, table: TableSchema, kinds: bytes, values: tuple[bytes | None, ...],
+                lsn: int) -> list[ChangeRecord]:
+        """The create event of a new row of ``table`` whose tuple has these kinds and values
+        (an Insert's, :meth:`_insert`; or its parts, :meth:`_inserted`)."""
         if "c" in self.config.skipped_operations:
             self.metrics.events_filtered += 1
             return []
-        key, after = table.structs(message.new, None)
+        key, after = table.structs_of(kinds, values, None)
         return [self.record(table, "c", None, after, key, lsn)]
+
+    def _inserted(self, parts: tuple[int, bytes, tuple[bytes | None, ...]], lsn: int
+                  ) -> list[ChangeRecord]:
+        """The records of an Insert read as its parts (relation OID, kinds, values:
+        :meth:`PgOutputReader.read_insert`): the Insert handler's path (``_direct``), on
+        the parts. An Insert of a buffered (streamed or prepared) transaction, to a table
+        never announced, or for a subclass's own row builders is built as a message and
+        takes the handler."""
+        tx = self._tx
+        table = self._tables.get(parts[0], _NOTHING)
+        if tx.block is not None or tx.preparing or self._emits_apart or table is _NOTHING:
+            message = Insert(parts[0], TupleData(parts[1], parts[2]))
+            return self._handlers[Insert](self, message, lsn)
+        if table is None:
+            self.metrics.events_filtered += 1
+            return []
+        try:
+            return self._create(table, parts[1], parts[2], lsn)  # type: ignore[arg-type]
+        except ConversionError as error:
+            return self.event_failed(error, table, lsn)  # type: ignore[arg-type]
 
     def _update(self, table: TableSchema, message: Update, lsn: int) -> list[ChangeRecord]:
         old = message.old

@@ -64,7 +64,8 @@ from pgcdc_events.protocol.wire import (
     UINT64,
 )
 
-__all__ = ["MAX_RELATION_COLUMNS", "MAX_TUPLE_COLUMNS", "message_parser", "parse_message"]
+__all__ = ["MAX_RELATION_COLUMNS", "MAX_TUPLE_COLUMNS", "insert_parts", "message_parser",
+           "parse_message"]
 
 _u32 = UINT32.unpack_from
 _NEW = wire.NEW_TUPLE[0]
@@ -131,7 +132,12 @@ def _tuple(data: bytes, pos: int) -> tuple[TupleData, int]:
     """
     try:
         ncols = (data[pos] << 8) | data[pos + 1]
-        return _PARSERS_BY_WIDTH[ncols](data, pos + 2)
+        kinds, values, end = _PARSERS_BY_WIDTH[ncols](data, pos + 2)
+        tup = _TUPLE_BUILDER()  # as _make_tuple builds it, spelled out
+        tup.kinds = kinds
+        tup.values = values
+        tup.__class__ = TupleData
+        return tup, end
     except KeyError:
         if ncols <= _MAX_UNROLLED:
             _PARSERS_BY_WIDTH[ncols] = _width_parser(ncols)
@@ -148,12 +154,14 @@ class _OtherKindError(Exception):
 
 #: Widths up to this get an unrolled parser (wider tuples: the general loop).
 _MAX_UNROLLED = 128
-_PARSERS_BY_WIDTH: dict[int, Callable[[bytes, int], tuple[TupleData, int]]] = {}
+_Parts = tuple[bytes, tuple["bytes | None", ...], int]
+_PARSERS_BY_WIDTH: dict[int, Callable[[bytes, int], _Parts]] = {}
 
 
-def _width_parser(ncols: int) -> Callable[[bytes, int], tuple[TupleData, int]]:
+def _width_parser(ncols: int) -> Callable[[bytes, int], _Parts]:
     """``parse(data, pos)`` for ``ncols`` columns of kinds ``t`` and ``n`` from ``pos``
-    (after the count): the tuple and its end. ``_OtherKindError`` at a column of another kind
+    (after the count): the tuple's kinds and values (a :class:`TupleData`'s fields) and
+    its end. ``_OtherKindError`` at a column of another kind
     or when the values run past the end (a slice past the end comes out short, it does
     not fail), ``IndexError`` or ``struct.error`` where the bytes run out."""
     text = _ALL_TEXT.setdefault(ncols, _ALL_TEXT_KIND * ncols)
@@ -173,17 +181,11 @@ def _width_parser(ncols: int) -> Callable[[bytes, int], tuple[TupleData, int]]:
         f"    else:\n"
         f"        raise other\n" for i in range(ncols))
     values = "".join(f"v{i}, " for i in range(ncols))
-    # the TupleData is built as _make_tuple builds it, spelled out
     source = (f"def parse(data, pos):\n    kinds = None\n{steps}"
               f"    if pos > len(data):\n        raise other\n"
-              f"    tup = builder()\n"
-              f"    tup.kinds = text if kinds is None else bytes(kinds)\n"
-              f"    tup.values = ({values})\n"
-              f"    tup.__class__ = TupleData\n"
-              f"    return tup, pos\n")
+              f"    return text if kinds is None else bytes(kinds), ({values}), pos\n")
     # the source holds nothing but column numbers and kind bytes
-    namespace: dict[str, object] = {"u32": _u32, "other": _OtherKindError, "text": text,
-                                    "builder": _TUPLE_BUILDER, "TupleData": TupleData}
+    namespace: dict[str, object] = {"u32": _u32, "other": _OtherKindError, "text": text}
     exec(compile(source, f"<pgcdc tuple parser {ncols}>", "exec"), namespace)
     return namespace["parse"]  # type: ignore[return-value]
 
@@ -334,22 +336,38 @@ def _type(data: bytes, in_stream: bool, abort_info: bool | None) -> Type:
     return Type(oid, namespace, name, xid)
 
 
+def insert_parts(data: bytes, pos: int = 1) -> tuple[int, bytes, tuple[bytes | None, ...]]:
+    """The relation OID, the new tuple's kinds and values (a :class:`TupleData`'s fields)
+    of an Insert whose OID is at ``pos`` (after the type byte, or after the xid inside a
+    stream block): what :func:`parse_message` builds an :class:`Insert` of, without the
+    objects, for a caller that converts the tuple at once (the event decoder)."""
+    if pos + 5 > len(data) or data[pos + 4] != _NEW:
+        _need(data, pos, 5, "the relation OID and 'N'")
+        raise _fail(data, pos + 4, "'N' before the new tuple", repr(bytes([data[pos + 4]])))
+    try:  # _tuple's first step, spelled out on the path most messages take
+        kinds, values, end = _PARSERS_BY_WIDTH[(data[pos + 5] << 8) | data[pos + 6]](
+            data, pos + 7)
+    except (KeyError, _OtherKindError, IndexError, struct.error):
+        new, end = _tuple(data, pos + 5)
+        kinds, values = new.kinds, new.values
+    if end != len(data):
+        _end(data, end)
+    return _u32(data, pos)[0], kinds, values
+
+
 def _insert(data: bytes, in_stream: bool, abort_info: bool | None) -> Insert:
     if in_stream:
         xid, pos = _xid(data, True)
     else:
         xid, pos = None, 1
-    if pos + 5 > len(data) or data[pos + 4] != _NEW:
-        _need(data, pos, 5, "the relation OID and 'N'")
-        raise _fail(data, pos + 4, "'N' before the new tuple", repr(bytes([data[pos + 4]])))
-    try:  # _tuple's first step, spelled out on the path most messages take
-        new, end = _PARSERS_BY_WIDTH[(data[pos + 5] << 8) | data[pos + 6]](data, pos + 7)
-    except (KeyError, _OtherKindError, IndexError, struct.error):
-        new, end = _tuple(data, pos + 5)
-    if end != len(data):
-        _end(data, end)
-    insert = _INSERT_BUILDER()  # as factory(Insert) builds it, spelled out
-    insert.relation_id = _u32(data, pos)[0]
+    relation_id, kinds, values = insert_parts(data, pos)
+    # built as _make_tuple and factory(Insert) build them, spelled out
+    new = _TUPLE_BUILDER()
+    new.kinds = kinds
+    new.values = values
+    new.__class__ = TupleData
+    insert = _INSERT_BUILDER()
+    insert.relation_id = relation_id
     insert.new = new
     insert.xid = xid
     insert.__class__ = Insert
