@@ -623,8 +623,7 @@ class EventDecoder:
         tx = self._tx
         table = self._tables.get(parts[0], _NOTHING)
         if tx.block is not None or tx.preparing or self._emits_apart or table is _NOTHING:
-            message = Insert(parts[0], TupleData(parts[1], parts[2]))
-            return self._handlers[Insert](self, message, lsn)
+            return self._handlers[Insert](self, _insert_message(parts), lsn)
         if table is None:
             self.metrics.events_filtered += 1
             return []
@@ -765,20 +764,25 @@ class EventDecoder:
         the decoder's state advanced by :meth:`_advance`, as for :meth:`record`; gives ``None``;
         anything else gives the records of :meth:`handle` (the reason counted in
         ``lines.fallbacks``)."""
-        message = self.reader.read(data)
         lsn = int(lsn)
+        insert = self.reader.read_insert(data)  # an Insert's parts, as feed_row reads it
+        if insert is None:
+            message = self.reader.read(data)
+            lines.fallbacks[self._unfused(message)] += 1
+            return self.handle(message, lsn)
         txn = self._txn
         tx = self._tx
         config = self.config
-        if (type(message) is not Insert or txn is None or tx.block is not None or tx.preparing
-                or self._handled_apart or self._emits_apart or self._snapshot is not None
+        if (txn is None or tx.block is not None or tx.preparing or self._handled_apart
+                or self._emits_apart or self._snapshot is not None
                 or "c" in config.skipped_operations):
+            message = _insert_message(insert)
             lines.fallbacks[self._unfused(message)] += 1
             return self.handle(message, lsn)
-        table = self._tables.get(message.relation_id)
+        table = self._tables.get(insert[0])
         if table is None:
             lines.fallbacks["a table filtered out or not announced"] += 1
-            return self.handle(message, lsn)
+            return self.handle(_insert_message(insert), lsn)
         if config is not lines.config:
             lines.use(config)
         line = lines.lines.get(table)
@@ -786,10 +790,10 @@ class EventDecoder:
             line = lines.line(table)
             if line is None:
                 lines.fallbacks["a table without a key"] += 1
-                return self.handle(message, lsn)
+                return self.handle(_insert_message(insert), lsn)
         self.metrics.last_lsn = lsn
         try:
-            key, after = table.structs(message.new, None)
+            key, after = table.structs_of(insert[1], insert[2], None)
         except ConversionError as error:
             lines.fallbacks["a change that did not convert"] += 1
             return self.event_failed(error, table, lsn)
@@ -902,6 +906,12 @@ def _shared_source(config: EventConfig, table: TableSchema, txn: TransactionCont
     return shared_fields(version=config.version, name=config.topic_prefix, ts_us=txn.commit_us,
                          db=config.database, schema=table.schema_name, table=table.table_name,
                          tx_id=txn.xid, origin=txn.origin, origin_lsn=txn.origin_lsn)
+
+
+def _insert_message(parts: tuple[int, bytes, tuple[bytes | None, ...]]) -> Insert:
+    """The Insert whose parts :meth:`PgOutputReader.read_insert` read (a stream block's
+    xid is not among them: the reader gives parts only outside stream blocks)."""
+    return Insert(parts[0], TupleData(parts[1], parts[2]))
 
 
 def _dml(self: EventDecoder, message: Any, lsn: int) -> list[ChangeRecord]:
