@@ -74,6 +74,8 @@ _KEY = wire.KEY_TUPLE[0]
 _KEY_OLD = wire.KEY_TUPLE + wire.OLD_TUPLE
 _KEY_OLD_NEW = _KEY_OLD + wire.NEW_TUPLE
 _kind_len = COLUMN_KIND_LENGTH.unpack_from
+#: An Insert's relation OID, the byte before its tuple ('N') and the tuple's column count.
+_insert_head = struct.Struct(">IBH").unpack_from
 
 _ALL_TEXT: dict[int, bytes] = {}
 #: PostgreSQL's MaxTupleAttributeNumber: no tuple it sends has more columns.
@@ -341,18 +343,21 @@ def insert_parts(data: bytes, pos: int = 1) -> tuple[int, bytes, tuple[bytes | N
     of an Insert whose OID is at ``pos`` (after the type byte, or after the xid inside a
     stream block): what :func:`parse_message` builds an :class:`Insert` of, without the
     objects, for a caller that converts the tuple at once (the event decoder)."""
+    try:  # the head and _tuple's first step, spelled out on the path most messages take
+        relation_id, new, ncols = _insert_head(data, pos)
+        if new == _NEW:
+            kinds, values, end = _PARSERS_BY_WIDTH[ncols](data, pos + 7)
+            if end == len(data):
+                return relation_id, kinds, values
+    except (KeyError, _OtherKindError, IndexError, struct.error):
+        pass
+    # each step checked, naming what is wrong (and the first tuple of a width)
     if pos + 5 > len(data) or data[pos + 4] != _NEW:
         _need(data, pos, 5, "the relation OID and 'N'")
         raise _fail(data, pos + 4, "'N' before the new tuple", repr(bytes([data[pos + 4]])))
-    try:  # _tuple's first step, spelled out on the path most messages take
-        kinds, values, end = _PARSERS_BY_WIDTH[(data[pos + 5] << 8) | data[pos + 6]](
-            data, pos + 7)
-    except (KeyError, _OtherKindError, IndexError, struct.error):
-        new, end = _tuple(data, pos + 5)
-        kinds, values = new.kinds, new.values
-    if end != len(data):
-        _end(data, end)
-    return _u32(data, pos)[0], kinds, values
+    tup, end = _tuple(data, pos + 5)
+    _end(data, end)
+    return _u32(data, pos)[0], tup.kinds, tup.values
 
 
 def _insert(data: bytes, in_stream: bool, abort_info: bool | None) -> Insert:
