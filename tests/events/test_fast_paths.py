@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 import pytest
 
-from pgcdc_events._frozen import factory, slot_setters
+from pgcdc_events._frozen import builder_of, factory, slot_setters
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.events.records import ChangeRecord, Header, make_record
@@ -51,7 +51,7 @@ from pgcdc_events.protocol import (
 )
 from pgcdc_events.protocol import decoder as protocol_decoder
 from pgcdc_events.protocol.decoder import parse_message
-from pgcdc_events.types.schema import Schema, Struct, make_struct
+from pgcdc_events.types.schema import STRUCT_BUILDER, Schema, Struct, make_struct
 from support.golden import recordings
 
 CAPTURES = sorted((Path(__file__).resolve().parents[1] / "protocol" / "captures")
@@ -81,8 +81,8 @@ DATAS = _all_datas()
 
 def typed(value: Any) -> Any:
     """``value`` with the type of every part in it: equal only when the types are too."""
-    if isinstance(value, Struct):
-        return ("Struct", value.schema, tuple(typed(v) for v in value.values))
+    if isinstance(value, Struct):  # a builder's object that was not made a Struct differs
+        return (type(value).__name__, value.schema, tuple(typed(v) for v in value.values))
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, tuple(typed(v) for v in value))
     if isinstance(value, dict):
@@ -203,6 +203,10 @@ def test_generated_structs_equal_the_general_row_loop(mode: str) -> None:
                         after = decoder.metrics.conversion_errors
                         assert middle - before == after - middle
                         assert typed(fast) == typed(slow), (recording.key, table.qualified)
+                        # structs_of, the same on the tuple's kinds and values
+                        parts = _outcome(table.structs_of, tup.kinds, tup.values, old)
+                        assert decoder.metrics.conversion_errors - after == after - middle
+                        assert typed(parts) == typed(slow), (recording.key, table.qualified)
                         compared += 1
                         generated += not tup.kinds.translate(None, b"tn")
                 with contextlib.suppress(PgCdcError):
@@ -248,6 +252,159 @@ def test_factory_builds_what_the_constructor_builds() -> None:
     assert tup == TupleData(b"tn", (b"1", None)) and type(tup) is TupleData
 
 
+def test_builders_build_what_the_constructor_builds() -> None:
+    """A builder (``_frozen.builder``) gives the constructor's object: same class, equal,
+    hashing alike, frozen, and its fields in their places (a factory that put a value in
+    another field, or a builder whose object stayed a builder, fails here)."""
+    schema = Schema("struct", fields=())
+    built = STRUCT_BUILDER()
+    built.schema = schema
+    built.values = (1, None)
+    built.__class__ = Struct
+    assert type(built) is Struct and built == Struct(schema, (1, None))
+    assert hash(built) == hash(Struct(schema, (1, None)))
+    assert built.schema is schema and built.values == (1, None)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        built.values = ()  # type: ignore[misc]
+    for cls, values in ((Struct, (schema, (2,))),
+                        (ChangeRecord, ("t", None, None, schema, None, (), 7, "tombstone")),
+                        (TupleData, (b"t", (b"1",))), (Insert, (5, TupleData(b"", ()), 9))):
+        make = factory(cls)
+        assert make is not cls and builder_of(cls) is not None  # the fast path is in use
+        made = make(*values)
+        assert type(made) is cls and made == cls(*values) and hash(made) == hash(cls(*values))
+        assert tuple(getattr(made, f.name) for f in attrs.fields(cls)) == values
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            made.lsn = 0
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            del made.lsn
+
+
+def _exact(value: Any) -> list[str]:
+    """Where ``value`` holds an object of a subclass of Struct, ChangeRecord or Header (a
+    builder's object that was not made the class's own): none, when all is as built by
+    the constructors."""
+    out: list[str] = []
+    for cls in (Struct, ChangeRecord, Header):
+        if isinstance(value, cls) and type(value) is not cls:
+            out.append(f"{type(value).__qualname__} {value!r}")
+    if isinstance(value, Struct):
+        for v in value.values:
+            out += _exact(v)
+    elif isinstance(value, ChangeRecord):
+        for v in (value.key, value.value, *value.headers):
+            out += _exact(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            out += _exact(v)
+    return out
+
+
+@pytest.mark.parametrize("entry", ["feed_row", "handle"])
+def test_every_record_of_the_golden_recordings_is_of_its_own_class(entry: str) -> None:
+    """The records, their structs (key, value, source, transaction block, rows) and their
+    headers are the classes' own objects, not their builders' (see ``_frozen.builder``)."""
+    for recording in RECORDINGS:
+        decoder = EventDecoder(EventConfig.from_properties(recording.properties),
+                               catalog=recording.catalog)
+        records = _decoded_through(entry, decoder, recording.capture)
+        assert records
+        assert _exact(records) == [], recording.key
+
+
+def _shape(value: Any) -> Any:
+    """:func:`typed`, with each schema as its text: two decoders' schemas are equal objects
+    but for a NaN default, which is not equal to itself."""
+    if isinstance(value, Struct):
+        return (type(value).__name__, repr(value.schema), tuple(_shape(v) for v in value.values))
+    return typed(value)
+
+
+def _form(record: ChangeRecord) -> tuple[Any, ...]:
+    """A record as :func:`_shape` shows its parts."""
+    return (type(record), record.topic, record.lsn, record.kind, repr(record.key_schema),
+            repr(record.value_schema), _shape(record.key), _shape(record.value),
+            [(h.name, repr(h.schema), _shape(h.value)) for h in record.headers])
+
+
+def _row_by_row(entry: str, decoder: EventDecoder, capture: Any, skip: set[bytes]
+                ) -> tuple[list[Any], int, int]:
+    """Each row's outcome through ``entry`` (its records, or its error) with the metrics
+    after it, up to the first error; how many Inserts (but those in ``skip``) went
+    through ``read``, and how many messages did."""
+    read = decoder.reader.read
+    read_inserts = []
+
+    def counting(data: bytes) -> Any:
+        message = read(data)
+        read_inserts.append(type(message) is Insert and not decoder.reader.in_stream
+                            and decoder.reader.in_transaction and data not in skip)
+        return message
+
+    decoder.reader.read = counting  # type: ignore[method-assign]
+    out: list[Any] = []
+    for row in capture:
+        got = _outcome(_decoded_through, entry, decoder, [row])
+        if got[0] == "ok":
+            got = ("ok", [_form(r) for r in got[1]])
+        out.append((got, attrs.asdict(decoder.metrics), decoder.reader.messages_read))
+        if got[0] != "ok":
+            break
+    return out, sum(read_inserts), len(read_inserts)
+
+
+def _damaged(capture: list[Any]) -> list[Any]:
+    """``capture`` with its first Insert in a transaction one column short (a width no
+    Relation announced; hand-built: PostgreSQL cannot send it) and its count fixed."""
+    reader = PgOutputReader()
+    for at, row in enumerate(capture):
+        message = reader.read(row.data)
+        if type(message) is Insert and reader.in_transaction and not reader.in_stream \
+                and len(message.new.values) > 1 and not row.snapshot:
+            new = message.new
+            short = Insert(message.relation_id, TupleData(new.kinds[:-1], new.values[:-1]))
+            return [*capture[:at], attrs.evolve(row, data=bytes(encode_message(short))),
+                    *capture[at + 1:]]
+    raise AssertionError("no Insert to damage")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_feed_row_reads_inserts_as_parts_and_decodes_as_handle(mode: str) -> None:
+    """feed_row reads an Insert in a transaction as its parts (``read_insert``: no Insert
+    or TupleData object, ``read`` never called for it) and gives, row by row, the records,
+    metrics and count of messages read that ``handle`` gives for the parsed message, on
+    every golden recording (filtered tables, failed conversions under each failure mode)
+    and protocol capture (binary tuples, streamed and prepared transactions), and the same
+    error for an Insert whose width is not its Relation's."""
+    parts_read = damaged = 0
+    sources = [(r.key, r.properties, r.catalog, r.capture) for r in RECORDINGS]
+    for path in CAPTURES:
+        with open(path, encoding="utf-8") as fh:
+            sources.append((path.name, {"topic.prefix": "p"}, None, list(iter_capture(fh))))
+    for key, props, catalog, capture in sources:
+        config = EventConfig.from_properties(
+            {**props, "event.converting.failure.handling.mode": mode})
+        snapshot_rows = {row.data for row in capture if row.snapshot}  # read events
+        variants = [capture]
+        with contextlib.suppress(AssertionError):
+            variants.append(_damaged(list(capture)))
+        for variant in variants:
+            outcomes = []
+            for entry in ("feed_row", "handle"):
+                decoder = EventDecoder(config, catalog=catalog, clock=lambda: 5, run_id="r")
+                rows, read_inserts, reads = _row_by_row(entry, decoder, variant,
+                                                        snapshot_rows)
+                outcomes.append(rows)
+                if entry == "feed_row":
+                    assert read_inserts == 0, key  # no Insert went through read
+                    parts_read += decoder.reader.messages_read - reads
+            assert outcomes[0] == outcomes[1], key
+            if variant is not capture:
+                assert outcomes[0][-1][0][0] == "error", key
+                damaged += 1
+    assert parts_read > 800 and damaged > 20
+
+
 def test_factory_keeps_the_constructor_where_init_does_more() -> None:
     @attrs.frozen
     class Validated:
@@ -275,6 +432,7 @@ def test_factory_keeps_the_constructor_where_init_does_more() -> None:
     for cls in (Validated, Converted, PostInit, NoSlots, Private):
         assert factory(cls) is cls
         assert slot_setters(cls) is None
+        assert builder_of(cls) is None
     assert factory(Schema) is Schema  # a field outside __init__ (its field index)
 
 

@@ -60,6 +60,7 @@ from pgcdc_events.protocol.messages import (
     StreamStart,
     StreamStop,
     Truncate,
+    TupleData,
     Type,
     Update,
 )
@@ -73,15 +74,13 @@ from pgcdc_events.types.catalog import (
 )
 from pgcdc_events.types.mapper import TypeMapper
 from pgcdc_events.types.registry import TypeRegistry
-from pgcdc_events.types.schema import STRUCT_SETTERS, Schema, Struct
+from pgcdc_events.types.schema import STRUCT_BUILDER, Schema, Struct
 
 if TYPE_CHECKING:
     from pgcdc_events.events.fused import FusedLines
 
 __all__ = ["EventDecoder"]
 
-_new: Final = object.__new__
-_set_schema, _set_values = STRUCT_SETTERS
 
 _STRING: Final = Schema("string")
 # the type bytes the resolver is fed
@@ -203,6 +202,14 @@ class EventDecoder:
 
     def feed_row(self, row: CaptureRow) -> list[ChangeRecord]:
         """:meth:`feed` for one row of the capture interchange format."""
+        if not row.snapshot and self._snapshot is None and not self._handled_apart:
+            # an Insert in a transaction, the bulk of most streams, is read as its parts
+            # and converted from them, with no Insert or TupleData object (_inserted)
+            parts = self.reader.read_insert(row.data)
+            if parts is not None:
+                lsn = int(row.lsn)
+                self.metrics.last_lsn = lsn
+                return self._inserted(parts, lsn)
         message = self.reader.read(row.data)
         if row.snapshot or self._snapshot is not None or self._handled_apart:
             return self.handle(message, row.lsn, snapshot=row.snapshot)
@@ -593,11 +600,37 @@ class EventDecoder:
             _LOG.warning("%s; the value is replaced by null", error)
 
     def _insert(self, table: TableSchema, message: Insert, lsn: int) -> list[ChangeRecord]:
+        new = message.new
+        return self._create(table, new.kinds, new.values, lsn)
+
+    def _create(self, table: TableSchema, kinds: bytes, values: tuple[bytes | None, ...],
+                lsn: int) -> list[ChangeRecord]:
+        """The create event of a new row of ``table`` whose tuple has these kinds and values
+        (an Insert's, :meth:`_insert`; or its parts, :meth:`_inserted`)."""
         if "c" in self.config.skipped_operations:
             self.metrics.events_filtered += 1
             return []
-        key, after = table.structs(message.new, None)
+        key, after = table.structs_of(kinds, values, None)
         return [self.record(table, "c", None, after, key, lsn)]
+
+    def _inserted(self, parts: tuple[int, bytes, tuple[bytes | None, ...]], lsn: int
+                  ) -> list[ChangeRecord]:
+        """The records of an Insert read as its parts (relation OID, kinds, values:
+        :meth:`PgOutputReader.read_insert`): the Insert handler's path (``_direct``), on
+        the parts. An Insert of a buffered (streamed or prepared) transaction, to a table
+        never announced, or for a subclass's own row builders is built as a message and
+        takes the handler."""
+        tx = self._tx
+        table = self._tables.get(parts[0], _NOTHING)
+        if tx.block is not None or tx.preparing or self._emits_apart or table is _NOTHING:
+            return self._handlers[Insert](self, _insert_message(parts), lsn)
+        if table is None:
+            self.metrics.events_filtered += 1
+            return []
+        try:
+            return self._create(table, parts[1], parts[2], lsn)  # type: ignore[arg-type]
+        except ConversionError as error:
+            return self.event_failed(error, table, lsn)  # type: ignore[arg-type]
 
     def _update(self, table: TableSchema, message: Update, lsn: int) -> list[ChangeRecord]:
         old = message.old
@@ -659,9 +692,10 @@ class EventDecoder:
         shared, sequence, order = self._advance(table, self._txn, lsn)
         block = None
         if order is not None:
-            block = _new(Struct)
-            _set_schema(block, TRANSACTION_BLOCK_SCHEMA)
-            _set_values(block, order)
+            block = STRUCT_BUILDER()
+            block.schema = TRANSACTION_BLOCK_SCHEMA
+            block.values = order
+            block.__class__ = Struct
         source = from_shared(shared, None, sequence, lsn)
         value = envelope_value(table.envelope_schema, before, after, source, block, op,
                                self.clock())
@@ -730,20 +764,25 @@ class EventDecoder:
         the decoder's state advanced by :meth:`_advance`, as for :meth:`record`; gives ``None``;
         anything else gives the records of :meth:`handle` (the reason counted in
         ``lines.fallbacks``)."""
-        message = self.reader.read(data)
         lsn = int(lsn)
+        insert = self.reader.read_insert(data)  # an Insert's parts, as feed_row reads it
+        if insert is None:
+            message = self.reader.read(data)
+            lines.fallbacks[self._unfused(message)] += 1
+            return self.handle(message, lsn)
         txn = self._txn
         tx = self._tx
         config = self.config
-        if (type(message) is not Insert or txn is None or tx.block is not None or tx.preparing
-                or self._handled_apart or self._emits_apart or self._snapshot is not None
+        if (txn is None or tx.block is not None or tx.preparing or self._handled_apart
+                or self._emits_apart or self._snapshot is not None
                 or "c" in config.skipped_operations):
+            message = _insert_message(insert)
             lines.fallbacks[self._unfused(message)] += 1
             return self.handle(message, lsn)
-        table = self._tables.get(message.relation_id)
+        table = self._tables.get(insert[0])
         if table is None:
             lines.fallbacks["a table filtered out or not announced"] += 1
-            return self.handle(message, lsn)
+            return self.handle(_insert_message(insert), lsn)
         if config is not lines.config:
             lines.use(config)
         line = lines.lines.get(table)
@@ -751,10 +790,10 @@ class EventDecoder:
             line = lines.line(table)
             if line is None:
                 lines.fallbacks["a table without a key"] += 1
-                return self.handle(message, lsn)
+                return self.handle(_insert_message(insert), lsn)
         self.metrics.last_lsn = lsn
         try:
-            key, after = table.structs(message.new, None)
+            key, after = table.structs_of(insert[1], insert[2], None)
         except ConversionError as error:
             lines.fallbacks["a change that did not convert"] += 1
             return self.event_failed(error, table, lsn)
@@ -867,6 +906,12 @@ def _shared_source(config: EventConfig, table: TableSchema, txn: TransactionCont
     return shared_fields(version=config.version, name=config.topic_prefix, ts_us=txn.commit_us,
                          db=config.database, schema=table.schema_name, table=table.table_name,
                          tx_id=txn.xid, origin=txn.origin, origin_lsn=txn.origin_lsn)
+
+
+def _insert_message(parts: tuple[int, bytes, tuple[bytes | None, ...]]) -> Insert:
+    """The Insert whose parts :meth:`PgOutputReader.read_insert` read (a stream block's
+    xid is not among them: the reader gives parts only outside stream blocks)."""
+    return Insert(parts[0], TupleData(parts[1], parts[2]))
 
 
 def _dml(self: EventDecoder, message: Any, lsn: int) -> list[ChangeRecord]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from pgcdc_events.events.records import ChangeRecord, Header, make_record
 from pgcdc_events.events.source import SOURCE_SCHEMA
-from pgcdc_events.types.schema import STRUCT_SETTERS, Schema, Struct, struct_schema
+from pgcdc_events.types.schema import STRUCT_BUILDER, Schema, Struct, struct_schema
 
 if TYPE_CHECKING:
     from pgcdc_events.errors import ConversionError
@@ -54,8 +54,6 @@ TRANSACTION_BLOCK_SCHEMA: Final = struct_schema(
     optional=True,
     version=1,
 )
-_new: Final = object.__new__
-_set_schema, _set_values = STRUCT_SETTERS
 
 
 def envelope_schema(name: str | None, value_schema: Schema,
@@ -77,26 +75,28 @@ def envelope_value(schema: Schema, before: Struct | None, after: Struct | None, 
     ``ts_ns``; ``fields``: those of ``schema`` (:func:`envelope_schema`'s). Built as
     :func:`~pgcdc_events.types.schema.make_struct` builds structs: this runs for every
     change event."""
-    value = _new(Struct)
-    _set_schema(value, schema)
+    value = STRUCT_BUILDER()
+    value.schema = schema
     if fields is ENVELOPE_FIELDS:
-        _set_values(value, (before, after, source, block, op, now_ns // 1_000_000,
-                            now_ns // 1000, now_ns))
+        value.values = (before, after, source, block, op, now_ns // 1_000_000, now_ns // 1000,
+                        now_ns)
     else:
         parts = {"before": before, "after": after, "source": source, "transaction": block,
                  "op": op, "ts_ms": now_ns // 1_000_000, "ts_us": now_ns // 1000,
                  "ts_ns": now_ns}
-        _set_values(value, tuple(parts[f] for f in fields))
-    return value
+        value.values = tuple(parts[f] for f in fields)
+    value.__class__ = Struct
+    return value  # type: ignore[no-any-return]  # the builder made it a Struct
 
 
 def transaction_block(block_id: str, total_order: int, data_collection_order: int) -> Struct:
     """The ``transaction`` block of a data event: ``block_id`` is ``"<xid>:<lsn>"``, the
     orders count the transaction's events in all and in the event's table."""
-    block = _new(Struct)
-    _set_schema(block, TRANSACTION_BLOCK_SCHEMA)
-    _set_values(block, (block_id, total_order, data_collection_order))
-    return block
+    block = STRUCT_BUILDER()
+    block.schema = TRANSACTION_BLOCK_SCHEMA
+    block.values = (block_id, total_order, data_collection_order)
+    block.__class__ = Struct
+    return block  # type: ignore[no-any-return]  # the builder made it a Struct
 
 
 class RecordTarget(Protocol):

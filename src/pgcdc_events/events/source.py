@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from pgcdc_events.types.schema import (
-    STRUCT_SETTERS,
+    STRUCT_BUILDER,
     Schema,
     Struct,
     make_struct,
@@ -19,8 +19,6 @@ SNAPSHOT_VALUES: Final = ("true", "first", "first_in_data_collection", "last_in_
                           "last", "false", "incremental")
 
 _OPT_INT64 = Schema("int64", optional=True)
-_new: Final = object.__new__
-_set_schema, _set_values = STRUCT_SETTERS
 _OPT_STRING = Schema("string", optional=True)
 
 #: ``io.debezium.connector.postgresql.Source`` version 1, fields in the connector's order.
@@ -89,11 +87,12 @@ def from_shared(shared: tuple[Any, ...], snapshot: str | None, sequence: str | N
     version, connector, name, ts_ms, db, ts_us, ts_ns, schema, table, tx_id, origin, \
         origin_lsn = shared
     # built as make_struct builds it, spelled out: this runs for every change event
-    source = _new(Struct)
-    _set_schema(source, SOURCE_SCHEMA)
-    _set_values(source, (version, connector, name, ts_ms, snapshot, db, sequence, ts_us, ts_ns,
-                         schema, table, tx_id, lsn, None, origin, origin_lsn))
-    return source
+    source = STRUCT_BUILDER()
+    source.schema = SOURCE_SCHEMA
+    source.values = (version, connector, name, ts_ms, snapshot, db, sequence, ts_us, ts_ns,
+                     schema, table, tx_id, lsn, None, origin, origin_lsn)
+    source.__class__ = Struct
+    return source  # type: ignore[no-any-return]  # the builder made it a Struct
 
 
 def source_struct(

@@ -35,7 +35,7 @@ from pgcdc_events.types.catalog import CatalogTable
 from pgcdc_events.types.defaults import null_fallback
 from pgcdc_events.types.mapper import ColumnMapping, TypeMapper, conversion_error
 from pgcdc_events.types.schema import (
-    STRUCT_SETTERS,
+    STRUCT_BUILDER,
     Field,
     Schema,
     Struct,
@@ -69,7 +69,7 @@ class TableSchema:
                  "envelope_schema", "fallbacks", "fast_row_source", "fast_structs_source",
                  "key_positions",
                  "key_schema", "on_error", "qualified", "relation", "schema_name", "structs",
-                 "table_name", "topic", "value_positions", "value_schema")
+                 "structs_of", "table_name", "topic", "value_positions", "value_schema")
 
     def __init__(self, relation: Relation, topic: str, columns: tuple[ColumnPlan, ...],
                  key_positions: tuple[int, ...], value_positions: tuple[int, ...] | None,
@@ -102,7 +102,12 @@ class TableSchema:
         #: value that fails to convert there, takes :meth:`row`'s general loop, which
         #: names the failing column.
         self.structs: Callable[[TupleData, TupleData | None], tuple[Struct | None, Struct]]
-        self.fast_structs_source, self.structs = _compile_structs(self)
+        #: ``structs_of(kinds, values, old=None)``: ``structs`` of the tuple whose kinds and
+        #: values these are (:func:`~pgcdc_events.protocol.decoder.insert_parts`), for a
+        #: caller that has them without the :class:`TupleData` (the decoder's Inserts).
+        self.structs_of: Callable[[bytes, tuple[bytes | None, ...], TupleData | None],
+                                  tuple[Struct | None, Struct]]
+        self.fast_structs_source, self.structs, self.structs_of = _compile_structs(self)
         #: Called with each value that does not convert (then ``null`` is used); ``None``
         #: raises instead (``event.converting.failure.handling.mode=fail``).
         self.on_error: Callable[[ConversionError], None] | None = None
@@ -221,17 +226,19 @@ class _NoValueError(Exception):
 
 
 def _compile_structs(table: TableSchema) -> tuple[
-        str, Callable[[TupleData, TupleData | None], tuple[Struct | None, Struct]]]:
-    """Generate ``structs(tup, old=None)`` (see ``TableSchema.structs``): one branch for
+        str, Callable[[TupleData, TupleData | None], tuple[Struct | None, Struct]],
+        Callable[[bytes, tuple[bytes | None, ...], TupleData | None],
+                 tuple[Struct | None, Struct]]]:
+    """Generate ``structs(tup, old=None)`` and ``structs_of(kinds, values, old=None)`` (see
+    ``TableSchema.structs``), one body for both: one branch for
     tuples whose columns all came as text, one for text and NULL columns (a NULL takes the
     column's ``null_value``, as in the general loop), the general loop for the rest and
     for any value that fails to convert. The source holds only column numbers."""
     columns = table.columns
-    namespace: dict[str, Any] = {"new": object.__new__, "S": Struct, "KS": table.key_schema,
+    namespace: dict[str, Any] = {"B": STRUCT_BUILDER, "S": Struct, "KS": table.key_schema,
                                  "VS": table.value_schema, "TEXT": table._all_text,
                                  "TEXT_OR_NULL": _TEXT_OR_NULL, "general": table._structs,
-                                 "T": table, "NONE": _NoValueError}
-    namespace["ss"], namespace["sv"] = STRUCT_SETTERS
+                                 "T": table, "NONE": _NoValueError, "TupleData": TupleData}
     text = []
     mixed = []
     for i, col in enumerate(columns):
@@ -256,24 +263,31 @@ def _compile_structs(table: TableSchema) -> tuple[
     if table.key_schema is None:
         key = "            k = None\n"
     else:
-        key = ("            k = new(S)\n            ss(k, KS)\n"
-               f"            sv(k, ({''.join(f'a{i}, ' for i in table.key_positions)}))\n")
-    built = (f"        else:\n{key}            r = new(S)\n            ss(r, VS)\n"
-             f"            sv(r, ({value}))\n            return k, r\n")
-    source = (
-        "def structs(tup, old=None):\n"
-        "    kinds = tup.kinds\n"
+        key = ("            k = B()\n            k.schema = KS\n"
+               f"            k.values = ({''.join(f'a{i}, ' for i in table.key_positions)})\n"
+               "            k.__class__ = S\n")
+    built = (f"        else:\n{key}            r = B()\n            r.schema = VS\n"
+             f"            r.values = ({value})\n            r.__class__ = S\n"
+             "            return k, r\n")
+    # one body, two entries: a tuple's kinds and values (structs_of), or the tuple
+    body = (
         "    if kinds == TEXT:\n"
-        "        v = tup.values\n"
         f"        try:\n{''.join(text)}        except Exception:\n            T.fallbacks += 1\n"
         f"{built}"
         "    elif not kinds.translate(None, TEXT_OR_NULL):\n"
-        "        v = tup.values\n"
         f"        try:\n{''.join(mixed)}        except Exception:\n            T.fallbacks += 1\n"
-        f"{built}"
-        "    return general(tup, old)\n")
+        f"{built}")
+    source = (
+        "def structs(tup, old=None):\n"
+        "    kinds = tup.kinds\n"
+        "    v = tup.values\n"
+        f"{body}"
+        "    return general(tup, old)\n"
+        "def structs_of(kinds, v, old=None):\n"
+        f"{body}"
+        "    return general(TupleData(kinds, v), old)\n")
     exec(_compiled(source, "structs"), namespace)
-    return source, namespace["structs"]
+    return source, namespace["structs"], namespace["structs_of"]
 
 
 def _binary(col: ColumnPlan) -> Callable[[bytes], Any]:

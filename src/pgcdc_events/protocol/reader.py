@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pgcdc_events.errors import ProtocolError
 from pgcdc_events.protocol import wire
-from pgcdc_events.protocol.decoder import message_parser, parse_message
+from pgcdc_events.protocol.decoder import insert_parts, message_parser, parse_message
 from pgcdc_events.protocol.messages import (
     Delete,
     Insert,
@@ -184,6 +184,24 @@ class PgOutputReader:
         self._apply(data[0], message)
         self.messages_read += 1
         return message
+
+    def read_insert(self, data: bytes) -> tuple[int, bytes, tuple[bytes | None, ...]] | None:
+        """:meth:`read` of an Insert inside a transaction (outside a stream block), the path
+        most messages of a stream take, as its parts: the relation OID and the new tuple's
+        kinds and values (:func:`~pgcdc_events.protocol.decoder.insert_parts`), validated
+        as :meth:`read` validates the :class:`Insert` it builds of them, for a caller that
+        converts the tuple at once. ``None``, reading nothing, for any other message (or
+        ``data`` not ``bytes``): then call :meth:`read`."""
+        if type(data) is not bytes or not data or data[0] != _I or self._stream_xid is not None \
+                or self._txn is None:
+            return None
+        parts = insert_parts(data)
+        relation = self._relations.get(parts[0])
+        if relation is None or len(parts[2]) != len(relation.columns):
+            # names the OID, or the tuple and its width
+            self._check_width(_I, Insert(parts[0], TupleData(parts[1], parts[2])))
+        self.messages_read += 1
+        return parts
 
     def _error(self, t: int, expected: str, detail: str | None = None) -> ProtocolError:
         return ProtocolError(expected, message_type=chr(t), offset=0, detail=detail)

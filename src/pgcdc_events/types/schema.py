@@ -16,12 +16,12 @@ from typing import Any, Final
 
 import attrs
 
-from pgcdc_events._frozen import factory, setters_of
+from pgcdc_events._frozen import builder, factory
 
 __all__ = [
     "NO_DEFAULT",
     "PRIMITIVE_TYPES",
-    "STRUCT_SETTERS",
+    "STRUCT_BUILDER",
     "Field",
     "Schema",
     "Struct",
@@ -255,11 +255,10 @@ class Struct:
 #: ``make_struct(schema, values)`` is ``Struct(schema, values)``, built without going
 #: through ``__init__`` (see :mod:`pgcdc_events._frozen`): for code that builds many.
 make_struct: Final[Callable[[Schema, tuple[Any, ...]], Struct]] = factory(Struct)
-#: ``(set_schema, set_values)``: with ``object.__new__(Struct)``, the two steps of
-#: :data:`make_struct`, for generated code that builds structs inline.
-_SETTERS = setters_of(Struct, 2)
-STRUCT_SETTERS: Final[tuple[Callable[[Struct, Schema], None],
-                            Callable[[Struct, tuple[Any, ...]], None]]] = (_SETTERS[0], _SETTERS[1])
+#: The builder of :class:`Struct` (see :mod:`pgcdc_events._frozen`), for code that builds
+#: structs inline, as :data:`make_struct` builds them: ``s = STRUCT_BUILDER();
+#: s.schema = schema; s.values = values; s.__class__ = Struct``.
+STRUCT_BUILDER: Final[Callable[[], Any]] = builder(Struct, 2)
 
 
 def _plain(value: Any) -> Any:
