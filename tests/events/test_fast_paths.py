@@ -726,3 +726,37 @@ def test_skipped_creates_are_left_out_by_the_insert_path(entry: str) -> None:
     assert changes(skipped_c) == changes([r for r in everything if r.op != "c"])
     filtered = decoders[1].metrics.events_filtered - decoders[0].metrics.events_filtered
     assert filtered == len(creates)
+
+
+@pytest.mark.parametrize("entry", ["feed_row", "iter_feed", "handle"])
+def test_a_filtered_table_is_left_out_and_counted_by_the_row_path(entry: str) -> None:
+    """``table.exclude.list`` on a real capture, through each entry (the row handlers'
+    one path, ``_row_on``, for Inserts read as parts and for messages): the records are
+    those of the same capture decoded with nothing excluded, less the excluded table's,
+    and each of its row changes is counted as filtered, once."""
+    recording = next(r for r in RECORDINGS if r.key == "events/events-default")
+    outputs, decoders = [], []
+    for exclude in ({}, {"table.exclude.list": "public.ev_other"}):
+        config = EventConfig.from_properties({**recording.properties, **exclude})
+        decoder = EventDecoder(config, catalog=recording.catalog, clock=lambda: 0, run_id="r")
+        decoders.append(decoder)
+        outputs.append(_decoded_through(entry, decoder, recording.capture))
+    everything, kept = outputs
+    topic = next(r.topic for r in everything if r.topic.endswith(".public.ev_other"))
+    reader = PgOutputReader()
+    relations: dict[int, str] = {}
+    changes_to_it = 0
+    for row in recording.capture:
+        message = reader.read(row.data)
+        if isinstance(message, Relation):
+            relations[message.relation_id] = message.name
+        elif isinstance(message, (Insert, Update, Delete)) and not row.snapshot:
+            changes_to_it += relations[message.relation_id] == "ev_other"
+    assert changes_to_it > 3
+
+    def changes(records: list[ChangeRecord]) -> list[tuple[Any, ...]]:
+        return [(r.kind, r.op, r.topic, r.key, r.lsn) for r in records if r.kind != "transaction"]
+
+    assert changes(kept) == changes([r for r in everything if r.topic != topic])
+    filtered = decoders[1].metrics.events_filtered - decoders[0].metrics.events_filtered
+    assert filtered == changes_to_it

@@ -601,36 +601,27 @@ class EventDecoder:
 
     def _insert(self, table: TableSchema, message: Insert, lsn: int) -> list[ChangeRecord]:
         new = message.new
-        return self._create(table, new.kinds, new.values, lsn)
+        return self._create(table, (message.relation_id, new.kinds, new.values), lsn)
 
-    def _create(self, table: TableSchema, kinds: bytes, values: tuple[bytes | None, ...],
+    def _create(self, table: TableSchema, parts: tuple[int, bytes, tuple[bytes | None, ...]],
                 lsn: int) -> list[ChangeRecord]:
-        """The create event of a new row of ``table`` whose tuple has these kinds and values
-        (an Insert's, :meth:`_insert`; or its parts, :meth:`_inserted`)."""
+        """The create event of a new row of ``table`` from an Insert's parts (relation OID,
+        the tuple's kinds and values: :meth:`_insert`'s, or as :meth:`_inserted` reads
+        them)."""
         if "c" in self.config.skipped_operations:
             self.metrics.events_filtered += 1
             return []
-        key, after = table.structs_of(kinds, values, None)
+        key, after = table.structs_of(parts[1], parts[2], None)
         return [self.record(table, "c", None, after, key, lsn)]
 
     def _inserted(self, parts: tuple[int, bytes, tuple[bytes | None, ...]], lsn: int
                   ) -> list[ChangeRecord]:
         """The records of an Insert read as its parts (relation OID, kinds, values:
-        :meth:`PgOutputReader.read_insert`): the Insert handler's path (``_direct``), on
-        the parts. An Insert of a buffered (streamed or prepared) transaction, to a table
-        never announced, or for a subclass's own row builders is built as a message and
-        takes the handler."""
-        tx = self._tx
-        table = self._tables.get(parts[0], _NOTHING)
-        if tx.block is not None or tx.preparing or self._emits_apart or table is _NOTHING:
-            return self._handlers[Insert](self, _insert_message(parts), lsn)
-        if table is None:
-            self.metrics.events_filtered += 1
-            return []
-        try:
-            return self._create(table, parts[1], parts[2], lsn)  # type: ignore[arg-type]
-        except ConversionError as error:
-            return self.event_failed(error, table, lsn)  # type: ignore[arg-type]
+        :meth:`PgOutputReader.read_insert`): the Insert handler's path (:func:`_row_on`),
+        on the parts. An Insert of a buffered (streamed or prepared) transaction, to a
+        table never announced, or for a subclass's own row builders is built as a message
+        and takes the general path."""
+        return _row_on(self, parts[0], parts, lsn, EventDecoder._create, _insert_message)
 
     def _update(self, table: TableSchema, message: Update, lsn: int) -> list[ChangeRecord]:
         old = message.old
@@ -935,6 +926,36 @@ def _row_change(self: EventDecoder, message: Insert | Update | Delete, lsn: int
     return self._emit_row(table, message, lsn)
 
 
+def _row_on(self: EventDecoder, relation_id: int, item: Any, lsn: int,
+            build: Callable[[EventDecoder, TableSchema, Any, int], list[ChangeRecord]],
+            message_of: Callable[[Any], Insert | Update | Delete]) -> list[ChangeRecord]:
+    """``_row_change`` with ``_emit_row``'s dispatch done, for a row change to
+    ``relation_id`` given as ``item`` (the message, or an Insert's parts): ``build(self,
+    table, item, lsn)`` outside a buffered transaction; the general path
+    (:func:`_row_change`, given ``message_of(item)``) for a buffered transaction, a
+    subclass that overrides one of ``_ROW_PATH``, or a table never announced (which
+    raises the protocol error). The one home of the row handlers' path: :func:`_direct`'s
+    and :meth:`EventDecoder._inserted`'s."""
+    tx = self._tx
+    if tx.block is not None or tx.preparing or self._emits_apart:
+        return _row_change(self, message_of(item), lsn)
+    try:
+        table = self._tables[relation_id]
+    except KeyError:
+        return self._change(message_of(item), lsn)  # raises the protocol error
+    if table is None:
+        self.metrics.events_filtered += 1
+        return []
+    try:
+        return build(self, table, item, lsn)
+    except ConversionError as error:
+        return self.event_failed(error, table, lsn)
+
+
+def _same(message: Any) -> Any:
+    return message
+
+
 def _direct(build: Callable[[EventDecoder, TableSchema, Any, int], list[ChangeRecord]]
             ) -> Callable[[EventDecoder, Any, int], list[ChangeRecord]]:
     """The handler of one kind of row change: ``_row_change`` with ``_emit_row``'s dispatch
@@ -942,20 +963,7 @@ def _direct(build: Callable[[EventDecoder, TableSchema, Any, int], list[ChangeRe
     for every change; a subclass that overrides one of ``_ROW_PATH`` gets ``_row_change``."""
 
     def row(self: EventDecoder, message: Any, lsn: int) -> list[ChangeRecord]:
-        tx = self._tx
-        if tx.block is not None or tx.preparing or self._emits_apart:
-            return _row_change(self, message, lsn)
-        try:
-            table = self._tables[message.relation_id]
-        except KeyError:
-            return self._change(message, lsn)  # raises the protocol error
-        if table is None:
-            self.metrics.events_filtered += 1
-            return []
-        try:
-            return build(self, table, message, lsn)
-        except ConversionError as error:
-            return self.event_failed(error, table, lsn)
+        return _row_on(self, message.relation_id, message, lsn, build, _same)
 
     return row
 
