@@ -31,6 +31,7 @@ from pgcdc_events.spark.stream import (
     StreamState,
     decode_rows,
     decode_stream,
+    read_capture_files,
     read_capture_stream,
 )
 from support.capture_files import write_files
@@ -62,7 +63,8 @@ def test_files_decoded_as_one_decoder(spark: SparkSession, tmp_path: Path) -> No
     write_files(files, rows[:half], [3, 7, half // 2])
 
     def start() -> Any:
-        stream = decode_stream(read_capture_stream(spark, str(files), max_files_per_trigger=1),
+        # the files read in the Python tasks (read_capture_files: the fast path)
+        stream = decode_stream(read_capture_files(spark, str(files), max_files_per_trigger=1),
                                config, catalog=RECORDING.catalog, path=str(out),
                                checkpoint=str(checkpoint), clock=lambda: CLOCK_NS,
                                run_id=RUN_ID, lines=True)
@@ -80,6 +82,7 @@ def test_files_decoded_as_one_decoder(spark: SparkSession, tmp_path: Path) -> No
     assert stream.query is not None
     stream.query.processAllAvailable()
     assert first >= 4 and len(stream.batches) >= 2
+    assert stream.files_parsed.value == 3  # the restarted query's files, in Python
     want = decoder_lines(rows, config, RECORDING.catalog)
     problem = first_difference(records_lines(out, spark), want)
     assert not problem, problem
