@@ -162,8 +162,13 @@ def test_state_is_under_the_checkpoint(spark: SparkSession, tmp_path: Path) -> N
     state = json.loads((tmp_path / "c" / "_decoder" / states[-1]).read_text())
     assert state["segment"] == 2 and not state["held"]
     # the files read in the Python tasks (read_capture_files) give the same records, at
-    # the same positions, and the same state as the lines read in the JVM
-    fast = decode_stream(read_capture_files(spark, str(tmp_path / "f")), config,
+    # the same positions, and the same state as the lines read in the JVM; here a file a
+    # micro-batch, the second segment first (held until the first comes)
+    first = sorted((tmp_path / "f").glob("capture-*.jsonl"))[0]
+    later = first.stat().st_mtime + 10
+    os.utime(first, (later, later))
+    fast = decode_stream(read_capture_files(spark, str(tmp_path / "f"),
+                                            max_files_per_trigger=1), config,
                          catalog=RECORDING.catalog, path=str(tmp_path / "o2"),
                          checkpoint=str(tmp_path / "c2"), clock=lambda: CLOCK_NS,
                          run_id=RUN_ID)
@@ -172,7 +177,9 @@ def test_state_is_under_the_checkpoint(spark: SparkSession, tmp_path: Path) -> N
     fast.query.processAllAvailable()
     fast.stop()
     assert fast.files_parsed.value == 2
-    assert json.loads((tmp_path / "c2" / "_decoder" / states[-1]).read_text()) == state
+    assert [b.pending for b in fast.batches] == [len(rows) - 5, 0]  # segment 1 held
+    fast_states = sorted(os.listdir(tmp_path / "c2" / "_decoder"))
+    assert json.loads((tmp_path / "c2" / "_decoder" / fast_states[-1]).read_text()) == state
 
     def records(path: Path) -> list[tuple[Any, ...]]:
         df = spark.read.parquet(str(path / "records"))
