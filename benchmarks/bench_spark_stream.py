@@ -337,7 +337,8 @@ class CountedChanges(ChangesPhases):
         return [self.phases.get(b.batch_id, (0.0, 0.0))[1] for b in batches]
 
 
-def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog: Any
+def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog: Any,
+              per_line: bool = False
               ) -> dict[str, float]:
     """One long-running query over a backlog of rotating files, ``per_trigger`` files a
     micro-batch, into a Delta target given the flattened changes: changes/s over the
@@ -349,8 +350,15 @@ def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog
     from pgcdc_events.spark import decode_capture, read_capture
     from pgcdc_events.spark._session import to_arrow_table
     from pgcdc_events.spark.delta import DeltaTarget
-    from pgcdc_events.spark.stream import decode_stream, read_capture_stream
+    from pgcdc_events.spark.stream import (
+        decode_stream,
+        read_capture_files,
+        read_capture_stream,
+    )
 
+    # the files read in the Python tasks (read_capture_files), or, with per_line, the
+    # lines split and parsed in the JVM (read_capture_stream: the path before)
+    reader = read_capture_stream if per_line else read_capture_files
     capture = DATA / f"stream-{changes}.jsonl"
     if not capture.exists():
         make_capture(capture, changes, updates=changes // 5, deletes=changes // 10)
@@ -366,7 +374,7 @@ def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog
         (work / "warm").mkdir()
         for path in sorted((work / "files").iterdir())[:min(per_trigger, 3)]:
             shutil.copy(path, work / "warm" / path.name)
-        warm = decode_stream(read_capture_stream(spark, str(work / "warm")), config,
+        warm = decode_stream(reader(spark, str(work / "warm")), config,
                              catalog=catalog, checkpoint=str(work / "cp-warm"),
                              targets={"public.bench": DeltaTarget(str(work / "delta-warm"))})
         warm.start().processAllAvailable()
@@ -376,8 +384,7 @@ def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog
         cpu_before = cpu_seconds()
         started = time.perf_counter()
         stream = decode_stream(
-            read_capture_stream(spark, str(work / "files"),
-                                max_files_per_trigger=per_trigger),
+            reader(spark, str(work / "files"), max_files_per_trigger=per_trigger),
             config, catalog=catalog, checkpoint=str(work / "cp"),
             targets={"public.bench": target}, progress=clock)
         query = stream.start()
@@ -409,7 +416,8 @@ def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog
               f"{len(clock.ends)} micro-batches (median {statistics.median(seconds):.2f} s, "
               f"max {seconds[-1]:.2f} s), {jobs} Spark jobs "
               f"({jobs / len(clock.ends):.1f} a micro-batch), "
-              f"{stream.single_passes} decoded in one pass; {target.rows:,} changes "
+              f"{stream.single_passes} decoded in one pass, {stream.files_parsed.value} "
+              f"files read in Python tasks; {target.rows:,} changes "
               f"collected in {target.collect_s:.2f} s, applied in {target.apply_s:.2f} s")
         print(f"  start-up and first micro-batch (batch {first_id}): "
               f"{first_end - started:.2f} s; steady state: {steady:,} changes in "
@@ -556,6 +564,9 @@ def main() -> None:
                         "--files-per-trigger files a micro-batch (0: none)")
     parser.add_argument("--files-per-trigger", type=int, default=8, metavar="N",
                         help="maxFilesPerTrigger of the sustained run (default 8)")
+    parser.add_argument("--per-line", action="store_true",
+                        help="the sustained run reads the lines in the JVM "
+                        "(read_capture_stream: the path before read_capture_files)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting of the sessions (to compare settings)")
     parser.add_argument("--skip-latency", action="store_true")
@@ -582,7 +593,7 @@ def main() -> None:
             catalog = catalog or catalog_of_bench()
             figures.setdefault(master, {}).update(sustained(
                 spark, args.sustained_changes, args.file_transactions,
-                args.files_per_trigger, catalog))
+                args.files_per_trigger, catalog, per_line=args.per_line))
     if len(figures) > 1:
         first, *rest = masters
         for master in rest:

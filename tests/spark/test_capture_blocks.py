@@ -18,7 +18,7 @@ from pgcdc_events.events import EventConfig
 from pgcdc_events.protocol import iter_capture
 from pgcdc_events.protocol.capture import COPY_MARK
 from pgcdc_events.spark import SparkDecodeError, read_capture
-from pgcdc_events.spark.stream import decode_stream, read_capture_stream
+from pgcdc_events.spark.stream import decode_stream, read_capture_files, read_capture_stream
 from pgcdc_events.testing.cluster import TempCluster
 from pgcdc_events.types.catalog import CatalogSnapshot
 from support.records import without_run_fields
@@ -126,17 +126,22 @@ def test_rotating_files_with_block_lines_stream_as_decode_does(
     want = [without_run_fields(line) for line in reference.read_text().splitlines()]
     assert sum(r["value"] is not None and r["value"]["payload"]["op"] == "r"
                for r in want) == 16
-    stream = decode_stream(read_capture_stream(spark, str(files)),
-                           EventConfig.from_properties({"topic.prefix": "pgcdc"}),
-                           catalog=CatalogSnapshot.load(str(catalog)),
-                           path=str(tmp_path / "o"), checkpoint=str(tmp_path / "c"), lines=True)
-    stream.start()
-    assert stream.query is not None
-    stream.query.processAllAvailable()
-    stream.stop()
-    df = spark.read.parquet(str(tmp_path / "o" / "records"))
-    got = [r["line"] for r in df.orderBy("position", "index").select("line").collect()]
-    assert [without_run_fields(line) for line in got] == want
+    # the lines read in the JVM (read_capture_stream), and the files in the Python tasks
+    # (read_capture_files: spark stream's path)
+    for name, reader in (("lines", read_capture_stream), ("files", read_capture_files)):
+        stream = decode_stream(reader(spark, str(files)),
+                               EventConfig.from_properties({"topic.prefix": "pgcdc"}),
+                               catalog=CatalogSnapshot.load(str(catalog)),
+                               path=str(tmp_path / f"o-{name}"),
+                               checkpoint=str(tmp_path / f"c-{name}"), lines=True)
+        stream.start()
+        assert stream.query is not None
+        stream.query.processAllAvailable()
+        stream.stop()
+        assert stream.files_parsed.value == (len(names) if name == "files" else 0)
+        df = spark.read.parquet(str(tmp_path / f"o-{name}" / "records"))
+        got = [r["line"] for r in df.orderBy("position", "index").select("line").collect()]
+        assert [without_run_fields(line) for line in got] == want, name
 
 
 def _damaged(line: bytes) -> bytes:

@@ -31,6 +31,7 @@ from pgcdc_events.spark.stream import (
     StreamState,
     decode_rows,
     decode_stream,
+    read_capture_files,
     read_capture_stream,
 )
 from support.capture_files import write_files
@@ -62,7 +63,8 @@ def test_files_decoded_as_one_decoder(spark: SparkSession, tmp_path: Path) -> No
     write_files(files, rows[:half], [3, 7, half // 2])
 
     def start() -> Any:
-        stream = decode_stream(read_capture_stream(spark, str(files), max_files_per_trigger=1),
+        # the files read in the Python tasks (read_capture_files: the fast path)
+        stream = decode_stream(read_capture_files(spark, str(files), max_files_per_trigger=1),
                                config, catalog=RECORDING.catalog, path=str(out),
                                checkpoint=str(checkpoint), clock=lambda: CLOCK_NS,
                                run_id=RUN_ID, lines=True)
@@ -80,6 +82,7 @@ def test_files_decoded_as_one_decoder(spark: SparkSession, tmp_path: Path) -> No
     assert stream.query is not None
     stream.query.processAllAvailable()
     assert first >= 4 and len(stream.batches) >= 2
+    assert stream.files_parsed.value == 3  # the restarted query's files, in Python
     want = decoder_lines(rows, config, RECORDING.catalog)
     problem = first_difference(records_lines(out, spark), want)
     assert not problem, problem
@@ -158,6 +161,32 @@ def test_state_is_under_the_checkpoint(spark: SparkSession, tmp_path: Path) -> N
     assert states and all(s.startswith("state-") for s in states)
     state = json.loads((tmp_path / "c" / "_decoder" / states[-1]).read_text())
     assert state["segment"] == 2 and not state["held"]
+    # the files read in the Python tasks (read_capture_files) give the same records, at
+    # the same positions, and the same state as the lines read in the JVM; here a file a
+    # micro-batch, the second segment first (held until the first comes)
+    first = sorted((tmp_path / "f").glob("capture-*.jsonl"))[0]
+    later = first.stat().st_mtime + 10
+    os.utime(first, (later, later))
+    fast = decode_stream(read_capture_files(spark, str(tmp_path / "f"),
+                                            max_files_per_trigger=1), config,
+                         catalog=RECORDING.catalog, path=str(tmp_path / "o2"),
+                         checkpoint=str(tmp_path / "c2"), clock=lambda: CLOCK_NS,
+                         run_id=RUN_ID)
+    fast.start()
+    assert fast.query is not None
+    fast.query.processAllAvailable()
+    fast.stop()
+    assert fast.files_parsed.value == 2
+    assert [b.pending for b in fast.batches] == [len(rows) - 5, 0]  # segment 1 held
+    fast_states = sorted(os.listdir(tmp_path / "c2" / "_decoder"))
+    assert json.loads((tmp_path / "c2" / "_decoder" / fast_states[-1]).read_text()) == state
+
+    def records(path: Path) -> list[tuple[Any, ...]]:
+        df = spark.read.parquet(str(path / "records"))
+        return [(r["position"], r["index"], r["lsn"], r["kind"], r["table"])
+                for r in df.orderBy("position", "index").collect()]
+
+    assert records(tmp_path / "o2") == records(tmp_path / "o")
 
 
 def test_cli_stream(spark: SparkSession, tmp_path: Path,
@@ -286,3 +315,31 @@ def test_spark_stream_failures_are_one_line_with_their_cause(
     assert (code, err) == (1, [
         "pgcdc-events spark: error: the decoding query failed at micro-batch 0: "
         "UnpicklingError: invalid load key, '\\xff'."])
+
+
+def test_a_bad_line_in_a_file_read_in_python_is_named(spark: SparkSession,
+                                                      tmp_path: Path) -> None:
+    """read_capture_files' fast path: a line the protocol reader refuses fails the query
+    in one line naming the file, the line and its position; the good files before it
+    were read in Python (the counter)."""
+    rows = list(RECORDING.capture)
+    config = EventConfig.from_properties(RECORDING.properties)
+    write_files(tmp_path / "f", rows, [4])
+    second = sorted((tmp_path / "f").glob("capture-*.jsonl"))[1]
+    lines = second.read_text().splitlines(keepends=True)
+    lines[2] = '{"lsn": "0/16B3748", "xid": null, "data": "4zz"}\n'  # not hex
+    second.write_text("".join(lines))
+    later = second.stat().st_mtime + 10  # after the first file: its own micro-batch
+    os.utime(second, (later, later))
+    stream = decode_stream(read_capture_files(spark, str(tmp_path / "f"),
+                                              max_files_per_trigger=1), config,
+                           catalog=RECORDING.catalog, path=str(tmp_path / "o"),
+                           checkpoint=str(tmp_path / "c"))
+    stream.start()
+    assert stream.query is not None
+    with pytest.raises(Exception, match=f"position {(1 << 32) + 2}: {second.name}: "
+                                        "line 3: 'data' as a hex string") as failure:
+        stream.query.processAllAvailable()
+    assert "\n" not in str(failure.value).split("SparkDecodeError: ", 1)[-1].split("\n")[0]
+    assert stream.files_parsed.value == 1 and len(stream.batches) == 1
+    stream.stop()

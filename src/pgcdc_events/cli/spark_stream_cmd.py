@@ -318,7 +318,7 @@ def _follow(args: argparse.Namespace, spark: Any, config: Any, catalog: Any,  # 
     from pgcdc_events.spark.stream import (  # noqa: PLC0415
         BatchProgress,
         decode_stream,
-        read_capture_stream,
+        read_capture_files,
     )
     from pgcdc_events.spark.write import table_directory  # noqa: PLC0415
 
@@ -339,9 +339,10 @@ def _follow(args: argparse.Namespace, spark: Any, config: Any, catalog: Any,  # 
               + (f", {seconds:.1f} s" if seconds is not None else "")
               + f" ({batch.seconds:.2f} s)", file=sys.stderr, flush=True)
 
-    source = read_capture_stream(spark, args.input,
-                                 max_files_per_trigger=args.max_files_per_trigger,
-                                 max_bytes_per_trigger=max_bytes)
+    # the files, whose lines decode_stream's Python tasks read (the fast path)
+    source = read_capture_files(spark, args.input,
+                                max_files_per_trigger=args.max_files_per_trigger,
+                                max_bytes_per_trigger=max_bytes)
     checkpoint = os.path.join(args.checkpoint, "decode")
     stream = decode_stream(source, config, catalog=catalog,
                            path=args.output if args.records else None,

@@ -36,7 +36,12 @@ from pgcdc_events.spark.schema import (
     struct_type,
 )
 from pgcdc_events.spark.state import latest_state
-from pgcdc_events.spark.stream import DecodedStream, decode_stream, read_capture_stream
+from pgcdc_events.spark.stream import (
+    DecodedStream,
+    decode_stream,
+    read_capture_files,
+    read_capture_stream,
+)
 from pgcdc_events.spark.udf import message_udf
 from pgcdc_events.spark.values import ValueConverter
 
@@ -60,6 +65,7 @@ __all__ = [
     "latest_state",
     "message_udf",
     "read_capture",
+    "read_capture_files",
     "read_capture_stream",
     "session",
     "spark_type",

@@ -85,7 +85,7 @@ from pgcdc_events.events.chunks import (
 )
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.incremental import ReadOnlyChunkWindow
-from pgcdc_events.protocol.capture import read_chunk_line
+from pgcdc_events.protocol.capture import CaptureRow, read_canonical, read_chunk_line
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.messages import Relation, Type
 from pgcdc_events.protocol.transactions import Prelude
@@ -123,9 +123,22 @@ from pgcdc_events.spark.layout import (
 from pgcdc_events.spark.schema import Flavour, SparkSchemaOptions
 from pgcdc_events.types.catalog import CatalogSnapshot
 
-__all__ = ["BatchProgress", "ChangesTarget", "DecodedStream", "StreamState", "commit_ms",
-           "control_input", "decode_rows",
-           "decode_stream", "jvm_exit", "plan_batch", "read_capture_stream", "write_atomic"]
+__all__ = [
+    "FILE_COLUMNS",
+    "BatchProgress",
+    "ChangesTarget",
+    "DecodedStream",
+    "StreamState",
+    "commit_ms",
+    "control_input",
+    "decode_rows",
+    "decode_stream",
+    "jvm_exit",
+    "plan_batch",
+    "read_capture_files",
+    "read_capture_stream",
+    "write_atomic",
+]
 
 _SEGMENT_BITS: Final = 32
 _FILE_GLOB: Final = "capture-*.jsonl"
@@ -136,6 +149,39 @@ _STATE: Final = re.compile(r"state-(\d{12})\.json")
 #: :func:`~pgcdc_events.spark.capture.expand_block_lines` as a plain Python UDF (a file's
 #: text in, its text out: nothing for Arrow to batch; useArrow set, so no warning).
 _EXPAND_BLOCKS: Final = F.udf(expand_block_lines, StringType(), useArrow=False)
+
+
+def read_capture_files(spark: SparkSession, directory: str, *,
+                       max_files_per_trigger: int | None = None,
+                       max_bytes_per_trigger: int | None = None) -> DataFrame:
+    """A streaming DataFrame of the rotating capture files of a directory, one row a file:
+    ``segment`` (the file's sequence number), ``file`` (its name) and ``value`` (its text,
+    read whole). :func:`decode_stream` recognises it by these columns (:data:`FILE_COLUMNS`)
+    and has the files' lines read in its Python tasks, by the protocol layer's capture
+    reader (the fast path: no line split and ``from_json`` in the JVM;
+    :attr:`DecodedStream.files_parsed` counts the files). The rows are those
+    :func:`read_capture_stream` gives, at the same positions. ``max_files_per_trigger``
+    and ``max_bytes_per_trigger`` as :func:`read_capture_stream` takes them."""
+    if max_files_per_trigger is not None and max_bytes_per_trigger is not None:
+        raise SparkDecodeError("give max_files_per_trigger or max_bytes_per_trigger, not both")
+    for name, bound in (("max_files_per_trigger", max_files_per_trigger),
+                        ("max_bytes_per_trigger", max_bytes_per_trigger)):
+        if bound is not None and bound < 1:
+            raise SparkDecodeError(f"{name} must be positive, got {bound}")
+    reader = (spark.readStream.format("text").option("wholetext", "true")
+              .option("pathGlobFilter", _FILE_GLOB))
+    if max_files_per_trigger is not None:
+        reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
+    if max_bytes_per_trigger is not None:
+        reader = reader.option("maxBytesPerTrigger", str(max_bytes_per_trigger))
+    return reader.load(directory).select(
+        F.regexp_extract(F.col("_metadata.file_name"), _FILE_SEQ, 1).cast("long")
+        .alias("segment"), F.col("_metadata.file_name").alias("file"), F.col("value"))
+
+
+#: The columns of :func:`read_capture_files`' DataFrame, by which :func:`decode_stream`
+#: takes it as files whose lines its tasks read.
+FILE_COLUMNS: Final = ("segment", "file", "value")
 
 
 def read_capture_stream(spark: SparkSession, directory: str, *,
@@ -150,23 +196,11 @@ def read_capture_stream(spark: SparkSession, directory: str, *,
     ``max_files_per_trigger`` or ``max_bytes_per_trigger`` (not both: Spark's file source
     takes one) bound a micro-batch (at least one file); without either a micro-batch takes
     every new file, which, for a backlog, can be more than the driver's memory holds
-    (:func:`jvm_exit`).
+    (:func:`jvm_exit`). For :func:`decode_stream`, :func:`read_capture_files` is the
+    faster input (the same rows, read in Python tasks).
     """
-    if max_files_per_trigger is not None and max_bytes_per_trigger is not None:
-        raise SparkDecodeError("give max_files_per_trigger or max_bytes_per_trigger, not both")
-    for name, bound in (("max_files_per_trigger", max_files_per_trigger),
-                        ("max_bytes_per_trigger", max_bytes_per_trigger)):
-        if bound is not None and bound < 1:
-            raise SparkDecodeError(f"{name} must be positive, got {bound}")
-    reader = (spark.readStream.format("text").option("wholetext", "true")
-              .option("pathGlobFilter", _FILE_GLOB))
-    if max_files_per_trigger is not None:
-        reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
-    if max_bytes_per_trigger is not None:
-        reader = reader.option("maxBytesPerTrigger", str(max_bytes_per_trigger))
-    files = reader.load(directory).select(
-        F.regexp_extract(F.col("_metadata.file_name"), _FILE_SEQ, 1).cast("long")
-        .alias("segment"), F.col("value"), F.col("_metadata.file_name").alias("file"))
+    files = read_capture_files(spark, directory, max_files_per_trigger=max_files_per_trigger,
+                               max_bytes_per_trigger=max_bytes_per_trigger)
     # a file holding COPY block lines (an initial snapshot's rows as COPY text) has them
     # replaced by their rows, a line a message, in Python; the other files stay in the JVM
     # (the function is given null for them), in one scan of the files (two filtered scans
@@ -182,6 +216,86 @@ def read_capture_stream(spark: SparkSession, directory: str, *,
     parsed = parse_capture_lines(rows, where=directory, chunks=True)
     return parsed.select("segment", "position", "lsn", "xid", "data", "snapshot",
                          CHUNK_COLUMN)
+
+
+#: The rows :class:`_FileLines` makes of a micro-batch's files: what the per-line path's
+#: rows are after :func:`decode_stream` normalised them.
+_FILE_ROWS_TYPE: Final = StructType([
+    StructField("position", LongType(), False), StructField("lsn", LongType(), False),
+    StructField("data", BinaryType(), False), StructField("snapshot", BooleanType(), False),
+    StructField("segment", LongType(), False), StructField(CHUNK_COLUMN, StringType())])
+
+
+class _FileLines:
+    """The task function (``mapInArrow``) that reads a micro-batch's files (rows of
+    :data:`FILE_COLUMNS`) into capture rows ``(position, lsn, data, snapshot, segment,
+    chunk line)``, as :func:`read_capture_stream` and ``normalize_capture`` make them in
+    the JVM: COPY block lines expanded first (:func:`expand_block_lines`), then each
+    non-empty line at ``segment << 32 | its index``, read by the protocol layer
+    (``read_canonical``, else a chunk line by ``read_chunk_line``, else
+    ``CaptureRow.from_line``, whose error names the line; here the file too). ``parsed``
+    (an accumulator) counts the files. Picklable."""
+
+    def __init__(self, parsed: Any) -> None:
+        self.parsed = parsed
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        schema = pa.schema([pa.field(f.name, pa.int64() if f.name in ("position", "lsn",
+                                                                       "segment")
+                                     else pa.binary() if f.name == "data"
+                                     else pa.bool_() if f.name == "snapshot"
+                                     else pa.string(), f.nullable)
+                            for f in _FILE_ROWS_TYPE.fields])
+        for batch in batches:
+            for segment, name, text in zip(batch.column("segment").to_pylist(),
+                                           batch.column("file").to_pylist(),
+                                           batch.column("value").to_pylist(), strict=True):
+                columns = _file_rows(segment, name, text)
+                self.parsed.add(1)
+                if columns[0]:
+                    yield pa.RecordBatch.from_arrays(
+                        [pa.array(columns[0], pa.int64()), pa.array(columns[1], pa.int64()),
+                         pa.array(columns[2], pa.binary()), pa.array(columns[3], pa.bool_()),
+                         pa.array([segment] * len(columns[0]), pa.int64()),
+                         pa.array(columns[4], pa.string())], schema=schema)
+
+
+def _file_rows(segment: int | None, name: str, text: str | None
+               ) -> tuple[list[int], list[int], list[bytes], list[bool], list[str | None]]:
+    """One file's rows as columns (see :class:`_FileLines`)."""
+    if segment is None:
+        raise SparkDecodeError(f"{name}: not a capture file name (capture-<sequence>-<lsn>"
+                               ".jsonl): no segment")
+    text = expand_block_lines(text, name, segment) or ""
+    positions: list[int] = []
+    lsns: list[int] = []
+    datas: list[bytes] = []
+    snapshots: list[bool] = []
+    chunks: list[str | None] = []
+    base = segment << _SEGMENT_BITS
+    for index, line in enumerate(text.split("\n")):
+        if line == "":
+            continue
+        raw = line.encode("utf-8", "surrogateescape")
+        read: tuple[int, bytes, bool] | None = read_canonical(raw)
+        chunk: str | None = None
+        try:
+            if read is None:
+                found = read_chunk_line(raw, line_number=index + 1)
+                if found is not None:
+                    read, chunk = (int(found.lsn), b"", False), line
+                else:
+                    row = CaptureRow.from_line(raw, line_number=index + 1)
+                    read = (int(row.lsn), row.data, row.snapshot)
+        except PgCdcError as exc:
+            raise SparkDecodeError(f"{name}: {exc}", position=base + index) from None
+        positions.append(base + index)
+        assert read is not None
+        lsns.append(int(read[0]))
+        datas.append(read[1])
+        snapshots.append(read[2])
+        chunks.append(chunk)
+    return positions, lsns, datas, snapshots, chunks
 
 
 #: Exit codes of Spark's JVM (``org.apache.spark.util.SparkExitCode``) and what they mean.
@@ -626,6 +740,9 @@ class _BatchWriter:
             return
         state = stream.load_state(before=batch_id)
         spark = df.sparkSession
+        if stream.files:  # read_capture_files: the files' lines read in the Python tasks
+            df = map_in_arrow(df.select(*FILE_COLUMNS), _FileLines(stream.files_parsed),
+                              _FILE_ROWS_TYPE)
         segmented = "segment" in df.columns
         has_chunks = CHUNK_COLUMN in df.columns  # incremental snapshot chunk lines
         df = df.select("position", "lsn", "data", "snapshot",
@@ -976,8 +1093,10 @@ class DecodedStream:
                  path: str | None, checkpoint: str, options: SparkSchemaOptions, *,
                  clock: Callable[[], int], run_id: str, lines: bool,
                  progress: Callable[[BatchProgress], None] | None,
-                 chunk_messages: int | None = None) -> None:
+                 chunk_messages: int | None = None, files: bool = False) -> None:
         self.source = source
+        #: The source is :func:`read_capture_files`' files, read in the Python tasks.
+        self.files = files
         self.config = config
         self.catalog = catalog
         self.spark = source.sparkSession
@@ -997,6 +1116,8 @@ class DecodedStream:
         #: Chunks decoded, and records made, by the tasks (Spark accumulators).
         self.chunks = context.accumulator(0)
         self.records_made = context.accumulator(0)
+        #: Files whose lines the Python tasks read (:func:`read_capture_files`' input).
+        self.files_parsed = context.accumulator(0)
         #: Rows of flattened changes given to the targets (:meth:`flat_counts`).
         self.flat = (context.accumulator(0), context.accumulator(0))
         #: Micro-batches decoded straight to one table's changes (:meth:`single_table`).
@@ -1250,10 +1371,13 @@ def decode_stream(stream_df: DataFrame, config: EventConfig, *, catalog: Catalog
 
     ``stream_df`` has ``position`` (an integer column: the stream order), ``lsn`` and
     ``data`` as :func:`~pgcdc_events.spark.decode.decode_capture` reads them, and
-    optionally ``segment`` (:func:`read_capture_stream`). ``catalog`` gives the tables'
-    shapes; ``checkpoint`` is the query's checkpoint location (the decoder's state lives
-    in it). ``targets`` maps tables (``schema.table``) to ``foreachBatch`` functions that
-    each micro-batch's events of the table are applied to, in the same query
+    optionally ``segment`` (:func:`read_capture_stream`); or it is
+    :func:`read_capture_files`' files (exactly the columns :data:`FILE_COLUMNS`), whose
+    lines the micro-batch's Python tasks read (the faster path for rotating files).
+    ``catalog`` gives the tables' shapes; ``checkpoint`` is the query's checkpoint
+    location (the decoder's state lives in it). ``targets`` maps tables
+    (``schema.table``) to ``foreachBatch`` functions that each micro-batch's events of
+    the table are applied to, in the same query
     (:meth:`DecodedStream.apply`); ``path``, if given, receives the records (for
     :meth:`DecodedStream.table`). ``chunk_messages`` is the least number of rows of a
     chunk decoded by one task (default: a micro-batch's rows over four chunks per core, at
@@ -1271,13 +1395,17 @@ def decode_stream(stream_df: DataFrame, config: EventConfig, *, catalog: Catalog
                                "must be a string")
     if "segment" in fields and not isinstance(fields["segment"], IntegralType):
         raise SparkDecodeError("column 'segment' must be an integer type")
-    keep = tuple(c for c in ("segment", CHUNK_COLUMN) if c in fields)
-    source = normalize_capture(stream_df, "position", keep=keep)
+    files = sorted(fields) == sorted(FILE_COLUMNS)  # read_capture_files' files
+    if files:
+        source = stream_df
+    else:
+        keep = tuple(c for c in ("segment", CHUNK_COLUMN) if c in fields)
+        source = normalize_capture(stream_df, "position", keep=keep)
     config = config.with_catalog(catalog)
     stream = DecodedStream(source, config, catalog, path, checkpoint,
                            options or SparkSchemaOptions(flavour), clock=clock,
                            run_id=run_id or str(uuid.uuid4()), lines=lines, progress=progress,
-                           chunk_messages=chunk_messages)
+                           chunk_messages=chunk_messages, files=files)
     for table, target in (targets or {}).items():
         stream.apply(table, target)
     return stream
