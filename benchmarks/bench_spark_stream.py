@@ -178,8 +178,17 @@ class EventsPhases(Phases):
         self._apply(df, batch_id, None)
 
 
+def capture_reader(per_line: bool) -> Any:
+    """What the stream runs read the rotating files with: the files read in the Python
+    tasks (``read_capture_files``, what ``spark stream`` uses), or, with ``per_line``, the
+    lines split and parsed in the JVM (``read_capture_stream``: the path before)."""
+    from pgcdc_events.spark.stream import read_capture_files, read_capture_stream
+
+    return read_capture_stream if per_line else read_capture_files
+
+
 def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
-               warm_up: bool = True) -> dict[str, float]:
+               warm_up: bool = True, per_line: bool = False) -> dict[str, float]:
     from deltalake import DeltaTable
     from pyspark.sql.types import LongType, StructField, StructType
 
@@ -188,8 +197,9 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
     from pgcdc_events.spark.capture import capture_dataframe, write_capture_parquet
     from pgcdc_events.spark.delta import DeltaTarget
     from pgcdc_events.spark.state import latest_state
-    from pgcdc_events.spark.stream import decode_stream, read_capture_stream
+    from pgcdc_events.spark.stream import decode_stream
 
+    reader = capture_reader(per_line)
     capture = DATA / f"stream-{changes}.jsonl"
     if not capture.exists():
         make_capture(capture, changes, updates=changes // 5, deletes=changes // 10)
@@ -218,7 +228,7 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
         def run_stream(name: str, target: Any) -> tuple[float, Any]:
             before = cpu_seconds()
             started = time.perf_counter()
-            stream = decode_stream(read_capture_stream(spark, str(work / "files")), config,
+            stream = decode_stream(reader(spark, str(work / "files")), config,
                                    catalog=catalog, checkpoint=str(work / f"cp-{name}"),
                                    targets={"public.bench": target})
             stream.start().processAllAvailable()
@@ -350,15 +360,9 @@ def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog
     from pgcdc_events.spark import decode_capture, read_capture
     from pgcdc_events.spark._session import to_arrow_table
     from pgcdc_events.spark.delta import DeltaTarget
-    from pgcdc_events.spark.stream import (
-        decode_stream,
-        read_capture_files,
-        read_capture_stream,
-    )
+    from pgcdc_events.spark.stream import decode_stream
 
-    # the files read in the Python tasks (read_capture_files), or, with per_line, the
-    # lines split and parsed in the JVM (read_capture_stream: the path before)
-    reader = read_capture_stream if per_line else read_capture_files
+    reader = capture_reader(per_line)
     capture = DATA / f"stream-{changes}.jsonl"
     if not capture.exists():
         make_capture(capture, changes, updates=changes // 5, deletes=changes // 10)
@@ -478,12 +482,13 @@ class TimedEvents(TimedTarget):
         self._apply(df, batch_id, None, "key")
 
 
-def latency(spark: Any, rate: float, seconds: float, path: str) -> dict[str, float]:
+def latency(spark: Any, rate: float, seconds: float, path: str, *, per_line: bool = False
+            ) -> dict[str, float]:
     import pg8000.native
 
     from pgcdc_events.cli import main as cli
     from pgcdc_events.spark.delta import DeltaTarget
-    from pgcdc_events.spark.stream import decode_stream, read_capture_stream
+    from pgcdc_events.spark.stream import decode_stream
     from pgcdc_events.testing.cluster import TempCluster
     from pgcdc_events.types.catalog import CatalogSnapshot
 
@@ -508,7 +513,7 @@ def latency(spark: Any, rate: float, seconds: float, path: str) -> dict[str, flo
             time.sleep(0.1)
         timed = (TimedChanges if path == "changes" else TimedEvents)(
             DeltaTarget(str(work / "target")))
-        stream = decode_stream(read_capture_stream(spark, str(work / "files")),
+        stream = decode_stream(capture_reader(per_line)(spark, str(work / "files")),
                                EventConfig.from_properties(PROPS), catalog=catalog,
                                checkpoint=str(work / "cp"), targets={"public.lat": timed})
         stream.start(trigger_seconds=0.2)
@@ -565,7 +570,7 @@ def main() -> None:
     parser.add_argument("--files-per-trigger", type=int, default=8, metavar="N",
                         help="maxFilesPerTrigger of the sustained run (default 8)")
     parser.add_argument("--per-line", action="store_true",
-                        help="the sustained run reads the lines in the JVM "
+                        help="the stream runs read the lines in the JVM "
                         "(read_capture_stream: the path before read_capture_files)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting of the sessions (to compare settings)")
@@ -588,7 +593,8 @@ def main() -> None:
                               **dict(c.split("=", 1) for c in args.conf)})
         if not args.skip_throughput:
             figures[master] = throughput(spark, args.changes, args.file_transactions,
-                                         catalog, warm_up=not args.no_warm_up)
+                                         catalog, warm_up=not args.no_warm_up,
+                                         per_line=args.per_line)
         if args.sustained_changes:
             catalog = catalog or catalog_of_bench()
             figures.setdefault(master, {}).update(sustained(
@@ -606,8 +612,8 @@ def main() -> None:
     print(json.dumps(figures))
     if not args.skip_latency and spark is not None:
         for path in [p.strip() for p in args.latency_paths.split(",") if p.strip()]:
-            print(json.dumps({f"latency_{path}": latency(spark, args.rate, args.seconds,
-                                                         path)}), flush=True)
+            figure = latency(spark, args.rate, args.seconds, path, per_line=args.per_line)
+            print(json.dumps({f"latency_{path}": figure}), flush=True)
     assert spark is not None
     spark.stop()
     threading.Event().wait(0)
