@@ -37,6 +37,7 @@ from pgcdc_events.protocol.lsn import Lsn
 from pgcdc_events.spark import decode_capture, read_capture
 from pgcdc_events.testing.cluster import TempCluster
 from pgcdc_events.types.catalog import CatalogSnapshot
+from support.capture_files import stamp
 from support.databases import database_url, fresh_database
 from support.signals import PROPS, SIGNAL_DDL, MixedWorkload, capture
 from support.spark_records import CLOCK_NS, RUN_ID, first_difference, last_rows_per_key
@@ -195,6 +196,7 @@ def _rotating(cap: Path, directory: Path, files: int) -> list[str]:
         part = lines[lo:hi]
         name = capture_file_name(seq, int(Lsn.parse(json.loads(part[-1])["lsn"])))
         (directory / name).write_text("".join(part))
+        stamp(directory / name)  # in order, for Spark's file source
         names.append(name)
     return names
 

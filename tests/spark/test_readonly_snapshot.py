@@ -38,6 +38,7 @@ from pgcdc_events.protocol.lsn import Lsn
 from pgcdc_events.spark import decode_capture, read_capture
 from pgcdc_events.testing.cluster import TempCluster
 from pgcdc_events.types.catalog import CatalogSnapshot
+from support.capture_files import stamp
 from support.databases import database_url, fresh_database
 from support.signals import (
     PROPS,
@@ -236,6 +237,7 @@ def _rotating(cap: Path, directory: Path, cuts: set[int]) -> list[Path]:
         part = lines[lo:hi]
         path = directory / capture_file_name(seq, int(Lsn.parse(json.loads(part[-1])["lsn"])))
         path.write_text("".join(part))
+        stamp(path)  # in order, for Spark's file source
         files.append(path)
     return files
 
