@@ -89,7 +89,7 @@ from pgcdc_events.protocol.capture import CaptureRow, read_canonical, read_chunk
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.messages import Relation, Type
 from pgcdc_events.protocol.transactions import Prelude
-from pgcdc_events.spark._session import map_in_arrow, to_arrow_table
+from pgcdc_events.spark._session import arrow_schema, map_in_arrow, to_arrow_table
 from pgcdc_events.spark.capture import (
     CHUNK_COLUMN,
     WindowDecoder,
@@ -240,24 +240,19 @@ class _FileLines:
         self.parsed = parsed
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
-        schema = pa.schema([pa.field(f.name, pa.int64() if f.name in ("position", "lsn",
-                                                                       "segment")
-                                     else pa.binary() if f.name == "data"
-                                     else pa.bool_() if f.name == "snapshot"
-                                     else pa.string(), f.nullable)
-                            for f in _FILE_ROWS_TYPE.fields])
+        schema = arrow_schema(_FILE_ROWS_TYPE)
         for batch in batches:
             for segment, name, text in zip(batch.column("segment").to_pylist(),
                                            batch.column("file").to_pylist(),
                                            batch.column("value").to_pylist(), strict=True):
-                columns = _file_rows(segment, name, text)
+                positions, lsns, datas, snapshots, chunks = _file_rows(segment, name, text)
                 self.parsed.add(1)
-                if columns[0]:
+                if positions:
+                    columns = (positions, lsns, datas, snapshots, [segment] * len(positions),
+                               chunks)
                     yield pa.RecordBatch.from_arrays(
-                        [pa.array(columns[0], pa.int64()), pa.array(columns[1], pa.int64()),
-                         pa.array(columns[2], pa.binary()), pa.array(columns[3], pa.bool_()),
-                         pa.array([segment] * len(columns[0]), pa.int64()),
-                         pa.array(columns[4], pa.string())], schema=schema)
+                        [pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)],
+                        schema=schema)
 
 
 def _file_rows(segment: int | None, name: str, text: str | None
