@@ -96,8 +96,17 @@ print(json.dumps({"seconds": seconds, "kib": usage.ru_maxrss,
 CPU: dict[str, float] = {}
 
 
+def settle() -> None:
+    """Write the pages earlier runs left dirty before the next timed part starts: a
+    million records with schemas is about 4 GB of output, and the kernel writing it back
+    while the next run is timed takes CPU from that run on this two-core machine."""
+    os.sync()
+
+
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one whole process; it must succeed."""
+    """Wall seconds and peak RSS (MiB) of one whole process, started once the pages
+    earlier runs wrote are on disk (:func:`settle`); it must succeed."""
+    settle()
     launched = subprocess.run([sys.executable, "-c", _LAUNCHER, *argv], check=False, env=env,
                               capture_output=True, text=True, errors="replace")
     if launched.returncode != 0 or not launched.stdout.strip():
@@ -226,9 +235,11 @@ def main() -> None:
                                          env)
                 rows.append((label, count_lines(work / slot / "events.jsonl"), both_s,
                              both_mib, CPU["last"]))
+                (work / slot / "events.jsonl").unlink()  # its pages need no writing back
             records_total = rows[-1][1]
             catalog = CatalogSnapshot.load(str(catalog_path))
             if not args.only:
+                settle()
                 lib = in_process(capture, catalog, args.repeat)
                 print(f"\n{changes:,} inserts in transactions of 1,000 "
                       f"({lib['messages']:,.0f} messages, {lib['records']:,.0f} records)")
@@ -241,6 +252,7 @@ def main() -> None:
             if not args.no_debezium:
                 from bench_events import debezium
 
+                settle()
                 dbz = debezium(cluster, int(records_total), work / "dbz",
                                {"provide.transaction.metadata": "true"})
                 dbz_rate = dbz["records"] / dbz["seconds"]
