@@ -59,7 +59,8 @@ PROPS = ["-c", "topic.prefix=pgcdc", "-c", "provide.transaction.metadata=true"]
 
 
 def prepare(cluster: TempCluster, changes: int) -> None:
-    """The table, a publication, four slots, then the inserts (1,000 a transaction)."""
+    """The table, a publication, four slots, then the inserts (1,000 a transaction), then
+    the table vacuumed and a checkpoint."""
     import pg8000.native
 
     con = pg8000.native.Connection(**cluster.dsn())
@@ -72,6 +73,10 @@ def prepare(cluster: TempCluster, changes: int) -> None:
                 " g * 1.25, g % 2 = 0, repeat('x', (g % 40)::int)"
                 " FROM generate_series(CAST(:a AS bigint), CAST(:b AS bigint)) g",
                 a=start + 1, b=min(start + 1000, changes))
+    # the server quiet before the timed runs: the inserts would start autovacuum on the
+    # table (and a checkpoint) during them, competing for this machine's two cores
+    con.run("VACUUM (ANALYZE) bench")
+    con.run("CHECKPOINT")
     con.close()
 
 
