@@ -151,11 +151,11 @@ class Phases:
         self.apply_s = 0.0
         self.rows = 0
 
-    def _apply(self, df: Any, batch_id: int, keys: Any, arrow: Any = None) -> Any:
+    def _apply(self, df: Any, batch_id: int, keys: Any) -> Any:
         from pgcdc_events.spark._session import to_arrow_table
 
         started = time.perf_counter()
-        table = to_arrow_table(df) if arrow is None else arrow.table()
+        table = to_arrow_table(df)
         collected = time.perf_counter()
         self.target.apply(table, batch_id, app_id=self.target.app_id_of(df), keys=keys)
         self.collect_s += collected - started
@@ -165,19 +165,10 @@ class Phases:
 
 
 class ChangesPhases(Phases):
-    """The flattened changes (a ``ChangesTarget``: what ``DeltaTarget`` is given), as
-    Arrow (``apply_arrow``: ``ArrowChanges``) unless ``dataframe`` (the path before)."""
-
-    def __init__(self, target: Any, *, dataframe: bool = False) -> None:
-        super().__init__(target)
-        if dataframe:
-            self.apply_arrow = None  # not callable: the stream gives the DataFrame
+    """The flattened changes (a ``ChangesTarget``: what ``DeltaTarget`` is given)."""
 
     def apply_changes(self, df: Any, batch_id: int, keys: Any) -> None:
         self._apply(df, batch_id, keys)
-
-    def apply_arrow(self, changes: Any, batch_id: int, keys: Any) -> None:
-        self._apply(changes.frame, batch_id, keys, changes)
 
 
 class EventsPhases(Phases):
@@ -197,8 +188,7 @@ def capture_reader(per_line: bool) -> Any:
 
 
 def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
-               warm_up: bool = True, per_line: bool = False, dataframe: bool = False
-               ) -> dict[str, float]:
+               warm_up: bool = True, per_line: bool = False) -> dict[str, float]:
     from deltalake import DeltaTable
     from pyspark.sql.types import LongType, StructField, StructType
 
@@ -256,7 +246,7 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
         noop_stream_s, _ = run_stream("noop", noop)
         events = EventsPhases(DeltaTarget(str(work / "delta-events")))
         events_s, _ = run_stream("events", events)
-        flat = ChangesPhases(DeltaTarget(str(work / "delta-changes")), dataframe=dataframe)
+        flat = ChangesPhases(DeltaTarget(str(work / "delta-changes")))
         stream_s, stream = run_stream("changes", flat)
         # the batch layer on the same capture: decoded to the table's flattened changes,
         # applied to a Delta table by the same rules, as one batch
@@ -340,18 +330,15 @@ class BatchClock:
 class CountedChanges(ChangesPhases):
     """The flattened changes, with the rows each micro-batch gave the target."""
 
-    def __init__(self, target: Any, *, dataframe: bool = False) -> None:
-        super().__init__(target, dataframe=dataframe)
+    def __init__(self, target: Any) -> None:
+        super().__init__(target)
         self.per_batch: dict[int, int] = {}
         self.phases: dict[int, tuple[float, float]] = {}
 
-    def apply_changes(self, df: Any, batch_id: int, keys: Any, arrow: Any = None) -> None:
+    def apply_changes(self, df: Any, batch_id: int, keys: Any) -> None:
         collect, apply = self.collect_s, self.apply_s
-        self.per_batch[batch_id] = self._apply(df, batch_id, keys, arrow).num_rows
+        self.per_batch[batch_id] = self._apply(df, batch_id, keys).num_rows
         self.phases[batch_id] = (self.collect_s - collect, self.apply_s - apply)
-
-    def apply_arrow(self, changes: Any, batch_id: int, keys: Any) -> None:
-        self.apply_changes(changes.frame, batch_id, keys, changes)
 
     def collect_s_of(self, batches: Any) -> list[float]:
         return [self.phases.get(b.batch_id, (0.0, 0.0))[0] for b in batches]
@@ -361,7 +348,7 @@ class CountedChanges(ChangesPhases):
 
 
 def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog: Any,
-              per_line: bool = False, dataframe: bool = False
+              per_line: bool = False
               ) -> dict[str, float]:
     """One long-running query over a backlog of rotating files, ``per_trigger`` files a
     micro-batch, into a Delta target given the flattened changes: changes/s over the
@@ -397,7 +384,7 @@ def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog
         warm.start().processAllAvailable()
         warm.stop()
         clock = BatchClock()
-        target = CountedChanges(DeltaTarget(str(work / "delta")), dataframe=dataframe)
+        target = CountedChanges(DeltaTarget(str(work / "delta")))
         cpu_before = cpu_seconds()
         started = time.perf_counter()
         stream = decode_stream(
@@ -433,9 +420,7 @@ def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog
               f"{len(clock.ends)} micro-batches (median {statistics.median(seconds):.2f} s, "
               f"max {seconds[-1]:.2f} s), {jobs} Spark jobs "
               f"({jobs / len(clock.ends):.1f} a micro-batch), "
-              f"{stream.single_passes} decoded in one pass "
-              f"({getattr(stream, 'arrow_passes', 0)} collected as Arrow IPC), "
-              f"{stream.files_parsed.value} "
+              f"{stream.single_passes} decoded in one pass, {stream.files_parsed.value} "
               f"files read in Python tasks; {target.rows:,} changes "
               f"collected in {target.collect_s:.2f} s, applied in {target.apply_s:.2f} s")
         print(f"  start-up and first micro-batch (batch {first_id}): "
@@ -587,9 +572,6 @@ def main() -> None:
     parser.add_argument("--per-line", action="store_true",
                         help="the stream runs read the lines in the JVM "
                         "(read_capture_stream: the path before read_capture_files)")
-    parser.add_argument("--dataframe-changes", action="store_true",
-                        help="the Delta targets of the throughput and sustained runs take "
-                        "the changes as a DataFrame (the path before ArrowChanges)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting of the sessions (to compare settings)")
     parser.add_argument("--skip-latency", action="store_true")
@@ -612,14 +594,12 @@ def main() -> None:
         if not args.skip_throughput:
             figures[master] = throughput(spark, args.changes, args.file_transactions,
                                          catalog, warm_up=not args.no_warm_up,
-                                         per_line=args.per_line,
-                                         dataframe=args.dataframe_changes)
+                                         per_line=args.per_line)
         if args.sustained_changes:
             catalog = catalog or catalog_of_bench()
             figures.setdefault(master, {}).update(sustained(
                 spark, args.sustained_changes, args.file_transactions,
-                args.files_per_trigger, catalog, per_line=args.per_line,
-                dataframe=args.dataframe_changes))
+                args.files_per_trigger, catalog, per_line=args.per_line))
     if len(figures) > 1:
         first, *rest = masters
         for master in rest:

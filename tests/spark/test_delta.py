@@ -24,26 +24,17 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from pgcdc_events.events import EventConfig
 from pgcdc_events.spark import decode_capture
-from pgcdc_events.spark._session import (
-    PAYLOAD_TYPE,
-    ArrowPayload,
-    collect_payload,
-    map_in_arrow,
-    to_arrow_table,
-)
+from pgcdc_events.spark._session import to_arrow_table
 from pgcdc_events.spark.autocdc import (
     END_AT,
     OP,
     ROW_SEQUENCE,
     SEQUENCE,
     START_AT,
-    changes_from_events,
     format_sequence,
 )
 from pgcdc_events.spark.capture import capture_dataframe
-from pgcdc_events.spark.decode import TableChangesFunction
 from pgcdc_events.spark.delta import TOMBSTONES, DeltaTarget
-from pgcdc_events.spark.flatten import changes_type
 from pgcdc_events.spark.state import latest_state
 from support.delta_history import duckdb_with_delta
 from support.golden import recordings
@@ -341,84 +332,3 @@ def test_a_new_column_is_added_without_stopping(tmp_path: Path) -> None:
         if scd == 2:
             history = sorted((r["id"], r["v"]) for r in got.to_pylist() if r["id"] == 1)
             assert history == [(1, "a"), (1, "a2"), (1, "late")]
-
-
-def test_changes_as_arrow_ipc_bytes_are_the_dataframe_changes(spark: SparkSession,
-                                                               tmp_path: Path) -> None:
-    """The transport of a stream's one-table pass when every target takes Arrow
-    (``ArrowPayload`` in the tasks, ``collect_payload`` on the driver: what
-    ``ArrowChanges`` reads): the same changes as the DataFrame the JVM converts, value for
-    value and type for type, for each table of the type recordings (every type family the
-    type mapper maps, unchanged TOAST), each batch in a payload value of its own; the Delta
-    tables (SCD type 1 and 2) made from both are the same."""
-    checked = 0
-    for recording in recordings():
-        if recording.key not in ("types/default", "types_toast/default"):
-            continue
-        decoded = decode_capture(capture_dataframe(spark, list(recording.capture)),
-                                 EventConfig.from_properties(recording.properties),
-                                 catalog=recording.catalog, persist=False)
-        source = decoded.source
-        assert source is not None
-        for name in decoded.tables:
-            layout = decoded.layout(name)
-            function = TableChangesFunction(source.plan, source.make, layout,
-                                            files=source.files)
-            kind = changes_type(layout)
-            want = to_arrow_table(map_in_arrow(source.frame, function, kind))
-            got = collect_payload(map_in_arrow(source.frame, ArrowPayload(function, kind,
-                                                                          limit=1),
-                                               PAYLOAD_TYPE), kind)
-            assert got.schema == want.schema, name
-            # value for value (a NaN equal to a NaN: the canonical JSON)
-            assert got.num_rows == want.num_rows and _rows(got, ()) == _rows(want, ()), name
-            if layout.key_type is None or not want.num_rows:
-                continue
-            keys = layout.key_type.fieldNames()
-            for scd in (1, 2):
-                if scd == 2 and "t" in want.column(OP).to_pylist():
-                    continue  # SCD type 2 applies no truncates
-                tables = []
-                for way, changes in (("df", want), ("arrow", got)):
-                    target = DeltaTarget(str(tmp_path / f"{checked}-{scd}-{way}"), keys=keys,
-                                         stored_as_scd_type=scd)
-                    target.apply(changes, 0)
-                    tables.append(deltalake.DeltaTable(target.path).to_pyarrow_table())
-                assert _rows(tables[1], ()) == _rows(tables[0], ()), (name, scd)
-            checked += 1
-    assert checked >= 10, checked
-
-
-class _Changes:
-    """What ``DecodedStream`` gives an ``apply_arrow`` method (``ArrowChanges``), counting
-    the collects."""
-
-    def __init__(self, table: Any) -> None:
-        self.frame = None  # the target has an app_id: no query's id is looked up
-        self._table = table
-        self.collects = 0
-
-    def table(self) -> Any:
-        self.collects += 1
-        return self._table
-
-
-def test_apply_arrow_collects_no_replayed_batch(tables: dict[str, tuple[Any, Any]],
-                                                tmp_path: Path) -> None:
-    """``DeltaTarget.apply_arrow``: a batch the table records (Spark's replay) is neither
-    collected (its decoding job not run) nor applied again; a new one is, once."""
-    events, want = tables["types/default:public.t_scalar"]
-    changes = changes_from_events(events)
-    keys = events.schema.field("key").type
-    target = DeltaTarget(str(tmp_path / "t"), app_id="q")
-    first = _Changes(changes)
-    target.apply_arrow(first, 0, [keys.field(i).name for i in range(keys.num_fields)])
-    assert first.collects == 1 and _rows(target.read()) == _rows(want)
-    version = deltalake.DeltaTable(target.path).version()
-    again = _Changes(changes)
-    target.apply_arrow(again, 0, [])
-    assert again.collects == 0 and deltalake.DeltaTable(target.path).version() == version
-    later = _Changes(changes)
-    target.apply_arrow(later, 1, [])
-    assert later.collects == 1 and target.last_batch() == 1
-    assert [b for b, _, _ in target.applied] == [0, 1]

@@ -322,10 +322,6 @@ def test_targets_get_the_flattened_changes_and_keep_the_same_tables(
     assert _rows(_parquet(spark, out / "parquet-single"), columns) == \
         _rows(_parquet(spark, out / "parquet"), columns)
     assert again.single_passes >= 3
-    # every target takes Arrow: each micro-batch's changes came as Arrow IPC bytes, all
-    # of them (the first stream's targets include plain functions: the DataFrame way)
-    assert again.arrow_passes == again.single_passes and stream.arrow_passes == 0
-    assert again.arrow_rows == sum(again.flat_counts()) > 1000
     assert sum(b.records for b in again.batches) == sum(b.records for b in stream.batches)
     runs, records = again.flat_counts()
     assert runs >= 1000 + 32 and records >= 31, (runs, records)  # both ways ran

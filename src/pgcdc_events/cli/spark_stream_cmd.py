@@ -423,15 +423,6 @@ class _Both:
         """One micro-batch of the table's flattened changes (a
         :class:`~pgcdc_events.spark.stream.ChangesTarget`)."""
         from pgcdc_events.spark._session import to_arrow_table  # noqa: PLC0415
-
-        self._apply(df, lambda: to_arrow_table(df), batch_id, keys)
-
-    def apply_arrow(self, changes: Any, batch_id: int, keys: Any) -> None:
-        """The same micro-batch brought as Arrow (an
-        :class:`~pgcdc_events.spark.stream.ArrowChangesTarget`: no JVM row conversions)."""
-        self._apply(changes.frame, changes.table, batch_id, keys)
-
-    def _apply(self, df: Any, collect: Any, batch_id: int, keys: Any) -> None:
         from pgcdc_events.spark.delta import DeltaTarget  # noqa: PLC0415
 
         changes = None
@@ -439,12 +430,13 @@ class _Both:
             app_id = self.lake.app_id_of(df)
             last = self.lake.last_batch(app_id)
             if last is None or batch_id > last:
-                changes = collect()
+                changes = to_arrow_table(df)
                 self.lake.apply(changes, batch_id, app_id=app_id, keys=keys)
         else:
             last = self.lake.last_batch()
             if last is None or batch_id > last:
-                changes = collect()
+                changes = to_arrow_table(df)
                 self.lake.apply(changes, batch_id, keys=keys)
         if self.pg is not None:
-            self.pg.apply(changes if changes is not None else collect(), batch_id, keys=keys)
+            self.pg.apply(changes if changes is not None else to_arrow_table(df), batch_id,
+                          keys=keys)

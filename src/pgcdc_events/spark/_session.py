@@ -16,11 +16,11 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
-from pyspark.sql.types import BinaryType, DataType, StructField, StructType
+from pyspark.sql.types import DataType, StructType
 
 __all__ = [
-    "PAYLOAD_TYPE", "ArrowPayload", "arrow_schema", "arrow_type", "collect_payload",
-    "local_session", "map_in_arrow", "nullable_type", "session", "to_arrow_table",
+    "arrow_schema", "arrow_type", "local_session", "map_in_arrow", "nullable_type", "session",
+    "to_arrow_table",
 ]
 
 ArrowMap = Callable[[Iterator[Any]], Iterator[Any]]
@@ -67,71 +67,6 @@ def to_arrow_table(df: DataFrame) -> pa.Table:
     collect: Any = df._collect_as_arrow
     batches = collect(empty_list_if_zero_records=False)
     return pa.Table.from_batches(batches).cast(target)
-
-
-#: The rows of an :class:`ArrowPayload` map: one Arrow IPC stream each.
-PAYLOAD_TYPE: StructType = StructType([StructField("payload", BinaryType(), False)])
-
-#: The bytes of Arrow batches an :class:`ArrowPayload` row holds, at least (but the last).
-PAYLOAD_BYTES = 8 << 20
-
-
-class ArrowPayload:
-    """A ``mapInArrow`` function (:data:`PAYLOAD_TYPE`) giving ``func``'s Arrow batches as
-    Arrow IPC stream bytes, one ``payload`` value per :data:`PAYLOAD_BYTES` or so (a task
-    with no rows gives none), each batch cast to ``schema`` (:func:`arrow_schema` of the
-    DataFrame type ``func`` makes, every field nullable: what :func:`to_arrow_table` gives).
-
-    Transport only: the JVM copies a few large binary values where it would convert every
-    row of ``func``'s batches to its own rows and back to Arrow for a collect;
-    :func:`collect_payload` reads them on the driver. For data the JVM never looks at
-    (changes collected to a target on the driver)."""
-
-    def __init__(self, func: ArrowMap, schema: StructType, limit: int = PAYLOAD_BYTES) -> None:
-        self.func, self.limit = func, limit
-        self.schema = arrow_schema(nullable_type(schema))  # type: ignore[arg-type]
-
-    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
-        sink: Any = None
-        writer: Any = None
-        size = 0
-        for batch in self.func(batches):
-            if not batch.num_rows:
-                continue
-            if writer is None:
-                sink = pa.BufferOutputStream()
-                writer = pa.ipc.new_stream(sink, self.schema)
-            out = batch.cast(self.schema)
-            writer.write_batch(out)
-            size += out.nbytes
-            if size >= self.limit:
-                writer.close()
-                yield _payload(sink.getvalue())
-                writer, size = None, 0
-        if writer is not None:
-            writer.close()
-            yield _payload(sink.getvalue())
-
-
-def _payload(value: Any) -> Any:
-    """One row of ``value`` (an Arrow buffer: its bytes not copied)."""
-    offsets = pa.array([0, value.size], pa.int32()).buffers()[1]
-    array = pa.Array.from_buffers(pa.binary(), 1, [None, offsets, value])
-    return pa.RecordBatch.from_arrays([array], names=["payload"])
-
-
-def collect_payload(df: DataFrame, schema: StructType) -> pa.Table:
-    """The rows an :class:`ArrowPayload` map ``df`` carries, collected to the driver and
-    read as one Arrow table of :func:`arrow_schema` of ``schema`` with every field nullable
-    (what :func:`to_arrow_table` of the map's own DataFrame gives)."""
-    target = arrow_schema(nullable_type(schema))  # type: ignore[arg-type]
-    collect: Any = df._collect_as_arrow
-    batches: list[Any] = []
-    for rows in collect(empty_list_if_zero_records=False):
-        for value in rows.column(0):
-            with pa.ipc.open_stream(value.as_buffer()) as reader:
-                batches.extend(reader)
-    return pa.Table.from_batches(batches, schema=target)
 
 
 def nullable_type(dt: DataType) -> DataType:

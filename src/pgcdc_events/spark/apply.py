@@ -191,14 +191,6 @@ class ParquetTarget:
             return  # applied before: a replay
         self.apply(to_arrow_table(changes), batch_id, keys=keys)
 
-    def apply_arrow(self, changes: Any, batch_id: int, keys: Sequence[str]) -> None:
-        """:meth:`apply_changes` for a micro-batch's changes brought as Arrow
-        (:class:`~pgcdc_events.spark.stream.ArrowChanges`), collected unless applied."""
-        last = self.last_batch()
-        if last is not None and batch_id <= last:
-            return  # applied before: a replay
-        self.apply(changes.table(), batch_id, keys=keys)
-
     def apply(self, events: Any, batch_id: int, *, keys: Sequence[str] | None = None) -> None:
         """Apply an Arrow table of events (or of flattened changes identified by the
         columns ``keys``: :func:`net_changes`) as batch ``batch_id``."""
@@ -270,13 +262,6 @@ class PostgresTarget:
         <pgcdc_events.spark.stream.DecodedStream.apply>` gives a target that has this
         method)."""
         self.apply(to_arrow_table(changes), batch_id, keys=keys)
-
-    def apply_arrow(self, changes: Any, batch_id: int, keys: Sequence[str]) -> None:
-        """:meth:`apply_changes` for a micro-batch's changes brought as Arrow
-        (:class:`~pgcdc_events.spark.stream.ArrowChanges`). The batch is collected before
-        the transaction that checks whether it was applied (a replay decodes it again and
-        writes nothing)."""
-        self.apply(changes.table(), batch_id, keys=keys)
 
     def apply(self, events: Any, batch_id: int, *, keys: Sequence[str] | None = None) -> None:
         """Apply an Arrow table of events (or of flattened changes identified by the

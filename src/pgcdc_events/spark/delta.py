@@ -165,17 +165,6 @@ class DeltaTarget:
             return  # a replay: no need to collect the batch
         self.apply(to_arrow_table(changes), batch_id, app_id=app_id, keys=keys)
 
-    def apply_arrow(self, changes: Any, batch_id: int, keys: Sequence[str]) -> None:
-        """:meth:`apply_changes` for a micro-batch's changes brought as Arrow
-        (:class:`~pgcdc_events.spark.stream.ArrowChanges`): collected only when the table
-        does not record the batch; what :meth:`DecodedStream.apply
-        <pgcdc_events.spark.stream.DecodedStream.apply>` gives when every target of the
-        table has this method."""
-        app_id = self.app_id_of(changes.frame)
-        if self._done(app_id, batch_id):
-            return  # a replay: no need to collect the batch
-        self.apply(changes.table(), batch_id, app_id=app_id, keys=keys)
-
     def app_id_of(self, df: Any) -> str | None:
         """The application transaction's id for a micro-batch DataFrame: ``app_id`` if
         given, else ``pgcdc-events:<query id>`` inside a streaming query (the id is kept in

@@ -50,7 +50,6 @@ import os
 import re
 import signal
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -90,14 +89,7 @@ from pgcdc_events.protocol.capture import CaptureRow, read_canonical, read_chunk
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.messages import Relation, Type
 from pgcdc_events.protocol.transactions import Prelude
-from pgcdc_events.spark._session import (
-    PAYLOAD_TYPE,
-    ArrowPayload,
-    arrow_schema,
-    collect_payload,
-    map_in_arrow,
-    to_arrow_table,
-)
+from pgcdc_events.spark._session import arrow_schema, map_in_arrow, to_arrow_table
 from pgcdc_events.spark.capture import (
     CHUNK_COLUMN,
     WindowDecoder,
@@ -133,8 +125,6 @@ from pgcdc_events.types.catalog import CatalogSnapshot
 
 __all__ = [
     "FILE_COLUMNS",
-    "ArrowChanges",
-    "ArrowChangesTarget",
     "BatchProgress",
     "ChangesTarget",
     "DecodedStream",
@@ -813,7 +803,6 @@ class _BatchWriter:
         counted = (stream.chunks.value, stream.records_made.value)
         records: DataFrame | None = None
         changes: DataFrame | None = None
-        arrow: StructType | None = None
         if last is not None:
             ready = frame.filter(F.col("position") <= F.lit(last.position))
             partitions = max(1, min(len(plan.cuts) - len(state.plan_prefix()[1]), 2 * cores))
@@ -830,15 +819,10 @@ class _BatchWriter:
             single = stream.single_table() if make.window is None else None
             if single is not None:
                 layout = stream.layout(single)
-                function = TableChangesFunction(
+                changes = map_in_arrow(chunked, TableChangesFunction(
                     plan, make, layout, counters=stream.flat,
-                    decoded=(stream.chunks, stream.records_made), strict=True)
-                if stream.arrow_targets():  # the changes as Arrow IPC bytes: no JVM rows
-                    arrow = changes_type(layout)
-                    changes = map_in_arrow(chunked, ArrowPayload(function, arrow),
-                                           PAYLOAD_TYPE)
-                else:
-                    changes = map_in_arrow(chunked, function, changes_type(layout))
+                    decoded=(stream.chunks, stream.records_made), strict=True),
+                    changes_type(layout))
             else:
                 records = map_in_arrow(chunked, RecordsFunction(
                     plan, make, payload=True, lines=stream.lines,
@@ -857,7 +841,7 @@ class _BatchWriter:
         if records is not None:
             stream.write(records, batch_id)
         elif changes is not None:
-            stream.write_changes(changes, batch_id, arrow=arrow)
+            stream.write_changes(changes, batch_id)
         position = max([r["last"] for r in taken] + [h[1] for h in intake.held_taken]
                        + ([state.position] if state.position is not None else []),
                        default=None)
@@ -1083,62 +1067,11 @@ class ChangesTarget(Protocol):
     """A target :meth:`DecodedStream.apply` gives a table's flattened changes: each
     micro-batch's DataFrame of them (the table's columns, ``__op``, ``__sequence``:
     :meth:`DecodedCapture.changes <pgcdc_events.spark.decode.DecodedCapture.changes>`),
-    its id, and the table's key columns (empty for a table without a key).
-
-    A target that also has :class:`ArrowChangesTarget`'s ``apply_arrow`` method (the
-    library's three) is given the changes collected as one Arrow table instead, when every
-    target of the micro-batch has it: see :class:`ArrowChanges`."""
+    its id, and the table's key columns (empty for a table without a key)."""
 
     def apply_changes(self, changes: DataFrame, batch_id: int, keys: Sequence[str]
                       ) -> object:
         """Apply one micro-batch."""
-
-
-class ArrowChanges:
-    """A micro-batch's flattened changes of one table (the columns of
-    :class:`ChangesTarget`'s DataFrame), brought to the driver as Arrow without the JVM's
-    row conversions: the tasks that make them give them as Arrow IPC stream bytes, a few
-    binary values (:class:`~pgcdc_events.spark._session.ArrowPayload`), read back here.
-
-    :attr:`frame` is the micro-batch's DataFrame of those values (its ``sparkSession``
-    carries the query's properties, such as its id); :meth:`table` runs the decoding job
-    and gives the changes (an Arrow table of the changes' type, every field nullable: what
-    :func:`~pgcdc_events.spark._session.to_arrow_table` of the DataFrame would give), once:
-    the targets of a micro-batch share it. A target that skips a batch it has applied
-    (a replay) does not call it, and the batch is not decoded."""
-
-    def __init__(self, frame: DataFrame, schema: StructType) -> None:
-        self.frame = frame
-        self.schema = schema
-        self._table: pa.Table | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def collected(self) -> bool:
-        """Whether :meth:`table` ran the decoding job."""
-        return self._table is not None
-
-    def table(self) -> pa.Table:
-        """The changes, collected on the first call."""
-        with self._lock:
-            if self._table is None:
-                self._table = collect_payload(self.frame, self.schema)
-            return self._table
-
-
-class ArrowChangesTarget(ChangesTarget, Protocol):
-    """A :class:`ChangesTarget` that also takes a micro-batch's changes as Arrow
-    (``DeltaTarget``, ``ParquetTarget``, ``PostgresTarget``). When every target of a
-    stream's one-table pass (:meth:`DecodedStream.single_table`) has ``apply_arrow``, the
-    tasks' changes come to the driver as Arrow IPC bytes, read into one Arrow table shared
-    by the targets (:class:`ArrowChanges`, :attr:`DecodedStream.arrow_passes`); with any
-    other target among them (a ``foreachBatch`` function, a target with ``apply_changes``
-    only) every target gets the DataFrame, as before."""
-
-    def apply_arrow(self, changes: ArrowChanges, batch_id: int, keys: Sequence[str]
-                    ) -> object:
-        """Apply one micro-batch: ``changes.table()`` unless the target has applied
-        ``batch_id`` (a replay)."""
 
 
 class DecodedStream:
@@ -1184,10 +1117,6 @@ class DecodedStream:
         self.flat = (context.accumulator(0), context.accumulator(0))
         #: Micro-batches decoded straight to one table's changes (:meth:`single_table`).
         self.single_passes = 0
-        #: Of those, micro-batches whose changes came to the driver as Arrow IPC bytes
-        #: (:class:`ArrowChanges`: every target has ``apply_arrow``), and their rows.
-        self.arrow_passes = 0
-        self.arrow_rows = 0
         self._schemas = catalog_table_schemas(catalog, config)
         #: Tables not in the catalog, found in the micro-batches (:meth:`apply_new_tables`).
         self._new: dict[str, TableLayout] = {}
@@ -1254,21 +1183,10 @@ class DecodedStream:
             return None
         return tables.pop()
 
-    def arrow_targets(self) -> bool:
-        """Whether every target takes the changes as Arrow (:class:`ArrowChangesTarget`):
-        with :meth:`single_table`, the micro-batch's changes come as Arrow IPC bytes."""
-        return all(callable(getattr(f, "apply_arrow", None)) for _, f in self.targets)
-
-    def write_changes(self, changes: DataFrame, batch_id: int, *,
-                      arrow: StructType | None = None) -> None:
+    def write_changes(self, changes: DataFrame, batch_id: int) -> None:
         """A batch's outputs when :meth:`single_table` holds: the table's changes to each
-        of its targets. ``arrow``: ``changes`` is an
-        :class:`~pgcdc_events.spark._session.ArrowPayload` map of changes of that type,
-        given to the targets as :class:`ArrowChanges`."""
+        of its targets."""
         self.single_passes += 1
-        if arrow is not None:
-            self._write_arrow(ArrowChanges(changes, arrow), batch_id)
-            return
         persisted = len(self.targets) > 1
         if persisted:
             changes = changes.persist()
@@ -1285,31 +1203,14 @@ class DecodedStream:
             if persisted:
                 changes.unpersist()
 
-    def _write_arrow(self, changes: ArrowChanges, batch_id: int) -> None:
-        if len(self.targets) > 1:
-            apply = inheritable_thread_target(changes.frame.sparkSession)(self._apply)
-            with ThreadPoolExecutor(max_workers=min(4, len(self.targets))) as pool:
-                for future in [pool.submit(apply, None, t, batch_id, None, changes)
-                               for t in self.targets]:
-                    future.result()
-        else:
-            self._apply(None, self.targets[0], batch_id, None, changes)
-        if changes.collected:
-            self.arrow_passes += 1
-            self.arrow_rows += changes.table().num_rows
-
     def _apply(self, records: DataFrame | None,
                target: tuple[str, Callable[[DataFrame, int], object] | ChangesTarget],
-               batch_id: int, changes: DataFrame | None = None,
-               arrow: ArrowChanges | None = None) -> None:
+               batch_id: int, changes: DataFrame | None = None) -> None:
         table, function = target
         layout = self.layout(table)
         try:
             take = getattr(function, "apply_changes", None)
-            if arrow is not None:  # every target an ArrowChangesTarget
-                keys = () if layout.key_type is None else tuple(layout.key_type.fieldNames())
-                function.apply_arrow(arrow, batch_id, keys)  # type: ignore[union-attr]
-            elif callable(take):  # a ChangesTarget: the flattened changes and the keys
+            if callable(take):  # a ChangesTarget: the flattened changes and the keys
                 keys = () if layout.key_type is None else tuple(layout.key_type.fieldNames())
                 if changes is None:
                     assert records is not None
