@@ -226,3 +226,53 @@ def test_a_value_outside_its_form_takes_the_scalar_converter() -> None:
     assert stats[0] == ColumnarStats(runs=1, messages=20, scalar=1, kernels=Counter(
         IntegerText=1, Utf8Text=1, BooleanText=1, UtcZonedText=1),
         kernel_fallbacks=Counter(DecimalText=1))
+
+
+def test_not_null_columns_take_their_kernels_and_keep_their_check() -> None:
+    """A NOT NULL ``timestamptz`` or ``numeric`` column has the check that its value has a
+    representation on top of its converter (``events.tables._required``): the kernel still
+    converts the run (counted), its output checked; a NaN in the NOT NULL numeric (no
+    representation in ``precise`` mode) leaves the column to the scalar converter, whose
+    check refuses it, and the run to the decoder, whose error is the single decoder's."""
+    strict = table("public.s", {"id": "int8", "amount": "numeric(12,2)", "at": "timestamptz"},
+                   primary_key="id", not_null=("amount", "at"))
+    rows = [{"id": r["id"], "amount": r["amount"], "at": r["at"]} for r in _rows(20)]
+    workload = render([strict], [Transaction(tuple(op_insert(strict, r) for r in rows))])
+    stats: list[ColumnarStats] = []
+    got, columnar = run_decode(workload.capture(), workload.decoder, batch=1000, min_run=8,
+                               stats=stats)
+    _same(got, workload.records(), workload.decoder().config)
+    assert columnar == 20
+    assert stats[0] == ColumnarStats(runs=1, messages=20, kernels=Counter(
+        IntegerText=1, DecimalText=1, UtcZonedText=1))
+    rows[11] = {**rows[11], "amount": "NaN"}
+    bad = render([strict], [Transaction(tuple(op_insert(strict, r) for r in rows))])
+    with pytest.raises(ChunkError) as single:
+        run_decode(bad.capture(), bad.decoder, batch=1000, min_run=1000)
+    with pytest.raises(ChunkError) as runs:
+        run_decode(bad.capture(), bad.decoder, batch=1000, min_run=8)
+    assert str(runs.value) == str(single.value)
+    assert "NOT NULL" in str(runs.value)
+
+
+def test_a_kernel_null_in_a_not_null_column_gives_the_run_to_the_decoder(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No kernel of the library makes a null of a value today; one that would (a value
+    with no representation) in a NOT NULL column must leave the run to the decoder, whose
+    rules decide (here: the value, which the scalar converter has)."""
+    from pgcdc_events.spark import vectorized  # noqa: PLC0415
+    from pgcdc_events.types.temporal import UtcZonedText  # noqa: PLC0415
+
+    real = vectorized.KERNELS[UtcZonedText]
+    monkeypatch.setitem(vectorized.KERNELS, UtcZonedText, lambda form, raw, target: pa.array(
+        [None, *real(form, raw, target).to_pylist()[1:]], target))
+    strict = table("public.s", {"id": "int8", "at": "timestamptz"}, primary_key="id",
+                   not_null=("at",))
+    rows = [{"id": r["id"], "at": r["at"]} for r in _rows(20)]
+    workload = render([strict], [Transaction(tuple(op_insert(strict, r) for r in rows))])
+    stats: list[ColumnarStats] = []
+    got, columnar = run_decode(workload.capture(), workload.decoder, batch=1000, min_run=8,
+                               stats=stats)
+    _same(got, workload.records(), workload.decoder().config)
+    assert columnar == 0
+    assert stats[0].fallbacks == Counter({"a value its converter makes null": 1})

@@ -108,7 +108,8 @@ class ColumnarStats:
     ``kernels``/``kernel_fallbacks``: columns of runs converted by the kernel of their
     vector form, and columns whose kernel declined the run's values (the scalar converter
     took them), by form class name; ``scalar``: columns converted by the scalar converter
-    because they have no vector form or their values are masked or truncated.
+    because they have no vector form or their values are masked or truncated (a NOT NULL
+    column's check that its value has a representation is made on the kernel's output).
     """
 
     runs: int = 0
@@ -254,17 +255,24 @@ class ColumnarTable:
         """The values by the kernel of the column's vector form, or None (counted)."""
         form = col.mapping.vector
         stats = self.stats
-        if form is None or col.from_text is not col.mapping.from_text:
-            stats.scalar += 1  # no form; or a mask, truncation or NOT NULL check on top
+        converter = col.mapping.from_text
+        # the check of a NOT NULL column whose type may have values with no
+        # representation (events.tables._required) is taken on the kernel's output below
+        required = getattr(col.from_text, "required_of", None) is converter
+        if form is None or (col.from_text is not converter and not required):
+            stats.scalar += 1  # no form; or a mask or truncation on top
             return None
         name = type(form).__name__
         out = vectorized.convert(form, raw, target)
         if out is None:
             stats.kernel_fallbacks[name] += 1
             return None
+        if required and out.null_count > raw.null_count:
+            # a value with no representation: the decoder's rules (the column's error)
+            raise _NotColumnarError("a value its converter makes null")
         stats.kernels[name] += 1
         if self.verify:
-            wrong = vectorized.mismatch(raw, out, col.from_text)
+            wrong = vectorized.mismatch(raw, out, converter)
             if wrong is not None:
                 index, value, reason = wrong
                 shown = "NULL" if value is None else repr(value[:80])
