@@ -1,12 +1,10 @@
-"""``read_canonical`` (decode's fast path) reads exactly what ``CaptureRow.from_line`` reads,
-and ``canonical_lsn_type`` (the head only) what either reads of a line's LSN and type.
+"""``read_canonical`` (decode's fast path) reads exactly what ``CaptureRow.from_line`` reads.
 
 For every line of every committed protocol capture and golden recording, and for
 lines generated from rows (``dump_capture_row``) and then altered (case, spacing, odd
 digits, quotes, line ends, extra keys), the fast path either declines (None) or gives
 the general parser's ``(lsn, data, snapshot)``; it never accepts a line the general
-parser refuses. The head read may take a line the general parser refuses (it does not
-read the rest of the hex), never one the general parser reads differently.
+parser refuses.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from hypothesis import strategies as st
 
 from pgcdc_events.errors import ProtocolError
 from pgcdc_events.protocol import CaptureRow, Lsn, dump_capture_row
-from pgcdc_events.protocol.capture import canonical_lsn_type, read_canonical
+from pgcdc_events.protocol.capture import read_canonical
 from support.golden import recordings
 
 CAPTURES = Path(__file__).resolve().parent / "captures"
@@ -28,16 +26,11 @@ CAPTURES = Path(__file__).resolve().parent / "captures"
 def _agree(line: bytes) -> bool:
     """Whether the fast path took ``line`` (asserting it agrees with the general path)."""
     fast = read_canonical(line)
-    head = canonical_lsn_type(line)
-    if fast is not None and fast[1]:  # the head read takes every line the fast path does
-        assert head == (fast[0], fast[1][0]), line
     try:
         row = CaptureRow.from_line(line.decode("utf-8"))
     except (ProtocolError, UnicodeDecodeError):
         assert fast is None, line
         return False
-    if head is not None:  # what it reads, the general parser reads
-        assert head == (row.lsn, row.data[0]) and type(head[0]) is Lsn, line
     if fast is None:
         return False
     lsn, data, snapshot = fast
@@ -96,22 +89,3 @@ def test_altered_lines_agree_with_the_general_parser(row: CaptureRow, change: st
     taken = _agree(line.encode())
     if change in ("", "upper") or (change == "lsn0" and len(str(row.lsn).split("/")[0]) < 8):
         assert taken
-
-
-@settings(max_examples=200, deadline=None)
-@given(_ROWS.filter(lambda row: len(row.data) >= 2), st.sampled_from(["tail", "again", "later"]))
-def test_the_head_read_takes_no_line_the_general_parser_reads_otherwise(
-        row: CaptureRow, change: str) -> None:
-    """Lines canonical up to their message's head and not after it: bad hex after the
-    head (the general parser refuses it), a second ``data`` key (JSON keeps the last: the
-    head read must decline), an escape after the head (the same message)."""
-    data = row.data.hex()
-    line = dump_capture_row(row) + "\n"
-    if change == "tail":
-        line = line.replace(f'"{data}"', f'"{data}zz"')
-    elif change == "again":
-        line = line.replace(f'"{data}"', f'"{data}", "data": "42"')
-    else:
-        line = line.replace(f'"{data}"', f'"{data[:2]}\\u{ord(data[2]):04x}{data[3:]}"')
-    assert not _agree(line.encode())  # the fast path declines them all
-    assert (canonical_lsn_type(line.encode()) is None) == (change == "again"), line

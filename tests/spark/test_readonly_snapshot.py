@@ -320,7 +320,7 @@ def test_decode_stream_restarts_inside_a_window(spark: SparkSession, recorded: P
     after the last cut where none was, wait in the state; the window before it is carried)
     and started again from its checkpoint, with the rest of the files: every record equals
     ``decode``'s. The files read in the Python tasks (``read_capture_files``, what ``spark
-    stream`` reads): the control job takes the chunk lines whole, the data lines' heads."""
+    stream`` reads), each file once."""
     config = load_config(None, OVERRIDES)
     catalog = CatalogSnapshot.load(str(recorded.parent / "catalog.json"))
     want = _reference(recorded, config, catalog)
@@ -332,14 +332,14 @@ def test_decode_stream_restarts_inside_a_window(spark: SparkSession, recorded: P
         path.rename(tmp_path / "in" / path.name)
     first = _stream(spark, tmp_path / "in", tmp_path, config, catalog, files=True)
     _run(first)
-    assert first.files_headed.value == half
+    assert first.files_parsed.value == half
     stopped = _states(tmp_path)[-1]
     assert stopped["window"] is not None and stopped["chunks"], stopped  # inside a window
     for path in files[half:]:
         path.rename(tmp_path / "in" / path.name)
     second = _stream(spark, tmp_path / "in", tmp_path, config, catalog, files=True)
     _run(second)
-    assert second.files_headed.value == len(files) - half
+    assert second.files_parsed.value == len(files) - half
     problem = first_difference(_stream_records(spark, tmp_path), want)
     assert not problem, problem
 

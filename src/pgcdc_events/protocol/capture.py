@@ -79,7 +79,6 @@ __all__ = [
     "ChunkLine",
     "CopyBlock",
     "canonical_head",
-    "canonical_lsn_type",
     "dump_capture_row",
     "dump_chunk_line",
     "dump_copy_block",
@@ -202,41 +201,6 @@ def canonical_head(line: bytes, size: int) -> bytes | None:
     except _HexError:
         return None
     return head if len(head) == size else None
-
-
-def canonical_lsn_type(line: bytes) -> tuple[Lsn, int] | None:
-    """The LSN and the message's type (its first byte) of a line in the canonical form
-    (:func:`dump_capture_row`'s, with or without its newline), read without decoding the
-    rest of its hex: for a reader that needs only a line's place and type.
-
-    None for any line that :func:`read_canonical` does not take as canonical up to there:
-    another head, another end, an empty message, or a first byte that is not hex. A line
-    it answers is one that :func:`read_canonical` reads with the same LSN and a message
-    of this type, or, when the rest of its hex is bad (or the message is too long), one
-    that :meth:`CaptureRow.from_line` refuses: the full read still decides whether the
-    line is valid."""
-    match = _CANONICAL_TYPE(line)
-    if match is None:
-        return None
-    if line.endswith(_BARE_STREAM_END):
-        end = len(line) - len(_BARE_STREAM_END)
-    elif line.endswith(_BARE_SNAPSHOT_END):
-        end = len(line) - len(_BARE_SNAPSHOT_END)
-    else:
-        body = line.rstrip(b"\r\n")
-        if len(body) == len(line):
-            return None
-        return canonical_lsn_type(body)
-    # no quote in the data's string: it is the last key's (a line with a second "data"
-    # key after it is JSON whose last one counts)
-    if line.find(b'"', match.end(), end) >= 0:
-        return None
-    hi, lo, _, kind = match.groups()
-    return _lsn(Lsn, (int(hi, 16) << 32) | int(lo, 16)), int(kind, 16)
-
-
-#: The head of a canonical line with its message's first byte (see canonical_lsn_type).
-_CANONICAL_TYPE = re.compile(_CANONICAL_HEAD_PATTERN + rb"([0-9a-fA-F]{2})").match
 
 
 def _block_head(line: bytes, at: int, size: int) -> bytes | None:

@@ -60,7 +60,7 @@ from typing import Any, Final, Protocol
 import attrs
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import (
@@ -85,12 +85,7 @@ from pgcdc_events.events.chunks import (
 )
 from pgcdc_events.events.config import EventConfig
 from pgcdc_events.events.incremental import ReadOnlyChunkWindow
-from pgcdc_events.protocol.capture import (
-    CaptureRow,
-    canonical_lsn_type,
-    read_canonical,
-    read_chunk_line,
-)
+from pgcdc_events.protocol.capture import CaptureRow, read_canonical, read_chunk_line
 from pgcdc_events.protocol.decoder import parse_message
 from pgcdc_events.protocol.messages import Relation, Type
 from pgcdc_events.protocol.transactions import Prelude
@@ -247,7 +242,9 @@ class _FileLines:
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         schema = arrow_schema(_FILE_ROWS_TYPE)
         for batch in batches:
-            for segment, name, text in _files(batch):
+            for segment, name, text in zip(batch.column("segment").to_pylist(),
+                                           batch.column("file").to_pylist(),
+                                           batch.column("value").to_pylist(), strict=True):
                 positions, lsns, datas, snapshots, chunks = _file_rows(segment, name, text)
                 self.parsed.add(1)
                 if positions:
@@ -258,131 +255,42 @@ class _FileLines:
                         schema=schema)
 
 
-def _files(batch: Any) -> Iterator[tuple[int, str, bytes]]:
-    """The files of an Arrow batch of :data:`FILE_COLUMNS`: ``(segment, name, text)``,
-    the text as its UTF-8 bytes (Arrow's string column taken as binary, not decoded), COPY
-    block lines expanded (:func:`expand_block_lines`); a file without a segment is an
-    error naming it."""
-    for segment, name, text in zip(batch.column("segment").to_pylist(),
-                                   batch.column("file").to_pylist(),
-                                   batch.column("value").cast(pa.binary()).to_pylist(),
-                                   strict=True):
-        if segment is None:
-            raise SparkDecodeError(f"{name}: not a capture file name (capture-<sequence>-"
-                                   "<lsn>.jsonl): no segment")
-        text = text or b""
-        if b'"copy"' in text:
-            text = (expand_block_lines(text.decode("utf-8", "surrogateescape"), name, segment)
-                    or "").encode("utf-8", "surrogateescape")
-        yield segment, name, text
-
-
-#: How the failure of a task that read a bad line of a file begins (:func:`_full_line`'s
-#: error, as :func:`_cause` gives it): the files' lines are read whole by the decoding job
-#: (:class:`_FileHeads`), so a target's job can be the one that fails on such a line.
-_LINE_FAILURE: Final = f"{SparkDecodeError.__name__}: position "
-
-
-def _full_line(raw: bytes, name: str, position: int, number: int
-               ) -> tuple[int, bytes, bool, bytes | None]:
-    """``(lsn, data, snapshot, chunk line)`` of a file's line at ``position`` (its
-    ``number``, 1-based), read whole by the protocol layer: ``read_canonical``, else a
-    chunk line (``read_chunk_line``: no data, its text), else ``CaptureRow.from_line``;
-    a line none of them takes is an error naming the file, the line and the position."""
-    read = read_canonical(raw)
-    if read is not None:
-        return int(read[0]), read[1], read[2], None
-    try:
-        found = read_chunk_line(raw, line_number=number)
-        if found is not None:
-            return int(found.lsn), b"", False, raw
-        row = CaptureRow.from_line(raw, line_number=number)
-    except PgCdcError as exc:
-        raise SparkDecodeError(f"{name}: {exc}", position=position) from None
-    return int(row.lsn), row.data, row.snapshot, None
-
-
-def _file_rows(segment: int, name: str, text: bytes
+def _file_rows(segment: int | None, name: str, text: str | None
                ) -> tuple[list[int], list[int], list[bytes], list[bool], list[str | None]]:
     """One file's rows as columns (see :class:`_FileLines`)."""
+    if segment is None:
+        raise SparkDecodeError(f"{name}: not a capture file name (capture-<sequence>-<lsn>"
+                               ".jsonl): no segment")
+    text = expand_block_lines(text, name, segment) or ""
     positions: list[int] = []
     lsns: list[int] = []
     datas: list[bytes] = []
     snapshots: list[bool] = []
     chunks: list[str | None] = []
     base = segment << _SEGMENT_BITS
-    for index, raw in enumerate(text.split(b"\n")):
-        if not raw:
+    for index, line in enumerate(text.split("\n")):
+        if line == "":
             continue
-        lsn, data, snapshot, chunk = _full_line(raw, name, base + index, index + 1)
+        raw = line.encode("utf-8", "surrogateescape")
+        read: tuple[int, bytes, bool] | None = read_canonical(raw)
+        chunk: str | None = None
+        try:
+            if read is None:
+                found = read_chunk_line(raw, line_number=index + 1)
+                if found is not None:
+                    read, chunk = (int(found.lsn), b"", False), line
+                else:
+                    row = CaptureRow.from_line(raw, line_number=index + 1)
+                    read = (int(row.lsn), row.data, row.snapshot)
+        except PgCdcError as exc:
+            raise SparkDecodeError(f"{name}: {exc}", position=base + index) from None
         positions.append(base + index)
-        lsns.append(lsn)
-        datas.append(data)
-        snapshots.append(snapshot)
-        chunks.append(None if chunk is None else chunk.decode("utf-8", "surrogateescape"))
+        assert read is not None
+        lsns.append(int(read[0]))
+        datas.append(read[1])
+        snapshots.append(read[2])
+        chunks.append(chunk)
     return positions, lsns, datas, snapshots, chunks
-
-
-class _FileHeads:
-    """The control job's task function (``mapInArrow``) over a micro-batch's files (rows
-    of :data:`FILE_COLUMNS`): what :func:`_summarize` makes of their rows, per file its
-    first and last position, rows and newest LSN, and its control messages and chunk
-    lines (a chunk line's text after :data:`_CHUNK_MARK`), without reading every line
-    whole. A data message's line is read only up to its type byte
-    (:func:`~pgcdc_events.protocol.capture.canonical_lsn_type`: its LSN and type); a
-    control message's line, and any line not in the canonical form, is read whole
-    (:func:`_full_line`, whose error names the file and the line). The data lines' full
-    check is left to the job that reads their rows (:class:`_FileLines`), which fails
-    the micro-batch on a bad one before anything of it is applied or its state written.
-    ``headed`` (an accumulator) counts the files. Picklable."""
-
-    def __init__(self, headed: Any) -> None:
-        self.headed = headed
-
-    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
-        schema = arrow_schema(_SUMMARY_TYPE)
-        for batch in batches:
-            for segment, name, text in _files(batch):
-                rows = _file_summary(segment, name, text)
-                self.headed.add(1)
-                if rows:
-                    columns = list(zip(*rows, strict=True))
-                    yield pa.RecordBatch.from_arrays(
-                        [pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)],
-                        schema=schema)
-
-
-def _file_summary(segment: int, name: str, text: bytes) -> list[tuple[Any, ...]]:
-    """One file's rows of :data:`_SUMMARY_TYPE` (see :class:`_FileHeads`): the segment's
-    row, then one a control message or chunk line; none for a file without lines."""
-    base = segment << _SEGMENT_BITS
-    control: list[tuple[Any, ...]] = []
-    first: int | None = None
-    last = 0
-    rows = 0
-    newest: int | None = None
-    for index, raw in enumerate(text.split(b"\n")):
-        if not raw:
-            continue
-        position = base + index
-        head = canonical_lsn_type(raw)
-        if head is not None and head[1] not in CONTROL_TYPES:
-            lsn = int(head[0])
-        else:
-            lsn, data, snapshot, chunk = _full_line(raw, name, position, index + 1)
-            if chunk is not None:
-                control.append((segment, None, None, None, lsn, position,
-                                _CHUNK_MARK + chunk, False))
-            elif data[:1] and data[0] in CONTROL_TYPES:
-                control.append((segment, None, None, None, lsn, position, data, snapshot))
-        if first is None:
-            first = position
-        last = position
-        rows += 1
-        newest = lsn if newest is None or lsn > newest else newest
-    if first is None:
-        return []
-    return [(segment, first, last, rows, newest, None, None, None), *control]
 
 
 #: Exit codes of Spark's JVM (``org.apache.spark.util.SparkExitCode``) and what they mean.
@@ -816,43 +724,6 @@ class _BatchWriter:
                 frame.unpersist()
             self.persisted = []
 
-    def _input(self, df: DataFrame
-               ) -> tuple[list[dict[str, Any]], Callable[[Column | None], DataFrame],
-                          DataFrame]:
-        """A micro-batch's control job and rows: its :func:`_summary`, a function giving
-        its rows ``(position, lsn, data, snapshot, segment[, chunk line])`` (with
-        :func:`read_capture_files`' files, of the files a condition on their ``segment``
-        takes; otherwise all of them) and all its rows."""
-        stream = self.stream
-
-        def normal(rows: DataFrame) -> DataFrame:
-            return rows.select("position", "lsn", "data", "snapshot",
-                               (F.col("segment") if "segment" in rows.columns
-                                else F.lit(None).cast("long")).alias("segment"),
-                               *([CHUNK_COLUMN] if CHUNK_COLUMN in rows.columns else []))
-
-        if stream.files:  # read_capture_files: the files read in the Python tasks
-            files = df.select(*FILE_COLUMNS)
-            # the control job over the files, each data line read up to its type byte;
-            # nothing persisted: each job that needs rows reads the files it needs again,
-            # in full (the decoding job, the rows after the last cut, held segments)
-            summary = _summary(to_arrow_table(map_in_arrow(
-                files, _FileHeads(stream.files_headed), _SUMMARY_TYPE)))
-
-            def lines(where: Column | None) -> DataFrame:
-                return normal(map_in_arrow(files if where is None else files.filter(where),
-                                           _FileLines(stream.files_parsed), _FILE_ROWS_TYPE))
-
-            return summary, lines, lines(None)
-        rows = normal(df).persist()  # read and parsed once, used thrice
-        self.persisted.append(rows)
-        # one small job, one stage (no shuffle): per segment, its positions, rows, newest
-        # LSN and control messages; only the control messages' data goes to the Python
-        # workers (the first byte is looked at in the JVM), the data messages' is null
-        summary = _summary(to_arrow_table(map_in_arrow(control_input(rows), _summarize,
-                                                       _SUMMARY_TYPE)))
-        return summary, lambda where: rows, rows
-
     def _batch(self, df: DataFrame, batch_id: int) -> None:  # noqa: PLR0915
         stream = self.stream
         started = time.monotonic()
@@ -864,9 +735,22 @@ class _BatchWriter:
             return
         state = stream.load_state(before=batch_id)
         spark = df.sparkSession
-        marks = [("start", time.monotonic())]
-        summary, lines, df = self._input(df)
+        if stream.files:  # read_capture_files: the files' lines read in the Python tasks
+            df = map_in_arrow(df.select(*FILE_COLUMNS), _FileLines(stream.files_parsed),
+                              _FILE_ROWS_TYPE)
+        segmented = "segment" in df.columns
         has_chunks = CHUNK_COLUMN in df.columns  # incremental snapshot chunk lines
+        df = df.select("position", "lsn", "data", "snapshot",
+                       (F.col("segment") if segmented else F.lit(None).cast("long"))
+                       .alias("segment"), *([CHUNK_COLUMN] if has_chunks else [])
+                       ).persist()  # read and parsed once, used thrice
+        self.persisted.append(df)
+        # one small job, one stage (no shuffle): per segment, its positions, rows, newest
+        # LSN and control messages; only the control messages' data goes to the Python
+        # workers (the first byte is looked at in the JVM), the data messages' is null
+        marks = [("start", time.monotonic())]
+        summary = _summary(to_arrow_table(map_in_arrow(control_input(df), _summarize,
+                                                       _SUMMARY_TYPE)))
         marks.append(("control", time.monotonic()))
         intake = _intake(state, [r["segment"] for r in summary])
         taken = [r for r in summary if intake.takes(r["segment"])]
@@ -893,27 +777,21 @@ class _BatchWriter:
         plan, last = plan_batch(state, messages, rank=rank,
                                 start=rank(first) - 1 if first is not None else 0, least=least)
         stream.discover(plan)
-        # the rows the batch decodes from: the new rows taken in and the state's; with
-        # files, of the files ``where`` takes (a condition on their segments)
-        old_rows = None if not old else spark.createDataFrame(pa.table({
-            "position": pa.array([r[0] for r in old], pa.int64()),
-            "lsn": pa.array([r[1] for r in old], pa.int64()),
-            "data": pa.array([r[2] for r in old], pa.binary()),
-            "snapshot": pa.array([r[3] for r in old], pa.bool_()),
-            "segment": pa.array([r[0] >> _SEGMENT_BITS if intake.taken is not None
-                                 else None for r in old], pa.int64()),
-            **({CHUNK_COLUMN: pa.array([texts.get(r[0]) for r in old], pa.string())}
-               if has_chunks else {})}), schema=df.schema)
-
-        def frame_of(where: Column | None = None) -> DataFrame:
-            frame = lines(where)
-            if intake.taken is not None and intake.waiting:
-                taken_in = F.col("segment").isin(*sorted(intake.taken))
-                frame = lines(taken_in if where is None else taken_in & where
-                              ).filter(taken_in)
-            return frame if old_rows is None else frame.unionByName(old_rows)
-
-        frame = frame_of()
+        # the rows the batch decodes from: the new rows taken in and the state's
+        frame = df
+        if intake.taken is not None and intake.waiting:
+            frame = frame.filter(F.col("segment").isin(*sorted(intake.taken)))
+        if old:
+            frame = frame.unionByName(spark.createDataFrame(pa.table({
+                "position": pa.array([r[0] for r in old], pa.int64()),
+                "lsn": pa.array([r[1] for r in old], pa.int64()),
+                "data": pa.array([r[2] for r in old], pa.binary()),
+                "snapshot": pa.array([r[3] for r in old], pa.bool_()),
+                "segment": pa.array([r[0] >> _SEGMENT_BITS if intake.taken is not None
+                                     else None for r in old], pa.int64()),
+                **({CHUNK_COLUMN: pa.array([texts.get(r[0]) for r in old], pa.string())}
+                   if has_chunks else {})}),
+                schema=df.schema))
         newest = max([r["last"] for r in taken] + [p for p, _, _, _ in old], default=None)
         make = stream.make
         window_state = state.window  # a read-only snapshot's window, carried at the cut
@@ -926,10 +804,7 @@ class _BatchWriter:
         records: DataFrame | None = None
         changes: DataFrame | None = None
         if last is not None:
-            # with files, only those up to the last cut's are read (and those after it
-            # for the rows after the cut, below)
-            ready = frame_of(F.col("segment") <= F.lit(last.position >> _SEGMENT_BITS)
-                             ).filter(F.col("position") <= F.lit(last.position))
+            ready = frame.filter(F.col("position") <= F.lit(last.position))
             partitions = max(1, min(len(plan.cuts) - len(state.plan_prefix()[1]), 2 * cores))
             chunked = ready.withColumn("_chunk", _chunk_column(F.col("position"),
                                                                plan.boundaries))
@@ -955,15 +830,13 @@ class _BatchWriter:
         # what waits for the next batches: rows after the last cut, segments held back
         pending: list[tuple[int, int, bytes, bool]] = []
         if newest is not None and (last is None or newest > last.position):
-            after_cut = frame if last is None else frame_of(
-                F.col("segment") >= F.lit(last.position >> _SEGMENT_BITS)).filter(
+            after_cut = frame if last is None else frame.filter(
                 F.col("position") > F.lit(last.position))
             pending = [(r[0], r[1], r[2], r[3]) for r in _rows(after_cut)]
         held: list[tuple[int, int, int, bytes, bool]] = []
         if intake.waiting:
-            waiting = F.col("segment").isin(*sorted(intake.waiting))
             held = [(r[4], r[0], r[1], r[2], r[3]) for r in _rows(
-                lines(waiting).filter(waiting)) if r[4] is not None]
+                df.filter(F.col("segment").isin(*sorted(intake.waiting)))) if r[4] is not None]
         marks.append(("plan", time.monotonic()))
         if records is not None:
             stream.write(records, batch_id)
@@ -1240,9 +1113,6 @@ class DecodedStream:
         self.records_made = context.accumulator(0)
         #: Files whose lines the Python tasks read (:func:`read_capture_files`' input).
         self.files_parsed = context.accumulator(0)
-        #: Files the control job read only up to what it needs of each data line (its
-        #: position, LSN and type byte): :func:`read_capture_files`' input.
-        self.files_headed = context.accumulator(0)
         #: Rows of flattened changes given to the targets (:meth:`flat_counts`).
         self.flat = (context.accumulator(0), context.accumulator(0))
         #: Micro-batches decoded straight to one table's changes (:meth:`single_table`).
@@ -1353,11 +1223,9 @@ class DecodedStream:
             if isinstance(exc, SparkQueryError):
                 raise
             cause = _cause(exc)
-            if not isinstance(exc, PgCdcError) and cause.startswith(
-                    (f"{ChunkError.__name__}: ", _LINE_FAILURE)):
-                # the decoding's failure, or a bad line of the files it reads, in the tasks
-                # the target's job ran (the records are computed by the first job that
-                # reads them): not the target's
+            if not isinstance(exc, PgCdcError) and cause.startswith(f"{ChunkError.__name__}: "):
+                # the decoding's failure, in the tasks the target's job ran (the records
+                # are computed by the first job that reads them): not the target's
                 raise
             raise SparkDecodeError(f"applying {table}: {cause}") from None  # in the text
 
