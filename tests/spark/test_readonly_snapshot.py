@@ -256,11 +256,17 @@ def _inside_windows(cap: Path, config: EventConfig, every: int) -> set[int]:
 
 
 def _stream(spark: SparkSession, directory: Path, tmp_path: Path, config: EventConfig,
-            catalog: CatalogSnapshot) -> Any:
-    from pgcdc_events.spark.stream import decode_stream, read_capture_stream  # noqa: PLC0415
+            catalog: CatalogSnapshot, *, files: bool = False) -> Any:
+    """The files' lines read in the JVM, or with ``files`` in the Python tasks."""
+    from pgcdc_events.spark.stream import (  # noqa: PLC0415
+        decode_stream,
+        read_capture_files,
+        read_capture_stream,
+    )
 
+    reader = read_capture_files if files else read_capture_stream
     return decode_stream(
-        read_capture_stream(spark, str(directory), max_files_per_trigger=1), config,
+        reader(spark, str(directory), max_files_per_trigger=1), config,
         catalog=catalog, path=str(tmp_path / "out"), checkpoint=str(tmp_path / "cp"),
         lines=True, clock=lambda: CLOCK_NS, run_id=RUN_ID, chunk_messages=20)
 
@@ -313,7 +319,8 @@ def test_decode_stream_restarts_inside_a_window(spark: SparkSession, recorded: P
     """The query stopped while a read-only window is open (its chunk line, and the rows
     after the last cut where none was, wait in the state; the window before it is carried)
     and started again from its checkpoint, with the rest of the files: every record equals
-    ``decode``'s."""
+    ``decode``'s. The files read in the Python tasks (``read_capture_files``, what ``spark
+    stream`` reads), each file once."""
     config = load_config(None, OVERRIDES)
     catalog = CatalogSnapshot.load(str(recorded.parent / "catalog.json"))
     want = _reference(recorded, config, catalog)
@@ -323,12 +330,16 @@ def test_decode_stream_restarts_inside_a_window(spark: SparkSession, recorded: P
     half = len(files) // 2
     for path in files[:half]:
         path.rename(tmp_path / "in" / path.name)
-    _run(_stream(spark, tmp_path / "in", tmp_path, config, catalog))
+    first = _stream(spark, tmp_path / "in", tmp_path, config, catalog, files=True)
+    _run(first)
+    assert first.files_parsed.value == half
     stopped = _states(tmp_path)[-1]
     assert stopped["window"] is not None and stopped["chunks"], stopped  # inside a window
     for path in files[half:]:
         path.rename(tmp_path / "in" / path.name)
-    _run(_stream(spark, tmp_path / "in", tmp_path, config, catalog))
+    second = _stream(spark, tmp_path / "in", tmp_path, config, catalog, files=True)
+    _run(second)
+    assert second.files_parsed.value == len(files) - half
     problem = first_difference(_stream_records(spark, tmp_path), want)
     assert not problem, problem
 

@@ -24,6 +24,7 @@ from pgcdc_events.events import EventConfig
 from pgcdc_events.protocol import CaptureRow
 from pgcdc_events.spark import decode_capture
 from pgcdc_events.spark._session import to_arrow_table
+from pgcdc_events.spark.apply import ParquetTarget
 from pgcdc_events.spark.capture import capture_dataframe
 from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.state import latest_state
@@ -317,17 +318,24 @@ def test_spark_stream_failures_are_one_line_with_their_cause(
         "UnpicklingError: invalid load key, '\\xff'."])
 
 
-def test_a_bad_line_in_a_file_read_in_python_is_named(spark: SparkSession,
-                                                      tmp_path: Path) -> None:
+@pytest.mark.parametrize("bad", ["head", "after-head"])
+def test_a_bad_line_in_a_file_read_in_python_is_named(spark: SparkSession, tmp_path: Path,
+                                                      bad: str) -> None:
     """read_capture_files' fast path: a line the protocol reader refuses fails the query
-    in one line naming the file, the line and its position; the good files before it
-    were read in Python (the counter)."""
+    in one line naming the file, the line and its position, and nothing of its
+    micro-batch is applied, written or kept in the state: a line bad from its head, and a
+    data message's line bad only after its type byte (a control job that read only the
+    heads would pass it on: docs/spark.md, "Measured and not kept"). The counter: the
+    files read in Python by the jobs that ended."""
     rows = list(RECORDING.capture)
     config = EventConfig.from_properties(RECORDING.properties)
     write_files(tmp_path / "f", rows, [4])
     second = sorted((tmp_path / "f").glob("capture-*.jsonl"))[1]
     lines = second.read_text().splitlines(keepends=True)
-    lines[2] = '{"lsn": "0/16B3748", "xid": null, "data": "4zz"}\n'  # not hex
+    # a data message's line (an Insert, Update or Delete), so that the plan is the same
+    index = next(i for i, r in enumerate(rows[4:]) if r.data[:1] in (b"I", b"U", b"D"))
+    lines[index] = ('{"lsn": "0/16B3748", "xid": null, "data": "4zz"}\n' if bad == "head"
+                    else '{"lsn": "0/16B3748", "xid": null, "data": "49zz"}\n')  # not hex
     second.write_text("".join(lines))
     later = second.stat().st_mtime + 10  # after the first file: its own micro-batch
     os.utime(second, (later, later))
@@ -335,11 +343,21 @@ def test_a_bad_line_in_a_file_read_in_python_is_named(spark: SparkSession,
                                               max_files_per_trigger=1), config,
                            catalog=RECORDING.catalog, path=str(tmp_path / "o"),
                            checkpoint=str(tmp_path / "c"))
+    table = stream.tables[0]
+    target = ParquetTarget(str(tmp_path / "t"))
+    stream.apply(table, target)
     stream.start()
     assert stream.query is not None
-    with pytest.raises(Exception, match=f"position {(1 << 32) + 2}: {second.name}: "
-                                        "line 3: 'data' as a hex string") as failure:
+    with pytest.raises(Exception, match=f"micro-batch 1: SparkDecodeError: position "
+                                        f"{(1 << 32) + index}: {second.name}: "
+                                        f"line {index + 1}: 'data' as a hex string"
+                       ) as failure:
         stream.query.processAllAvailable()
     assert "\n" not in str(failure.value).split("SparkDecodeError: ", 1)[-1].split("\n")[0]
-    assert stream.files_parsed.value == 1 and len(stream.batches) == 1
+    assert len(stream.batches) == 1  # batch 0, the first file; nothing of batch 1:
+    assert target.last_batch() == 0
+    assert sorted(p.name for p in (tmp_path / "o" / "records").iterdir()) == [
+        "part-000000000000.parquet"]
+    assert sorted(os.listdir(tmp_path / "c" / "_decoder")) == ["state-000000000000.json"]
+    assert stream.files_parsed.value == 1
     stream.stop()
