@@ -19,7 +19,8 @@ from pgcdc_events.protocol import Insert, PgOutputReader, Relation
 from pgcdc_events.types.config import TypeConfig
 from pgcdc_events.types.jsonvalue import decimal_from_bytes
 from pgcdc_events.types.mapper import TypeMapper
-from pgcdc_events.types.numeric import _bits_to_bytes, numeric_modifier
+from pgcdc_events.types.numeric import BUILDERS, _bits_to_bytes, numeric_modifier
+from pgcdc_events.types.registry import PgType
 from support.capture import Capturer
 
 SETTINGS = settings(max_examples=25, deadline=None,
@@ -141,3 +142,62 @@ def test_bit_strings(pg_conn: Any, bits: list[str]) -> None:
             # Debezium's Bits: the bit string as a little-endian number, bit 0 rightmost.
             assert int.from_bytes(got, "little") == int(text, 2)
             assert got == _bits_to_bytes(text)
+
+
+# -- numeric(p, s)'s first branch: the common text form, the general branch's value
+
+
+def _fixed_from_text(precision: int, scale: int) -> Any:
+    typmod = ((precision << 16) | (scale & 0x7FF)) + 4
+    assert numeric_modifier(typmod) == (precision, scale)
+    return BUILDERS["numeric"](PgType(0, "pg_catalog", "numeric", "base"), typmod,
+                              TypeConfig()).from_text
+
+
+def _general(from_text: Any) -> Any:
+    names = from_text.__code__.co_freevars
+    return from_text.__closure__[names.index("general")]
+
+
+def _outcome(fn: Any, raw: bytes) -> tuple[str, str]:
+    try:
+        return "value", repr(fn(raw))  # repr: the exponent too (1.20 is not 1.2)
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+
+
+_numeric_texts = st.one_of(
+    st.decimals(allow_nan=False, allow_infinity=False, places=2).map(lambda v: f"{v:f}".encode()),
+    st.decimals(allow_nan=False, allow_infinity=False, places=0).map(lambda v: f"{v:f}".encode()),
+    st.decimals(allow_nan=False, allow_infinity=False).map(lambda v: f"{v:f}".encode()),
+    st.sampled_from((b"NaN", b"Infinity", b"-Infinity", b"", b".", b".25", b"-.25", b"1.",
+                     b"1.2.34", b"+1.25", b" 1.25", b"1_0.25", b"1e5", b"1.2e", b"-0.00",
+                     b"1" * 131070 + b".25", b"1" * 131071 + b".25", b"1" * 131072,
+                     b"1" * 131073, b"\xd9\xa1.25")),
+    st.text(alphabet="0123456789.-+e_ ", max_size=12).map(str.encode),
+)
+
+
+@given(_numeric_texts, st.sampled_from(((12, 2), (10, 0), (5, 5), (20, 7))))
+def test_fixed_numeric_first_branch_equals_the_general_one(raw: bytes, modifier: Any) -> None:
+    from_text = _fixed_from_text(*modifier)
+    assert _outcome(from_text, raw) == _outcome(_general(from_text).cell_contents, raw)
+
+
+@given(st.integers(0, 10**12), st.sampled_from(((12, 2), (10, 0), (5, 5), (20, 7))))
+def test_fixed_numeric_first_branch_takes_the_common_form(unscaled: int, modifier: Any) -> None:
+    scale = modifier[1]
+    digits = f"{unscaled:0{scale + 1}d}"
+    raw = (f"{digits[:-scale]}.{digits[-scale:]}" if scale else digits).encode()
+    from_text = _fixed_from_text(*modifier)
+    cell = _general(from_text)
+    want = cell.cell_contents(raw)
+
+    def refused(raw: bytes) -> Any:
+        raise AssertionError(f"{raw!r} took the general branch")
+
+    general, cell.cell_contents = cell.cell_contents, refused
+    try:
+        assert repr(from_text(raw)) == repr(want)
+    finally:
+        cell.cell_contents = general

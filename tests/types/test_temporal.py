@@ -653,3 +653,72 @@ def test_interval_against_server(pg_conn: Any) -> None:
         check(relation, captured, expect_interval, 7)
 
     run()
+
+
+# ---------------------------------------------------------------- ZonedTimestamp's first branch
+
+
+def _closure(fn: Callable[..., Any], name: str) -> Any:
+    """The cell of ``name`` in ``fn``'s closure (the converter's general branch)."""
+    assert fn.__closure__ is not None
+    return fn.__closure__[fn.__code__.co_freevars.index(name)]
+
+
+def _outcome(fn: Callable[[bytes], Any], raw: bytes) -> tuple[str, str]:
+    try:
+        return "value", repr(fn(raw))
+    except Exception as exc:  # the same error, word for word, from both branches
+        return type(exc).__name__, str(exc)
+
+
+def _tstz_from_text(width: int) -> Callable[[bytes], Any]:
+    return temporal.BUILDERS["timestamptz"](PgType(0, "pg_catalog", "timestamptz", "base"),
+                                           width, TypeConfig()).from_text
+
+
+def _replaced(text: bytes, at: int, byte: int) -> bytes:
+    return text[:at] + bytes((byte,)) + text[at + 1:]
+
+
+_tstz_texts = st.one_of(
+    # PostgreSQL's own text: years 1..9999, UTC or another session zone, BC, infinities
+    st.builds(lambda m, zone, bc: (pg_timestamp_text(m) + zone + bc).encode(), st.datetimes(),
+              st.sampled_from(("+00", "+00", "+05:30", "-08", "+00:00:01", "+0")),
+              st.sampled_from(("", "", " BC"))),
+    st.builds(lambda year, rest: f"{year:05d}{rest}+00".encode(), st.integers(10000, 294276),
+              st.sampled_from(("-01-01 00:00:00", "-12-31 23:59:59.999999", "-06-01 12:00:00.5"))),
+    st.sampled_from((b"infinity", b"-infinity", b"", b"+00", b"2024-05-01 12:00:00.+00",
+                     b"2024-05-01 12:00:00.1234567+00", b"2024-05-01T12:00:00.123+00",
+                     b"2024-05-01 12:00:00x123+00", b"2024-05-01 12:00:00.12\xc3\xa9+00")),
+    # the common shape with any byte anywhere in it
+    st.builds(lambda m, at, byte: _replaced((pg_timestamp_text(m) + "+00").encode(), at, byte),
+              st.datetimes(), st.integers(0, 28), st.integers(0, 255)),
+)
+
+
+@given(_tstz_texts, st.sampled_from((0, 1, 3, 6)))
+def test_zoned_timestamp_first_branch_equals_the_general_one(raw: bytes, width: int) -> None:
+    convert = _tstz_from_text(width)
+    general = _closure(convert, "general").cell_contents
+    assert _outcome(convert, raw) == _outcome(general, raw)
+
+
+@given(st.datetimes(), st.sampled_from((1, 3, 6)))
+def test_zoned_timestamp_first_branch_takes_the_common_form(moment: datetime.datetime,
+                                                             width: int) -> None:
+    # UTC text with 1 to ``width`` fraction digits never reaches the general branch
+    moment = moment.replace(microsecond=moment.microsecond // 10 ** (6 - width) * 10 ** (6 - width)
+                            or 10 ** (6 - width))
+    raw = (pg_timestamp_text(moment) + "+00").encode()
+    convert = _tstz_from_text(width)
+    cell = _closure(convert, "general")
+    want = cell.cell_contents(raw)
+
+    def refused(raw: bytes) -> Any:
+        raise AssertionError(f"{raw!r} took the general branch")
+
+    general, cell.cell_contents = cell.cell_contents, refused
+    try:
+        assert convert(raw) == want
+    finally:
+        cell.cell_contents = general

@@ -344,7 +344,7 @@ def _numeric(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:  # noq
     elif mode == "precise":
         point, minus_point = (b".", b"-.") if scale else (b"", b"-")
 
-        def from_text(raw: bytes) -> Any:
+        def general(raw: bytes) -> Any:
             dot = raw.find(b".")
             if len(raw) - dot - 1 == scale if dot >= 0 else scale == 0:
                 # already at the column's scale: [-]digits[.digits], what _NUMERIC_TEXT
@@ -358,6 +358,25 @@ def _numeric(t: PgType, typmod: int, config: TypeConfig) -> ValueMapping:  # noq
                 if raw[-1:] not in (b"N", b"y"):  # not NaN/Infinity
                     return _parse_decimal(raw)
             return convert(_parse_decimal(raw))
+
+        # the common form first: unsigned digits, the point ``scale`` places from the end
+        # (digits alone at scale 0), at most _MAX_PLAIN bytes: the value ``general`` gives
+        # it, in about two thirds fewer instructions around ``Decimal`` (its one check, a
+        # ``replace`` and an ``isdigit``, where ``general`` finds, translates, compares)
+        at = -scale - 1
+        if scale > 0:
+            def from_text(raw: bytes) -> Any:
+                if len(raw) > -at and raw[at] == 46 and raw.replace(b".", b"", 1).isdigit() \
+                        and len(raw) <= _MAX_PLAIN:
+                    return Decimal(raw.decode("ascii"))
+                return general(raw)
+        elif scale == 0:
+            def from_text(raw: bytes) -> Any:
+                if raw.isdigit() and len(raw) <= _MAX_PLAIN:
+                    return Decimal(raw.decode("ascii"))
+                return general(raw)
+        else:
+            from_text = general
 
     def from_binary(raw: bytes) -> Any:
         return convert(decimal_from_binary(raw))

@@ -455,7 +455,7 @@ def _zoned_timestamp_from_text(width: int) -> Callable[[bytes], str]:
     rewritten in place (:class:`UtcZonedText`); the rest are parsed and rendered."""
     render = _zoned_timestamp(width)
 
-    def convert(raw: bytes) -> str:
+    def general(raw: bytes) -> str:
         if raw[-3:] == b"+00" and raw[4:5] == b"-":
             if width and len(raw) == 23 + width:  # exactly the width's digits: as they are
                 text = raw.decode("ascii")
@@ -466,6 +466,22 @@ def _zoned_timestamp_from_text(width: int) -> Callable[[bytes], str]:
                 return f"{text[:10]}T{text[11:19]}.{fraction}Z"
             return f"{text[:10]}T{text[11:19]}Z"
         return render(parse_timestamptz(raw))
+
+    # the common form first: 1 to ``width`` fraction digits printed (``YYYY-MM-DD
+    # HH:MM:SS.f+00``; PostgreSQL drops trailing zeros), told by its length and three
+    # separators, one decode and one f-string with the missing zeros: what ``general``
+    # gives it, in about a quarter fewer instructions
+    full = 23 + width if width else -1
+    zeros = tuple("0" * n for n in range(width))
+
+    def convert(raw: bytes) -> str:
+        missing = full - len(raw)
+        if 0 <= missing < width and raw[19] == 46 and raw[4] == 45 and raw[-3:] == b"+00":
+            text = raw.decode("ascii")
+            if missing:
+                return f"{text[:10]}T{text[11:-3]}{zeros[missing]}Z"
+            return f"{text[:10]}T{text[11:-3]}Z"
+        return general(raw)
 
     return convert
 
