@@ -293,6 +293,16 @@ def print_table(results: Results, counts: dict[str, float]) -> None:
               f"  {verdict(mb / ma)}", flush=True)
 
 
+def chosen_figures(names: str, *, no_spark: bool) -> list[str]:
+    """The figures ``--figures`` names (comma-separated), less Spark's with ``--no-spark``."""
+    figures = [f.strip() for f in names.split(",")]
+    if no_spark and "spark decode" in figures:
+        figures.remove("spark decode")
+    if unknown := set(figures) - set(FIGURES):
+        raise SystemExit(f"unknown figures: {', '.join(sorted(unknown))}")
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--a", default="/tmp/base/src", help="tree A's src (default %(default)s)")
@@ -322,11 +332,7 @@ def main() -> None:
           f"{os.cpu_count()} cores; load average before: {loadavg()}", flush=True)
     pycache = tempfile.mkdtemp(prefix="bench-ab-pycache-")
     runner = Runner(trees, pycache)
-    figures = [f.strip() for f in args.figures.split(",")]
-    if args.no_spark and "spark decode" in figures:
-        figures.remove("spark decode")
-    if unknown := set(figures) - set(FIGURES):
-        raise SystemExit(f"unknown figures: {', '.join(sorted(unknown))}")
+    figures = chosen_figures(args.figures, no_spark=args.no_spark)
     results: Results = {f: {"A": [], "B": []} for f in FIGURES}
     counts: dict[str, float] = {}
     slots = ["ref"] + [f"cap_{t.lower()}{r}" for r in range(args.rounds) for t in TREES
