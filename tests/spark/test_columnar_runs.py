@@ -228,22 +228,31 @@ def test_a_value_outside_its_form_takes_the_scalar_converter() -> None:
         kernel_fallbacks=Counter(DecimalText=1))
 
 
+def _not_null_run(*columns: str) -> tuple[Any, list[dict[str, object]], int, ColumnarStats]:
+    """A run of 20 inserts into a table of ``id`` and ``columns`` of :data:`T` (NOT NULL),
+    decoded column-wise and compared with the single decoder's records: the table, its
+    rows, the records that came from runs and the run decoder's stats."""
+    types = {"amount": "numeric(12,2)", "at": "timestamptz"}
+    strict = table("public.s", {"id": "int8", **{c: types[c] for c in columns}},
+                   primary_key="id", not_null=columns)
+    rows = [{k: r[k] for k in ("id", *columns)} for r in _rows(20)]
+    workload = render([strict], [Transaction(tuple(op_insert(strict, r) for r in rows))])
+    stats: list[ColumnarStats] = []
+    got, columnar = run_decode(workload.capture(), workload.decoder, batch=1000, min_run=8,
+                               stats=stats)
+    _same(got, workload.records(), workload.decoder().config)
+    return strict, rows, columnar, stats[0]
+
+
 def test_not_null_columns_take_their_kernels_and_keep_their_check() -> None:
     """A NOT NULL ``timestamptz`` or ``numeric`` column has the check that its value has a
     representation on top of its converter (``events.tables._required``): the kernel still
     converts the run (counted), its output checked; a NaN in the NOT NULL numeric (no
     representation in ``precise`` mode) leaves the column to the scalar converter, whose
     check refuses it, and the run to the decoder, whose error is the single decoder's."""
-    strict = table("public.s", {"id": "int8", "amount": "numeric(12,2)", "at": "timestamptz"},
-                   primary_key="id", not_null=("amount", "at"))
-    rows = [{"id": r["id"], "amount": r["amount"], "at": r["at"]} for r in _rows(20)]
-    workload = render([strict], [Transaction(tuple(op_insert(strict, r) for r in rows))])
-    stats: list[ColumnarStats] = []
-    got, columnar = run_decode(workload.capture(), workload.decoder, batch=1000, min_run=8,
-                               stats=stats)
-    _same(got, workload.records(), workload.decoder().config)
+    strict, rows, columnar, stats = _not_null_run("amount", "at")
     assert columnar == 20
-    assert stats[0] == ColumnarStats(runs=1, messages=20, kernels=Counter(
+    assert stats == ColumnarStats(runs=1, messages=20, kernels=Counter(
         IntegerText=1, DecimalText=1, UtcZonedText=1))
     rows[11] = {**rows[11], "amount": "NaN"}
     bad = render([strict], [Transaction(tuple(op_insert(strict, r) for r in rows))])
@@ -266,13 +275,6 @@ def test_a_kernel_null_in_a_not_null_column_gives_the_run_to_the_decoder(
     real = vectorized.KERNELS[UtcZonedText]
     monkeypatch.setitem(vectorized.KERNELS, UtcZonedText, lambda form, raw, target: pa.array(
         [None, *real(form, raw, target).to_pylist()[1:]], target))
-    strict = table("public.s", {"id": "int8", "at": "timestamptz"}, primary_key="id",
-                   not_null=("at",))
-    rows = [{"id": r["id"], "at": r["at"]} for r in _rows(20)]
-    workload = render([strict], [Transaction(tuple(op_insert(strict, r) for r in rows))])
-    stats: list[ColumnarStats] = []
-    got, columnar = run_decode(workload.capture(), workload.decoder, batch=1000, min_run=8,
-                               stats=stats)
-    _same(got, workload.records(), workload.decoder().config)
+    _, _, columnar, stats = _not_null_run("at")
     assert columnar == 0
-    assert stats[0].fallbacks == Counter({"a value its converter makes null": 1})
+    assert stats.fallbacks == Counter({"a value its converter makes null": 1})
