@@ -57,9 +57,77 @@ def _timed(label: str, fn: Callable[[], Any]) -> tuple[float, Any]:
     return seconds, result
 
 
-def _noop(batches: Iterator[Any]) -> Iterator[Any]:
-    for batch in batches:
-        yield batch.select(["position"])
+def floor_run(spark: Any, df: Any) -> None:
+    """The no-op ``mapInArrow`` over a capture DataFrame to Spark's ``noop`` sink: the
+    transfer floor (the scan, the JVM -> Python -> JVM Arrow exchange)."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from pgcdc_events.spark._session import map_in_arrow
+
+    def noop(batches: Iterator[Any]) -> Iterator[Any]:  # pickled by value (a local)
+        for batch in batches:
+            yield batch.select(["position"])
+
+    schema = StructType([StructField("position", LongType())])
+    map_in_arrow(df, noop, schema).write.format("noop").mode("overwrite").save()
+
+
+def changes_run(df: Any, config: EventConfig, options: Any = None
+                ) -> tuple[float, float, tuple[int, int]]:
+    """``decode_capture`` (not persisted) and the first table's flattened changes to the
+    ``noop`` sink: the seconds of the control job and of the changes' pass, and the
+    changes flattened from runs and from single records."""
+    from pgcdc_events.spark import decode_capture
+
+    started = time.perf_counter()
+    decoded = decode_capture(df, config, options=options, persist=False)
+    opened = time.perf_counter()
+    decoded.changes(decoded.tables[0]).write.format("noop").mode("overwrite").save()
+    return opened - started, time.perf_counter() - opened, decoded.flat_counts()
+
+
+def insert_capture(changes: int) -> tuple[Any, Any, list[Any]]:
+    """The capture of ``changes`` inserts (transactions of 5,000) this benchmark decodes,
+    made once into ``benchmarks/.data/`` with its Parquet copy: the two paths and the rows."""
+    from pgcdc_events.spark import write_capture_parquet
+
+    jsonl = DATA / f"spark-{changes}.jsonl"
+    parquet = DATA / f"spark-{changes}.parquet"
+    if not jsonl.exists():
+        make_capture(jsonl, changes, batch=5000)
+    with open(jsonl, encoding="utf-8") as fh:
+        rows = list(iter_capture(fh))
+    if not parquet.exists():
+        write_capture_parquet(rows, str(parquet), rows_per_group=1 << 16)
+    return jsonl, parquet, rows
+
+
+def decode_vs_floor(spark: Any, changes: int) -> dict[str, float]:
+    """The goal's measure of the batch layer: the decode to one table's flattened changes
+    of :func:`insert_capture` (``read_capture``'s DataFrame: the tasks read the Parquet
+    file by positions) against the no-op floor over the same DataFrame, one untimed pass
+    of each first, the session's input splits set to 4 MB (every core gets row groups)
+    for the two runs. Returns the seconds and the ratio (the floor's speed over the
+    decode's: 1 is the floor)."""
+    from pgcdc_events.spark import read_capture
+
+    _, parquet, rows = insert_capture(changes)
+    config = EventConfig.from_properties({"topic.prefix": "bench"})
+    key = "spark.sql.files.maxPartitionBytes"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(4 << 20))
+    try:
+        df = read_capture(spark, str(parquet))
+        floor_run(spark, df)
+        changes_run(df, config)
+        floor_s, _ = _timed("no-op mapInArrow", lambda: floor_run(spark, df))
+        flat_s, (open_s, table_s, _) = _timed("Spark decode to flattened changes",
+                                              lambda: changes_run(df, config))
+    finally:
+        spark.conf.set(key, before)
+    return {"floor_s": floor_s, "decode_changes_s": flat_s, "control_s": open_s,
+            "changes_pass_s": table_s, "rows": len(rows),
+            "decode_vs_floor": floor_s / flat_s}
 
 
 def arrow_batches(rows: list[Any], batch: int = 65_536) -> list[tuple[Any, ...]]:
@@ -174,15 +242,13 @@ def main() -> None:
     args = parser.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql.types import LongType, StructField, StructType
 
     from pgcdc_events.spark import (
         SparkSchemaOptions,
         decode_capture,
         read_capture,
-        write_capture_parquet,
     )
-    from pgcdc_events.spark._session import local_session, map_in_arrow
+    from pgcdc_events.spark._session import local_session
     from pgcdc_events.spark.local import decode_to_arrow
     from pgcdc_events.spark.write import write_tables
 
@@ -198,14 +264,7 @@ def main() -> None:
     if args.skip_throughput:
         spark.stop()
         return
-    jsonl = DATA / f"spark-{args.changes}.jsonl"
-    parquet = DATA / f"spark-{args.changes}.parquet"
-    if not jsonl.exists():
-        make_capture(jsonl, args.changes, batch=5000)
-    with open(jsonl, encoding="utf-8") as fh:
-        rows = list(iter_capture(fh))
-    if not parquet.exists():
-        write_capture_parquet(rows, str(parquet), rows_per_group=1 << 16)
+    jsonl, parquet, rows = insert_capture(args.changes)
     changes = sum(1 for r in rows if r.data[:1] == b"I")
     config = EventConfig.from_properties({"topic.prefix": "bench"})
 
@@ -217,10 +276,8 @@ def main() -> None:
           f"splits; flavour {args.flavour}; master {args.master}; "
           f"python {sys.version.split()[0]}")
 
-    floor_schema = StructType([StructField("position", LongType())])
-
     def floor() -> None:
-        map_in_arrow(df, _noop, floor_schema).write.format("noop").mode("overwrite").save()
+        floor_run(spark, df)
 
     def spark_decode(frame: Any = df, persist: bool = False) -> tuple[float, float]:
         started = time.perf_counter()
@@ -234,13 +291,9 @@ def main() -> None:
     flat_counts: list[tuple[int, int]] = []
 
     def spark_changes() -> tuple[float, float]:
-        started = time.perf_counter()
-        decoded = decode_capture(df, config, options=options, persist=False)
-        opened = time.perf_counter()
-        decoded.changes(decoded.tables[0]).write.format("noop").mode("overwrite").save()
-        done = time.perf_counter()
-        flat_counts.append(decoded.flat_counts())
-        return opened - started, done - opened
+        open_s, table_s, counts = changes_run(df, config, options)
+        flat_counts.append(counts)
+        return open_s, table_s
 
     def spark_write() -> None:
         decoded = decode_capture(df, config, options=options, persist=False)
