@@ -69,7 +69,10 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("taskset") is None:
         raise SystemExit("taskset (util-linux) is needed to confine each run to its CPUs")
-    extra = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
+    # no batch decode against the floor in the children (unless asked for): not a
+    # measure of cores
+    extra = ["--floor-changes", "0", "--child",
+             *(args.rest[1:] if args.rest[:1] == ["--"] else args.rest)]
     allowed = sorted(os.sched_getaffinity(0))
     masters = [m.strip() for m in args.masters.split(",") if m.strip()]
     figures: dict[str, dict[str, float]] = {}

@@ -4,7 +4,10 @@ Delta table), and the batch layer's decode against the no-op floor.
 
 Run: ``.venv/bin/python benchmarks/bench_spark_stream.py [--changes 100000]
 [--masters local[1],local[2]] [--rate 20 --seconds 30] [--latency-paths events,changes]
-[--sustained-changes 500000 --files-per-trigger 16]``.
+[--sustained-changes 1000000 [--files-per-trigger 16]] [--floor-changes 1000000]
+[--confine]``. Every goal of issue 22 in one run, each master's parts confined to its CPUs:
+``--confine --skip-throughput --sustained-changes 1000000`` (about 5 minutes); the goals
+met or not are printed last.
 
 1. **Throughput**, on each master of ``--masters`` (a session of its own each). A capture
    of ``--changes`` inserts into the six-column table of ``_common.py`` (plus updates and
@@ -27,7 +30,9 @@ Run: ``.venv/bin/python benchmarks/bench_spark_stream.py [--changes 100000]
    pure-Python ``EventDecoder`` alone.
 2. **Sustained** (``--sustained-changes N``, on each master): a backlog of N inserts (with
    updates and deletes of a fifth and a tenth of the rows) in rotating files, read by ONE
-   query, ``--files-per-trigger`` files a micro-batch (``maxFilesPerTrigger``), into a
+   query, in micro-batches of at most ``spark stream``'s default 64 MB
+   (``maxBytesPerTrigger``; ``--files-per-trigger``: that many files,
+   ``maxFilesPerTrigger``), into a
    ``DeltaTarget`` given the flattened changes, after an untimed query over the first
    files. Changes/s over the steady-state micro-batches: the changes of every micro-batch
    but the first, over the seconds from the end of the first micro-batch to the end of
@@ -41,6 +46,15 @@ Run: ``.venv/bin/python benchmarks/bench_spark_stream.py [--changes 100000]
    ``DeltaTarget`` that records when each key became visible (its MERGE committed). A
    steady ``--rate`` of one-row transactions for ``--seconds``; each row's latency is the
    time from its COMMIT returning to its commit in the Delta table. Median, p99.
+4. **Batch decode against the floor** (``--floor-changes N``, on the last master), as
+   ``bench_spark.py`` measures it: the decode of N inserts' capture to the table's
+   flattened changes against the no-op ``mapInArrow`` over the same Parquet capture
+   (``bench_spark.decode_vs_floor``; the throughput part's figure is on its small capture,
+   where the jobs' fixed costs weigh).
+
+``--confine`` runs each master's throughput and sustained parts in a child process
+confined to as many CPUs as the master has task slots (``bench_spark_cores.py``), the
+latency and floor parts in this process.
 """
 
 from __future__ import annotations
@@ -62,10 +76,14 @@ from typing import Any
 from _common import DATA, make_capture
 
 from pgcdc_events.adapters.rotating import capture_file_name
+from pgcdc_events.cli.spark_stream_cmd import DEFAULT_MB_PER_TRIGGER
 from pgcdc_events.events import EventConfig, EventDecoder
 from pgcdc_events.protocol import dump_capture_row, iter_capture
 
 PROPS = {"topic.prefix": "bench", "skipped.operations": "none"}
+#: The bytes of capture files a micro-batch of ``pgcdc-events spark stream`` reads at most
+#: by default (``--max-mb-per-trigger``).
+DEFAULT_BYTES = int(DEFAULT_MB_PER_TRIGGER * 1e6)
 
 
 def split_files(capture: Path, directory: Path, per_file: int) -> int:
@@ -228,7 +246,10 @@ def throughput(spark: Any, changes: int, per_file: int, catalog: Any, *,
         def run_stream(name: str, target: Any) -> tuple[float, Any]:
             before = cpu_seconds()
             started = time.perf_counter()
-            stream = decode_stream(reader(spark, str(work / "files")), config,
+            # a micro-batch bounded as spark stream bounds it by default (the capture of
+            # --changes 100000, 42 MB, is one micro-batch; a larger one is several)
+            stream = decode_stream(reader(spark, str(work / "files"),
+                                          max_bytes_per_trigger=DEFAULT_BYTES), config,
                                    catalog=catalog, checkpoint=str(work / f"cp-{name}"),
                                    targets={"public.bench": target})
             stream.start().processAllAvailable()
@@ -347,10 +368,12 @@ class CountedChanges(ChangesPhases):
         return [self.phases.get(b.batch_id, (0.0, 0.0))[1] for b in batches]
 
 
-def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog: Any,
+def sustained(spark: Any, changes: int, per_file: int, per_trigger: int | None,
+              catalog: Any,
               per_line: bool = False
               ) -> dict[str, float]:
     """One long-running query over a backlog of rotating files, ``per_trigger`` files a
+    micro-batch (``None``: as many as ``spark stream``'s default bound of megabytes takes)
     micro-batch, into a Delta target given the flattened changes: changes/s over the
     steady-state micro-batches (from the end of the first to the end of the last; the
     query's start-up and first micro-batch reported apart), next to the batch layer on
@@ -376,7 +399,7 @@ def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog
             n_changes = sum(1 for r in iter_capture(fh) if r.data[:1] in (b"I", b"U", b"D"))
         # untimed: the same query over the first files (the JVM and the workers warmed up)
         (work / "warm").mkdir()
-        for path in sorted((work / "files").iterdir())[:min(per_trigger, 3)]:
+        for path in sorted((work / "files").iterdir())[:min(per_trigger or 3, 3)]:
             shutil.copy(path, work / "warm" / path.name)
         warm = decode_stream(reader(spark, str(work / "warm")), config,
                              catalog=catalog, checkpoint=str(work / "cp-warm"),
@@ -388,7 +411,8 @@ def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog
         cpu_before = cpu_seconds()
         started = time.perf_counter()
         stream = decode_stream(
-            reader(spark, str(work / "files"), max_files_per_trigger=per_trigger),
+            reader(spark, str(work / "files"), max_files_per_trigger=per_trigger,
+                   max_bytes_per_trigger=None if per_trigger else DEFAULT_BYTES),
             config, catalog=catalog, checkpoint=str(work / "cp"),
             targets={"public.bench": target}, progress=clock)
         query = stream.start()
@@ -416,7 +440,9 @@ def sustained(spark: Any, changes: int, per_file: int, per_trigger: int, catalog
         assert rows == batch_rows, (rows, batch_rows)
         seconds = sorted(b.seconds for b in stream.batches if b.rows)
         print(f"sustained on {master}: {n_changes:,} changes in {files} files of "
-              f"{per_file} transactions, {per_trigger} files a micro-batch: one query, "
+              f"{per_file} transactions, " + (f"{per_trigger} files" if per_trigger else
+                                               f"{DEFAULT_BYTES / 1e6:g} MB (spark stream's "
+                                               "default)") + " a micro-batch: one query, "
               f"{len(clock.ends)} micro-batches (median {statistics.median(seconds):.2f} s, "
               f"max {seconds[-1]:.2f} s), {jobs} Spark jobs "
               f"({jobs / len(clock.ends):.1f} a micro-batch), "
@@ -551,7 +577,50 @@ def latency(spark: Any, rate: float, seconds: float, path: str, *, per_line: boo
     return {"median_s": round(statistics.median(lat), 3), "p99_s": round(p99, 3)}
 
 
-def main() -> None:
+def goals(figures: dict[str, dict[str, float]], latencies: dict[str, dict[str, float]],
+          floor: dict[str, float] | None, *, confined: bool) -> list[tuple[str, str, bool]]:
+    """Issue 22's goals against this run's figures: ``(goal, figure, met)`` for each one
+    the run measured."""
+    out: list[tuple[str, str, bool]] = []
+    two, one = figures.get("local[2]", {}), figures.get("local[1]", {})
+    if "sustained_changes_per_s" in two:
+        value = two["sustained_changes_per_s"]
+        out.append(("sustained into Delta on local[2] >= 50,000 changes/s",
+                    f"{value:,.0f}", value >= 50_000))
+    if "sustained_changes_per_s" in two and "sustained_changes_per_s" in one:
+        ratio = two["sustained_changes_per_s"] / one["sustained_changes_per_s"]
+        how = "each on its CPUs" if confined else "unconfined: local[1] uses more than a core"
+        out.append((f"local[2] >= 1.6x local[1], sustained ({how})", f"{ratio:.2f}x",
+                    ratio >= 1.6))
+    changes = latencies.get("changes")
+    if changes is not None:
+        out.append(("latency at 20 transactions/s, median <= 1.5 s",
+                    f"{changes['median_s']:.2f} s", changes["median_s"] <= 1.5))
+        out.append(("latency at 20 transactions/s, p99 <= 3 s", f"{changes['p99_s']:.2f} s",
+                    changes["p99_s"] <= 3.0))
+    if floor is not None:
+        out.append((f"batch decode >= 0.6x the no-op floor ({floor['rows']:,} rows)",
+                    f"{floor['decode_vs_floor']:.2f}x", floor["decode_vs_floor"] >= 0.6))
+    return out
+
+
+def child_arguments(argv: list[str]) -> list[str]:
+    """This run's arguments for a confined child running one master's throughput and
+    sustained parts: without ``--confine`` and ``--masters`` (the child is given its
+    own), with no latency and no floor part (this process runs them)."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--masters":
+            skip = True
+        elif arg != "--confine" and not arg.startswith("--masters="):
+            out.append(arg)
+    return [*out, "--skip-latency", "--floor-changes", "0", "--child"]
+
+
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--changes", type=int, default=100_000)
@@ -567,8 +636,9 @@ def main() -> None:
                         help="also a sustained run: a capture of N inserts (with updates and "
                         "deletes of a fifth and a tenth) read by one query, "
                         "--files-per-trigger files a micro-batch (0: none)")
-    parser.add_argument("--files-per-trigger", type=int, default=8, metavar="N",
-                        help="maxFilesPerTrigger of the sustained run (default 8)")
+    parser.add_argument("--files-per-trigger", type=int, default=None, metavar="N",
+                        help="maxFilesPerTrigger of the sustained run (default: none, "
+                        "spark stream's default bound of megabytes, --max-mb-per-trigger)")
     parser.add_argument("--per-line", action="store_true",
                         help="the stream runs read the lines in the JVM "
                         "(read_capture_stream: the path before read_capture_files)")
@@ -578,19 +648,41 @@ def main() -> None:
     parser.add_argument("--latency-paths", default="events,changes",
                         help="what the latency runs' Delta target is given, in turn: the "
                         "table's events (the path before) and its flattened changes")
-    args = parser.parse_args()
+    parser.add_argument("--floor-changes", type=int, default=1_000_000, metavar="N",
+                        help="the batch decode against the no-op floor on bench_spark.py's "
+                        "capture of N inserts, in the last master's session (0: not run)")
+    parser.add_argument("--confine", action="store_true",
+                        help="each master's throughput and sustained parts in a child "
+                        "process confined to as many CPUs as it has task slots "
+                        "(bench_spark_cores.py); the latency and floor parts here, on the "
+                        "last master, unconfined")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+def per_master(args: argparse.Namespace, masters: list[str], conf: dict[str, str]
+               ) -> tuple[Any, dict[str, dict[str, float]]]:
+    """The throughput and sustained parts on each master (``--confine``: each in a
+    confined child process): the last master's session and the figures by master."""
     from pgcdc_events.spark import session
 
-    masters = [m.strip() for m in args.masters.split(",") if m.strip()]
     spark = None
     figures: dict[str, dict[str, float]] = {}
-    catalog = None if args.skip_throughput else catalog_of_bench()
-    for master in masters:
+    if args.confine:
+        from bench_spark_cores import run_confined, slots
+
+        allowed = sorted(os.sched_getaffinity(0))
+        extra = child_arguments(sys.argv[1:])
+        for master in masters:
+            if slots(master) > len(allowed):
+                raise SystemExit(f"{master}: more task slots than this process's CPUs")
+            figures[master] = run_confined(master, allowed[:slots(master)], extra)
+        spark = session(masters[-1], "bench-spark-stream", quiet=True, conf=conf)
+    catalog = None if args.skip_throughput or args.confine else catalog_of_bench()
+    for master in [] if args.confine else masters:
         if spark is not None:
             spark.stop()
-        spark = session(master, "bench-spark-stream", quiet=True,
-                        conf={"spark.sql.shuffle.partitions": "2",
-                              **dict(c.split("=", 1) for c in args.conf)})
+        spark = session(master, "bench-spark-stream", quiet=True, conf=conf)
         if not args.skip_throughput:
             figures[master] = throughput(spark, args.changes, args.file_transactions,
                                          catalog, warm_up=not args.no_warm_up,
@@ -600,6 +692,14 @@ def main() -> None:
             figures.setdefault(master, {}).update(sustained(
                 spark, args.sustained_changes, args.file_transactions,
                 args.files_per_trigger, catalog, per_line=args.per_line))
+    return spark, figures
+
+
+def main() -> None:
+    args = arguments()
+    masters = [m.strip() for m in args.masters.split(",") if m.strip()]
+    conf = {"spark.sql.shuffle.partitions": "2", **dict(c.split("=", 1) for c in args.conf)}
+    spark, figures = per_master(args, masters, conf)
     if len(figures) > 1:
         first, *rest = masters
         for master in rest:
@@ -610,12 +710,29 @@ def main() -> None:
                 ratio = figures[master][key] / figures[first][key]
                 print(f"{key}: {master} / {first}: {ratio:.2f}x")
     print(json.dumps(figures))
+    latencies: dict[str, dict[str, float]] = {}
     if not args.skip_latency and spark is not None:
         for path in [p.strip() for p in args.latency_paths.split(",") if p.strip()]:
-            figure = latency(spark, args.rate, args.seconds, path, per_line=args.per_line)
-            print(json.dumps({f"latency_{path}": figure}), flush=True)
+            latencies[path] = latency(spark, args.rate, args.seconds, path,
+                                      per_line=args.per_line)
+            print(json.dumps({f"latency_{path}": latencies[path]}), flush=True)
     assert spark is not None
+    floor = None
+    if args.floor_changes:
+        from bench_spark import decode_vs_floor
+
+        floor = decode_vs_floor(spark, args.floor_changes)
+        print(f"batch decode ({spark.sparkContext.master}) of {floor['rows']:,} capture rows "
+              f"to one table's flattened changes: {floor['decode_changes_s']:.2f} s "
+              f"(control job {floor['control_s']:.2f} s), the no-op floor "
+              f"{floor['floor_s']:.2f} s: {floor['decode_vs_floor']:.2f}x the floor's speed")
+        print(json.dumps({"floor": floor}), flush=True)
     spark.stop()
+    reached = goals(figures, latencies, floor, confined=args.confine)
+    if reached and not args.child:  # a child's figures are its parent's to judge
+        print(f"\ngoals (issue 22), load average {os.getloadavg()[0]:.2f} at the end:")
+        for goal, figure, met in reached:
+            print(f"  {'met    ' if met else 'NOT MET'}  {goal}: {figure}")
     threading.Event().wait(0)
 
 
