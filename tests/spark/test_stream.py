@@ -184,10 +184,20 @@ def test_state_is_under_the_checkpoint(spark: SparkSession, tmp_path: Path) -> N
 
     def records(path: Path) -> list[tuple[Any, ...]]:
         df = spark.read.parquet(str(path / "records"))
-        return [(r["position"], r["index"], r["lsn"], r["kind"], r["table"])
+        return [(r["position"], r["index"], r["lsn"], r["kind"], r["table"], r["op"])
                 for r in df.orderBy("position", "index").collect()]
 
     assert records(tmp_path / "o2") == records(tmp_path / "o")
+    # each record at its message's own position: segment << 32 | the line's index in the
+    # file (segment 0: the first 5 rows): a message of its kind, with its LSN, is there
+    at = {i: r for i, r in enumerate(rows[:5])} | {(1 << 32) + i: r
+                                                  for i, r in enumerate(rows[5:])}
+    # (an Update that changes the key makes a delete and a create)
+    ops = {"c": (b"I", b"U"), "u": (b"U",), "d": (b"D", b"U"), "t": (b"T",)}
+    made = records(tmp_path / "o")
+    assert [(r, at[r[0]].data[:1]) for r in made if r[5] in ops
+            and at[r[0]].data[:1] not in ops[r[5]]] == [], made
+    assert [r for r in made if int(at[r[0]].lsn) != r[2]] == [], made  # the line's LSN
 
 
 def test_cli_stream(spark: SparkSession, tmp_path: Path,
