@@ -19,13 +19,21 @@ pytest.importorskip("pyspark")
 pytest.importorskip("deltalake")
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F  # noqa: N812
 
 from pgcdc_events.cli import build_parser
 from pgcdc_events.cli.spark_stream_cmd import max_bytes_per_trigger
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events import EventConfig
+from pgcdc_events.events.chunks import ChunkPlan, Cut
 from pgcdc_events.spark.delta import DeltaTarget
-from pgcdc_events.spark.stream import decode_stream, read_capture_stream
+from pgcdc_events.spark.stream import (
+    chunk_tasks,
+    decode_stream,
+    partition_keys,
+    read_capture_stream,
+    spark_hash_int,
+)
 from support.capture_files import write_files
 from support.golden import recordings
 
@@ -174,3 +182,34 @@ def test_a_micro_batch_runs_three_spark_jobs(spark: SparkSession, files: Path,
     waiting = sum(1 for b in batches if b.pending)  # + the job collecting the rows kept
     assert len(batches) == 4 and stream.single_passes >= 1
     assert len(batches) <= len(jobs) <= 3 * len(batches) + waiting, (jobs, batches)
+
+
+def test_spark_hash_int_is_sparks(spark: SparkSession) -> None:
+    """``spark_hash_int`` gives what Spark's ``hash()`` gives (the hash by which
+    ``repartition(n, column)`` places a row), for small, large and negative integers."""
+    values = [*range(-40, 40), 2**31 - 1, -(2**31), 123_456_789, -987_654_321]
+    got = spark.createDataFrame([(v,) for v in values], "v int").select(
+        "v", F.hash("v").alias("h")).collect()
+    assert {r["v"]: r["h"] for r in got} == {v: spark_hash_int(v) for v in values}
+    assert len(set(partition_keys(4))) == 4
+    assert [spark_hash_int(k) % 4 for k in partition_keys(4)] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("tasks", [2, 3, 4, 6])
+def test_chunk_tasks_are_even_runs_of_whole_chunks(spark: SparkSession, tasks: int) -> None:
+    """``chunk_tasks``: every row once, in ``tasks`` partitions (none empty), each a run of
+    consecutive whole chunks (a chunk's decoder needs all its rows), the runs' lengths
+    within one chunk of each other."""
+    positions = list(range(0, 1200, 7)) + [(1 << 32) + i for i in range(0, 500, 5)]
+    bounds = [p for p in positions[10::17]]  # 15 chunk ends, chunks of 17 rows
+    plan = ChunkPlan((), tuple(Cut(p, ((p, b""), (p, b""))) for p in bounds))
+    df = spark.createDataFrame([(p,) for p in reversed(positions)], "position long")
+    parts = [[(r["_chunk"], r["position"]) for r in part] for part in
+             chunk_tasks(df, plan, positions[0], positions[-1], tasks).rdd.glom().collect()]
+    assert len(parts) == tasks
+    assert sorted(p for part in parts for _, p in part) == positions
+    assert all(c == plan.chunk_of(p) for part in parts for c, p in part)
+    runs = sorted(sorted({c for c, _ in part}) for part in parts)
+    assert [c for run in runs for c in run] == list(range(plan.chunks)), runs
+    assert all(run == list(range(run[0], run[-1] + 1)) for run in runs), runs
+    assert max(map(len, runs)) - min(map(len, runs)) <= 1, runs

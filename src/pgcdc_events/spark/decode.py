@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
@@ -592,15 +592,17 @@ def normalize_capture(df: DataFrame, order_by: str = "position", *,
                      *(F.col(f"`{name}`") for name in keep))
 
 
-def _chunk_column(position: Column, bounds: tuple[int, ...], lo: int = 0,
-                  hi: int | None = None) -> Column:
-    """The chunk of ``position`` (how many bounds are below it), as a binary search tree."""
+def _chunk_column(position: Column, bounds: Sequence[int], lo: int = 0,
+                  hi: int | None = None, labels: Sequence[int] | None = None) -> Column:
+    """The chunk of ``position`` (how many bounds are below it), as a binary search tree;
+    with ``labels``, ``labels[chunk]``."""
     hi = len(bounds) if hi is None else hi
     if lo == hi:
-        return F.lit(lo)
+        return F.lit(lo if labels is None else labels[lo])
     mid = (lo + hi) // 2
-    return F.when(position <= F.lit(bounds[mid]), _chunk_column(position, bounds, lo, mid)
-                  ).otherwise(_chunk_column(position, bounds, mid + 1, hi))
+    return F.when(position <= F.lit(bounds[mid]),
+                  _chunk_column(position, bounds, lo, mid, labels)
+                  ).otherwise(_chunk_column(position, bounds, mid + 1, hi, labels))
 
 
 def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapshot | None = None,
