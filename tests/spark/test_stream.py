@@ -328,6 +328,34 @@ def test_spark_stream_failures_are_one_line_with_their_cause(
         "UnpicklingError: invalid load key, '\\xff'."])
 
 
+@pytest.mark.parametrize("reader", [read_capture_stream, read_capture_files])
+def test_a_file_name_without_a_sequence_is_named(spark: SparkSession, tmp_path: Path,
+                                                 reader: Any) -> None:
+    """A file the reader's glob takes (``capture-*.jsonl``) but whose name holds no
+    sequence and LSN fails the query in one line naming it, in the same words on both
+    paths, where Spark's ANSI cast of an empty sequence failed naming neither."""
+    rows = list(RECORDING.capture)
+    write_files(tmp_path / "f", rows, [5])
+    first = sorted((tmp_path / "f").glob("capture-*.jsonl"))[0]
+    first.rename(first.with_name("capture-12-XYZ.jsonl"))
+    stream = decode_stream(reader(spark, str(tmp_path / "f")),
+                           EventConfig.from_properties(RECORDING.properties),
+                           catalog=RECORDING.catalog, path=str(tmp_path / "o"),
+                           checkpoint=str(tmp_path / "c"))
+    stream.start()
+    assert stream.query is not None
+    with pytest.raises(Exception) as failure:
+        stream.query.processAllAvailable()
+    stream.stop()
+    line = next(x for x in str(failure.value).splitlines() if "micro-batch 0" in x)
+    assert re.search(r"failed at micro-batch 0: \S+: (\[USER_RAISED_EXCEPTION\] )?"
+                     r"capture-12-XYZ\.jsonl: not a capture file name \(capture-<10-digit "
+                     r"sequence>-<16 hex digits of LSN>\.jsonl, as capture --rotate-every "
+                     r"names them\): no segment", line), line
+    assert not (tmp_path / "o" / "records").exists() or not any(
+        (tmp_path / "o" / "records").iterdir())
+
+
 @pytest.mark.parametrize("bad", ["head", "after-head"])
 def test_a_bad_line_in_a_file_read_in_python_is_named(spark: SparkSession, tmp_path: Path,
                                                       bad: str) -> None:

@@ -143,6 +143,9 @@ __all__ = [
 _SEGMENT_BITS: Final = 32
 _FILE_GLOB: Final = "capture-*.jsonl"
 _FILE_SEQ: Final = r"capture-(\d{10})-[0-9A-F]{16}\.jsonl$"
+#: What follows a file's name when it matches ``capture-*.jsonl`` but not :data:`_FILE_SEQ`.
+_NOT_A_NAME: Final = (": not a capture file name (capture-<10-digit sequence>-<16 hex digits of "
+                      "LSN>.jsonl, as capture --rotate-every names them): no segment")
 _STATE: Final = re.compile(r"state-(\d{12})\.json")
 
 
@@ -174,9 +177,11 @@ def read_capture_files(spark: SparkSession, directory: str, *,
         reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
     if max_bytes_per_trigger is not None:
         reader = reader.option("maxBytesPerTrigger", str(max_bytes_per_trigger))
+    name = F.col("_metadata.file_name")
+    sequence = F.regexp_extract(name, _FILE_SEQ, 1)  # "" for a name that is not one
     return reader.load(directory).select(
-        F.regexp_extract(F.col("_metadata.file_name"), _FILE_SEQ, 1).cast("long")
-        .alias("segment"), F.col("_metadata.file_name").alias("file"), F.col("value"))
+        F.when(sequence != "", sequence.cast("long")).alias("segment"), name.alias("file"),
+        F.col("value"))
 
 
 #: The columns of :func:`read_capture_files`' DataFrame, by which :func:`decode_stream`
@@ -201,6 +206,9 @@ def read_capture_stream(spark: SparkSession, directory: str, *,
     """
     files = read_capture_files(spark, directory, max_files_per_trigger=max_files_per_trigger,
                                max_bytes_per_trigger=max_bytes_per_trigger)
+    files = files.select(F.when(F.col("segment").isNotNull(), F.col("segment")).otherwise(
+        F.raise_error(F.concat(F.col("file"), F.lit(_NOT_A_NAME)))).alias("segment"),
+        "file", "value")  # as _file_rows says it
     # a file holding COPY block lines (an initial snapshot's rows as COPY text) has them
     # replaced by their rows, a line a message, in Python; the other files stay in the JVM
     # (the function is given null for them), in one scan of the files (two filtered scans
@@ -259,8 +267,7 @@ def _file_rows(segment: int | None, name: str, text: str | None
                ) -> tuple[list[int], list[int], list[bytes], list[bool], list[str | None]]:
     """One file's rows as columns (see :class:`_FileLines`)."""
     if segment is None:
-        raise SparkDecodeError(f"{name}: not a capture file name (capture-<sequence>-<lsn>"
-                               ".jsonl): no segment")
+        raise SparkDecodeError(f"{name}{_NOT_A_NAME}")
     text = expand_block_lines(text, name, segment) or ""
     positions: list[int] = []
     lsns: list[int] = []
