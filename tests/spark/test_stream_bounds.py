@@ -26,14 +26,9 @@ from pgcdc_events.cli.spark_stream_cmd import max_bytes_per_trigger
 from pgcdc_events.errors import PgCdcError
 from pgcdc_events.events import EventConfig
 from pgcdc_events.events.chunks import ChunkPlan, Cut
+from pgcdc_events.spark.decode import chunk_tasks, partition_keys, spark_hash_int
 from pgcdc_events.spark.delta import DeltaTarget
-from pgcdc_events.spark.stream import (
-    chunk_tasks,
-    decode_stream,
-    partition_keys,
-    read_capture_stream,
-    spark_hash_int,
-)
+from pgcdc_events.spark.stream import decode_stream, read_capture_stream
 from support.capture_files import write_files
 from support.golden import recordings
 

@@ -605,6 +605,56 @@ def _chunk_column(position: Column, bounds: Sequence[int], lo: int = 0,
                   ).otherwise(_chunk_column(position, bounds, mid + 1, hi, labels))
 
 
+def spark_hash_int(value: int) -> int:
+    """Spark's hash of an integer (``hash()``, ``Murmur3Hash`` with seed 42: Murmur3
+    x86_32's ``hashInt``), by which a ``repartition(n, column)`` puts a row in partition
+    ``hash % n``."""
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+
+    k1 = rotl((value & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF, 15) * 0x1B873593 & 0xFFFFFFFF
+    h1 = (rotl(42 ^ k1, 13) * 5 + 0xE6546B64) & 0xFFFFFFFF
+    h1 ^= 4  # the input's length in bytes
+    h1 = (h1 ^ (h1 >> 16)) * 0x85EBCA6B & 0xFFFFFFFF
+    h1 = (h1 ^ (h1 >> 13)) * 0xC2B2AE35 & 0xFFFFFFFF
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def partition_keys(partitions: int) -> list[int]:
+    """For each partition ``i`` of a ``repartition(partitions, column)``, the least
+    non-negative integer that Spark puts there: a column of these values sends each row
+    to the partition chosen for it."""
+    keys: dict[int, int] = {}
+    value = 0
+    while len(keys) < partitions:
+        keys.setdefault(spark_hash_int(value) % partitions, value)
+        value += 1
+    return [keys[i] for i in range(partitions)]
+
+
+def chunk_tasks(ready: DataFrame, plan: ChunkPlan, first: int, last: int, tasks: int
+                ) -> DataFrame:
+    """The rows of a capture or micro-batch (``ready``: positions ``first`` to ``last``)
+    with their chunk (``_chunk``), in ``tasks`` partitions of consecutive chunks, as many
+    chunks in each (give or take one): the chunks cut into ``tasks`` runs, and each row
+    shuffled to its run's partition by a key of :func:`partition_keys`. (Shuffled by the
+    chunk's number, the partitions were as uneven as the numbers' hashes: on two cores,
+    a stream's decoding tasks of 0.36, 0.87, 0.90 and 0.08 s, the job 0.13 s longer than
+    its share.)"""
+    chunked = ready.withColumn("_chunk", _chunk_column(F.col("position"), plan.boundaries))
+    if tasks <= 1:
+        return chunked.coalesce(1)  # one task needs no shuffle: one stage less
+    lo, hi = plan.chunk_of(first), plan.chunk_of(last)
+    count = hi - lo + 1
+    # the last chunk of each run but the last: run i takes chunks up to lo + count(i+1)/n - 1
+    ends = [lo + count * (i + 1) // tasks - 1 for i in range(tasks - 1)]
+    bounds = [plan.boundaries[e] for e in ends if 0 <= e < len(plan.boundaries)]
+    return chunked.withColumn("_task", _chunk_column(
+        F.col("position"), bounds, labels=partition_keys(tasks))
+        ).repartition(tasks, "_task").drop("_task")
+
+
 def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapshot | None = None,
                    order_by: str = "position", flavour: Flavour = "semantic",
                    options: SparkSchemaOptions | None = None, tombstones: bool = False,
@@ -676,8 +726,8 @@ def decode_capture(df: DataFrame, config: EventConfig, *, catalog: CatalogSnapsh
         # chunks in each task, no shuffle, no sort
         frame = spark.range(0, plan.chunks, 1, partitions)
     else:
-        frame = (raw.withColumn("_chunk", _chunk_column(F.col("position"), plan.boundaries))
-                 .repartition(partitions, "_chunk").sortWithinPartitions("_chunk", "position")
+        frame = (chunk_tasks(raw, plan, -(1 << 63), (1 << 63) - 1, partitions)
+                 .sortWithinPartitions("_chunk", "position")
                  .select("_chunk", "position", "lsn", "data", "snapshot", *keep))
     source = DecodingSource(frame, shared, make, files)
     records = map_in_arrow(frame, RecordsFunction(shared, make, payload=payload, lines=lines,

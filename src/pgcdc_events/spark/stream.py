@@ -102,9 +102,9 @@ from pgcdc_events.spark.decode import (
     EventsFunction,
     RecordsFunction,
     TableChangesFunction,
-    _chunk_column,
     _Decode,
     capture_tables,
+    chunk_tasks,
     normalize_capture,
     table_changes,
 )
@@ -177,11 +177,11 @@ def read_capture_files(spark: SparkSession, directory: str, *,
         reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
     if max_bytes_per_trigger is not None:
         reader = reader.option("maxBytesPerTrigger", str(max_bytes_per_trigger))
-    name = F.col("_metadata.file_name")
-    sequence = F.regexp_extract(name, _FILE_SEQ, 1)  # "" for a name that is not one
+    file_name = F.col("_metadata.file_name")
+    sequence = F.regexp_extract(file_name, _FILE_SEQ, 1)  # "" for a name that is not one
     return reader.load(directory).select(
-        F.when(sequence != "", sequence.cast("long")).alias("segment"), name.alias("file"),
-        F.col("value"))
+        F.when(sequence != "", sequence.cast("long")).alias("segment"),
+        file_name.alias("file"), F.col("value"))
 
 
 #: The columns of :func:`read_capture_files`' DataFrame, by which :func:`decode_stream`
@@ -868,55 +868,6 @@ class _BatchWriter:
             chunks=stream.chunks.value - counted[0],
             steps=tuple((name, at - marks[i][1]) for i, (name, at) in enumerate(
                 [*marks[1:], ("state", time.monotonic())]))))
-
-
-def spark_hash_int(value: int) -> int:
-    """Spark's hash of an integer (``hash()``, ``Murmur3Hash`` with seed 42: Murmur3
-    x86_32's ``hashInt``), by which a ``repartition(n, column)`` puts a row in partition
-    ``hash % n``."""
-    def rotl(x: int, r: int) -> int:
-        return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
-
-    k1 = rotl((value & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF, 15) * 0x1B873593 & 0xFFFFFFFF
-    h1 = (rotl(42 ^ k1, 13) * 5 + 0xE6546B64) & 0xFFFFFFFF
-    h1 ^= 4  # the input's length in bytes
-    h1 = (h1 ^ (h1 >> 16)) * 0x85EBCA6B & 0xFFFFFFFF
-    h1 = (h1 ^ (h1 >> 13)) * 0xC2B2AE35 & 0xFFFFFFFF
-    h1 ^= h1 >> 16
-    return h1 - (1 << 32) if h1 & 0x80000000 else h1
-
-
-def partition_keys(partitions: int) -> list[int]:
-    """For each partition ``i`` of a ``repartition(partitions, column)``, the least
-    non-negative integer that Spark puts there: a column of these values sends each row
-    to the partition chosen for it."""
-    keys: dict[int, int] = {}
-    value = 0
-    while len(keys) < partitions:
-        keys.setdefault(spark_hash_int(value) % partitions, value)
-        value += 1
-    return [keys[i] for i in range(partitions)]
-
-
-def chunk_tasks(ready: DataFrame, plan: ChunkPlan, first: int, last: int, tasks: int
-                ) -> DataFrame:
-    """The rows of a micro-batch's chunks (``ready``: positions ``first`` to ``last``)
-    with their chunk (``_chunk``), in ``tasks`` partitions of consecutive chunks, as many
-    chunks in each (give or take one): the chunks cut into ``tasks`` runs, and each row
-    shuffled to its run's partition by a key of :func:`partition_keys`. (Shuffled by the
-    chunk's number, the partitions were as uneven as the numbers' hashes: on two cores,
-    tasks of 0.36, 0.87, 0.90 and 0.08 s, the job 0.13 s longer than its share.)"""
-    chunked = ready.withColumn("_chunk", _chunk_column(F.col("position"), plan.boundaries))
-    if tasks <= 1:
-        return chunked.coalesce(1)  # one task needs no shuffle: one stage less
-    lo, hi = plan.chunk_of(first), plan.chunk_of(last)
-    count = hi - lo + 1
-    # the last chunk of each run but the last: run i takes chunks up to lo + count(i+1)/n - 1
-    ends = [lo + count * (i + 1) // tasks - 1 for i in range(tasks - 1)]
-    bounds = [plan.boundaries[e] for e in ends if 0 <= e < len(plan.boundaries)]
-    return chunked.withColumn("_task", _chunk_column(
-        F.col("position"), bounds, labels=partition_keys(tasks))
-        ).repartition(tasks, "_task").drop("_task")
 
 
 def _windows(state: StreamState, messages: list[tuple[int, int, bytes, bool]],
