@@ -18,6 +18,7 @@ from pgcdc_events.spark.autocdc import (
     AutoCdcError,
     _parse_sequence,
     format_sequence,
+    format_sequences,
     sequence_column,
 )
 
@@ -42,3 +43,13 @@ def test_a_column_of_sequences_is_each_one_formatted(changes: list[tuple[
 def test_a_value_that_is_no_pair_of_lsns_is_named(text: str) -> None:
     with pytest.raises(AutoCdcError, match="is not a JSON pair of LSNs"):
         sequence_column(pa.array(["[null,\"5\"]", text]), pa.array([1, 2]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**63 - 1), st.lists(st.integers(0, 2**63 - 1), max_size=30))
+def test_one_head_for_all_is_each_ones(head: int, lsns: list[int]) -> None:
+    """``format_sequences`` given one last commit LSN for all the changes (a transaction's
+    run) gives what it gives with that LSN repeated, and :func:`format_sequence`'s text."""
+    once = format_sequences(head, lsns).to_pylist()
+    assert once == format_sequences([head] * len(lsns), lsns).to_pylist()
+    assert once == [format_sequence(head, lsn) for lsn in lsns]

@@ -223,19 +223,22 @@ _HEX_PAIRS: Final = np.frombuffer(b"".join(b"%02X" % i for i in range(256)),
 
 
 def _hex16(values: Any) -> Any:
-    """``%016X`` of each of ``values`` (non-negative integers), as rows of 16 ASCII bytes."""
-    octets = np.asarray(values, np.int64).astype(">u8").view(np.uint8).reshape(-1, 8)
+    """``%016X`` of each of ``values`` (non-negative integers, or one), as rows of 16 ASCII
+    bytes."""
+    octets = np.atleast_1d(np.asarray(values, np.int64)).astype(">u8").view(np.uint8
+                                                                           ).reshape(-1, 8)
     return _HEX_PAIRS[octets].reshape(-1, 16)
 
 
 def format_sequences(last_commit_lsns: Any, lsns: Any, valid: Any = None) -> Any:
     """:func:`format_sequence` of many changes at once: an Arrow string array (null where
-    ``valid``, a boolean array, is false), without a Python loop per value."""
-    heads = np.asarray(last_commit_lsns, np.int64)
+    ``valid``, a boolean array, is false), without a Python loop per value.
+    ``last_commit_lsns``: one a change, or one integer for all of them (a transaction's
+    changes), written out once."""
     tails = np.asarray(lsns, np.int64)
     count = len(tails)
     rows = np.empty((count, 33), np.uint8)
-    rows[:, :16] = _hex16(heads)
+    rows[:, :16] = _hex16(last_commit_lsns)  # one row for a single head: broadcast
     rows[:, 16] = ord("/")
     rows[:, 17:] = _hex16(tails)
     present = np.ones(count, np.bool_) if valid is None else np.asarray(valid, np.bool_)

@@ -40,7 +40,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final, Literal
 
 import attrs
-import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 from pyspark.sql import Column, DataFrame
@@ -140,8 +139,7 @@ def _run_sequences(run: Any) -> Any:
     head = heads.pop()
     if heads or head is None or lsns.null_count:
         return sequence_column(sequences, lsns)
-    return format_sequences(np.full(len(lsns), int(head, 16), np.int64),
-                            lsns.to_numpy(zero_copy_only=False))
+    return format_sequences(int(head, 16), lsns.to_numpy(zero_copy_only=False))
 
 
 def changes_type(layout: TableLayout) -> StructType:
