@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from pgcdc_events.events import EventConfig
+from pgcdc_events.events.chunks import CONTROL_TYPES
 from pgcdc_events.protocol import CaptureRow
 from pgcdc_events.testing import Transaction, op_delete, op_insert, op_update, render, table
 from pgcdc_events.testing.strategies import workloads
@@ -36,7 +37,12 @@ pytest.importorskip("pyspark")
 from pyspark.sql import SparkSession
 
 from pgcdc_events.spark import SparkSchemaOptions, decode_capture, read_capture
-from pgcdc_events.spark.capture import capture_table
+from pgcdc_events.spark.capture import (
+    CONTROL_KEY,
+    FileCapture,
+    capture_table,
+    write_capture_parquet,
+)
 from pgcdc_events.spark.local import by_position, decode_to_arrow
 from pgcdc_events.spark.write import write_tables
 
@@ -67,17 +73,23 @@ def _same_tables(got: dict[str, Any], want: dict[str, Any]) -> None:
 
 def check(spark: SparkSession, tmp_path: Path, rows: Sequence[CaptureRow], config: EventConfig,
           catalog: CatalogSnapshot | None, *, reverse: bool = False,
-          chunk_messages: int = 3) -> None:
+          chunk_messages: int = 3, footer: bool = False) -> None:
     """Records, tables (fused and projected) and written tables of the file path, each
-    equal to the event layer's."""
+    equal to the event layer's. ``footer``: the file written by ``write_capture_parquet``,
+    its control messages taken from its footer (else by the control job)."""
     want = decoder_lines(rows, config, catalog)
-    path = _parquet(rows, tmp_path / "capture.parquet", reverse=reverse)
+    if footer:
+        path = str(tmp_path / "capture.parquet")
+        write_capture_parquet(rows, path, rows_per_group=5)
+    else:
+        path = _parquet(rows, tmp_path / "capture.parquet", reverse=reverse)
     frame = read_capture(spark, path)
     common: dict[str, Any] = dict(catalog=catalog, clock=lambda: CLOCK_NS, run_id=RUN_ID,
                                   chunk_messages=chunk_messages)
     decoded = decode_capture(frame, config, lines=True, tombstones=True, **common)
     try:
         assert decoded.source is not None and decoded.source.files is not None
+        assert decoded.source.files.from_footers is footer
         got = [r["line"] for r in decoded.records.orderBy("position", "index")
                .select("line").collect()]
         problem = first_difference(got, want)
@@ -110,11 +122,66 @@ def check(spark: SparkSession, tmp_path: Path, rows: Sequence[CaptureRow], confi
     _same_tables(back, reference)
 
 
+@pytest.mark.parametrize("footer", [False, True], ids=["control-job", "footer"])
 @pytest.mark.parametrize("recording", GOLDEN, ids=[r.key for r in GOLDEN])
 def test_golden_parquet_capture_equals_the_decoder(recording: Any, spark: SparkSession,
-                                                   tmp_path: Path) -> None:
+                                                   tmp_path: Path, footer: bool) -> None:
     check(spark, tmp_path, recording.capture, EventConfig.from_properties(recording.properties),
-          recording.catalog)
+          recording.catalog, footer=footer)
+
+
+def test_a_footer_that_no_longer_describes_its_file_is_not_taken(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """write_capture_parquet's footer holds the file's control messages; a file rewritten
+    from it with rows left out and the footer's key-value metadata copied (a tool that
+    keeps them), or a capture with more control messages than ``CONTROL_KEPT``, is planned
+    by the control job, and decodes as the decoder does."""
+    recording = GOLDEN[0]
+    rows = list(recording.capture)
+    config = EventConfig.from_properties(recording.properties)
+    whole = tmp_path / "whole.parquet"
+    write_capture_parquet(rows, str(whole), rows_per_group=5)
+    assert CONTROL_KEY in pq.ParquetFile(whole).metadata.metadata
+    # the footer's rows are the control job's, read from the same rows without a footer
+    from_job = FileCapture(_parquet(rows, tmp_path / "plain.parquet"), "position", True)
+    from_footer = FileCapture(str(whole), "position", True)
+
+    def control(files: FileCapture) -> list[tuple[Any, ...]]:
+        return sorted((r["position"], r["lsn"], bytes(r["data"]), r["snapshot"])
+                      for r in files.control(spark, CONTROL_TYPES))
+
+    assert control(from_footer) == control(from_job)
+    assert from_footer.from_footers and not from_job.from_footers
+    assert len(control(from_job)) == sum(1 for r in rows if r.data[:1] in
+                                         {bytes([t]) for t in CONTROL_TYPES})
+    kept = len(rows) - 3  # the last rows cut (a transaction's end), the control's kept
+    short = tmp_path / "short.parquet"
+    footer = {k: v for k, v in pq.ParquetFile(whole).metadata.metadata.items()
+              if k.startswith(b"pgcdc_events.")}
+    with pq.ParquetWriter(short, pq.read_schema(whole)) as rewrite:
+        rewrite.write_table(pq.read_table(whole).slice(0, kept))
+        rewrite.add_key_value_metadata(footer)
+    assert CONTROL_KEY in pq.ParquetFile(short).metadata.metadata  # the stale copy
+    decoded = decode_capture(read_capture(spark, str(short)), config,
+                             catalog=recording.catalog, lines=True, clock=lambda: CLOCK_NS,
+                             run_id=RUN_ID, chunk_messages=3)
+    assert decoded.source is not None and decoded.source.files is not None
+    assert decoded.source.files.from_footers is False
+    got = [r["line"] for r in decoded.records.orderBy("position", "index")
+           .select("line").collect()]
+    assert not first_difference(got, decoder_lines(rows[:kept], config, recording.catalog))
+    decoded.unpersist()
+    controls = sum(1 for r in rows if r.data[:1] in (b"B", b"C", b"R"))
+    many = tmp_path / "many.parquet"
+    import pgcdc_events.spark.capture as capture_module  # noqa: PLC0415
+
+    before = capture_module.CONTROL_KEPT
+    capture_module.CONTROL_KEPT = controls - 1
+    try:
+        write_capture_parquet(rows, str(many))
+    finally:
+        capture_module.CONTROL_KEPT = before
+    assert CONTROL_KEY not in (pq.ParquetFile(many).metadata.metadata or {})
 
 
 def test_rows_out_of_order_in_the_files(spark: SparkSession, tmp_path: Path) -> None:

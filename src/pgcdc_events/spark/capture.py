@@ -129,25 +129,61 @@ def capture_dataframe(spark: SparkSession, rows: Iterable[CaptureRow], *, start:
     return spark.createDataFrame(capture_table(rows, start=start), CAPTURE_TYPE)
 
 
+#: The footer key of a Parquet capture holding its control messages, as
+#: :func:`write_capture_parquet` writes them (Arrow IPC of :data:`_CONTROL_ARROW` rows),
+#: and the key of the message types they are (the bytes, sorted), of the file's rows and
+#: of its first and last positions (JSON), by which :meth:`FileCapture.control` knows
+#: they still describe the file.
+CONTROL_KEY: Final = b"pgcdc_events.control"
+_CONTROL_OF_KEY: Final = b"pgcdc_events.control_of"
+#: At most this many control messages a file are kept in its footer (a capture of
+#: one-row transactions is two thirds control messages: read by the control job).
+CONTROL_KEPT: Final = 1 << 16
+
+
 def write_capture_parquet(rows: Iterable[CaptureRow], path: str, *,
                           rows_per_group: int = 1 << 20) -> int:
-    """Write capture rows as a Parquet file of :data:`CAPTURE_TYPE`; returns the row count."""
+    """Write capture rows as a Parquet file of :data:`CAPTURE_TYPE`; returns the row count.
+    The control messages (:data:`~pgcdc_events.events.chunks.CONTROL_TYPES`: Begin,
+    Commit, Relation...), when there are at most :data:`CONTROL_KEPT`, go into the file's
+    footer too (:data:`CONTROL_KEY`), so that :func:`~pgcdc_events.spark.decode.decode_capture`
+    plans the file without a Spark job reading every message."""
+    from pgcdc_events.events.chunks import CONTROL_TYPES  # noqa: PLC0415
+
+    types = bytes(sorted(CONTROL_TYPES))
     writer = None
     count = 0
     chunk: list[CaptureRow] = []
+    control: list[Any] | None = []
+
+    def write(table: Any) -> None:
+        nonlocal writer, control
+        writer = writer or pq.ParquetWriter(path, table.schema)
+        writer.write_table(table)
+        if control is not None:
+            control.append(_control_rows(table, types, "position", snapshot=True))
+            if sum(t.num_rows for t in control) > CONTROL_KEPT:
+                control = None
+
     try:
         for row in rows:
             chunk.append(row)
             if len(chunk) == rows_per_group:
-                table = capture_table(chunk, start=count)
-                writer = writer or pq.ParquetWriter(path, table.schema)
-                writer.write_table(table)
+                write(capture_table(chunk, start=count))
                 count += len(chunk)
                 chunk = []
-        table = capture_table(chunk, start=count)
-        writer = writer or pq.ParquetWriter(path, table.schema)
-        writer.write_table(table)
+        write(capture_table(chunk, start=count))
         count += len(chunk)
+        if control is not None and writer is not None:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, _CONTROL_ARROW) as ipc:
+                for table in control:
+                    ipc.write_table(table)
+            writer.add_key_value_metadata({
+                CONTROL_KEY: sink.getvalue().to_pybytes(),
+                _CONTROL_OF_KEY: json.dumps({"types": types.hex(), "rows": count,
+                                             "first": 0 if count else None,
+                                             "last": count - 1 if count else None})})
     finally:
         if writer is not None:
             writer.close()
@@ -371,6 +407,8 @@ class FileCapture:
 
     def __init__(self, path: str, order_by: str, snapshot: bool) -> None:
         self.path, self.order_by, self.snapshot = path, order_by, snapshot
+        #: Whether the last :meth:`control` took the control messages from the footers.
+        self.from_footers = False
 
     def _dataset(self) -> Any:
         import pyarrow.dataset as ds  # type: ignore[import-untyped]  # noqa: PLC0415
@@ -380,8 +418,17 @@ class FileCapture:
 
     def control(self, spark: SparkSession, types: Collection[int]) -> list[Any]:
         """The rows ``(position, lsn, data, snapshot)`` whose message type is one of
-        ``types``, by a Spark job whose tasks read the files' row groups themselves."""
-        pieces = [(fragment.path, group.id) for fragment in self._dataset().get_fragments()
+        ``types``: from the files' footers when each holds them
+        (:func:`write_capture_parquet`'s, for these types, of as many rows, positions
+        ordered by ``position``, first and last as its statistics say), else by a Spark
+        job whose tasks read the files' row groups themselves. :attr:`from_footers` says
+        which."""
+        fragments = list(self._dataset().get_fragments())
+        footers = _footer_control(fragments, bytes(sorted(types)), self.order_by)
+        self.from_footers = footers is not None
+        if footers is not None:
+            return footers
+        pieces = [(fragment.path, group.id) for fragment in fragments
                   for group in fragment.row_groups]
         if not pieces:
             return []
@@ -449,6 +496,63 @@ _CONTROL_ARROW: Final = pa.schema([
 ])
 
 
+def _control_rows(table: Any, types: bytes, order_by: str, *, snapshot: bool) -> Any:
+    """The rows of ``table`` (capture columns: ``order_by``, ``lsn``, ``data`` and, with
+    ``snapshot``, ``snapshot``) whose message's first byte is one of ``types``, as a table
+    of :data:`_CONTROL_ARROW` (no ``snapshot`` column: false)."""
+    wanted = np.zeros(256, np.bool_)
+    wanted[list(types)] = True
+    data = table.column("data").combine_chunks()
+    offsets, buf = binary_buffers(data)
+    sizes = np.diff(offsets)
+    first = buf[np.minimum(offsets[:-1], max(0, len(buf) - 1))] if len(buf) else \
+        np.zeros(len(sizes), np.uint8)
+    mask = pa.array((sizes > 0) & wanted[first])
+    flags = (pc.fill_null(table.column("snapshot"), False) if snapshot
+             else pa.repeat(pa.scalar(False), table.num_rows))
+    return pa.table([
+        pc.filter(table.column(order_by), mask).cast(pa.int64()),
+        pc.filter(table.column("lsn"), mask).cast(pa.int64()),
+        pc.filter(data, mask), pc.filter(flags, mask)], schema=_CONTROL_ARROW)
+
+
+def _footer_control(fragments: list[Any], types: bytes, order_by: str) -> list[Any] | None:
+    """The control messages the files' footers hold (:data:`CONTROL_KEY`), as rows, or
+    ``None`` when a file has none, for other types, another order column, or a count or
+    positions that are not the file's own any more (rewritten with its metadata kept)."""
+    from pyspark.sql import Row  # noqa: PLC0415
+
+    if order_by != "position" or not fragments:
+        return None
+    out: list[Any] = []
+    for fragment in fragments:
+        meta = fragment.metadata
+        keys = meta.metadata or {}
+        if CONTROL_KEY not in keys or _CONTROL_OF_KEY not in keys:
+            return None
+        try:
+            of = json.loads(keys[_CONTROL_OF_KEY])
+        except ValueError:
+            return None
+        if of.get("types") != types.hex() or of.get("rows") != meta.num_rows:
+            return None
+        column = meta.schema.to_arrow_schema().get_field_index("position")
+        if column < 0 or (meta.num_row_groups == 0 and meta.num_rows):
+            return None
+        stats = [meta.row_group(g).column(column).statistics
+                 for g in range(meta.num_row_groups) if meta.row_group(g).num_rows]
+        if any(st is None or not st.has_min_max for st in stats) or (stats and (
+                min(st.min for st in stats) != of.get("first")
+                or max(st.max for st in stats) != of.get("last"))):
+            return None
+        table = pa.ipc.open_stream(pa.py_buffer(keys[CONTROL_KEY])).read_all()
+        if table.schema != _CONTROL_ARROW:
+            return None
+        out.extend(Row(position=r["position"], lsn=r["lsn"], data=bytearray(r["data"]),
+                       snapshot=r["snapshot"]) for r in table.to_pylist())
+    return out
+
+
 class _ControlFunction:
     """The ``mapInArrow`` function of :meth:`FileCapture.control`: row groups in, the
     rows of the control messages out."""
@@ -459,32 +563,13 @@ class _ControlFunction:
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         files = self.files
-        wanted = np.zeros(256, np.bool_)
-        wanted[list(self.types)] = True
         columns = [files.order_by, "lsn", "data"] + (["snapshot"] if files.snapshot else [])
         for batch in batches:
             for number in batch.column("id").to_pylist():
                 path, group = self.pieces[number]
-                table = files.read_group(path, group, columns)
-                data = table.column("data").combine_chunks()
-                offsets, buf = binary_buffers(data)
-                begins = offsets[:-1]
-                sizes = np.diff(offsets)
-                first = buf[np.minimum(begins, len(buf) - 1)]
-                keep = (sizes > 0) & wanted[first]
-                if not bool(keep.any()):
-                    continue
-                mask = pa.array(keep)
-                snapshot = (pc.fill_null(table.column("snapshot"), False) if files.snapshot
-                            else pa.repeat(pa.scalar(False), table.num_rows))
-                yield pa.RecordBatch.from_arrays([
-                    pc.filter(table.column(files.order_by), mask).cast(pa.int64())
-                    .combine_chunks(),
-                    pc.filter(table.column("lsn"), mask).cast(pa.int64()).combine_chunks(),
-                    pc.filter(data, mask),
-                    pc.filter(snapshot, mask).combine_chunks()
-                    if isinstance(snapshot, pa.ChunkedArray) else pc.filter(snapshot, mask),
-                ], schema=_CONTROL_ARROW)
+                table = _control_rows(files.read_group(path, group, columns), self.types,
+                                      files.order_by, snapshot=files.snapshot)
+                yield from table.to_batches()
 
 
 def _spans(chunks: list[int]) -> Iterator[tuple[int, int]]:
