@@ -102,13 +102,17 @@ def insert_capture(changes: int) -> tuple[Any, Any, list[Any]]:
     return jsonl, parquet, rows
 
 
-def decode_vs_floor(spark: Any, changes: int) -> dict[str, float]:
+def decode_vs_floor(spark: Any, changes: int, rounds: int = 5) -> dict[str, Any]:
     """The goal's measure of the batch layer: the decode to one table's flattened changes
     of :func:`insert_capture` (``read_capture``'s DataFrame: the tasks read the Parquet
-    file by positions) against the no-op floor over the same DataFrame, one untimed pass
-    of each first, the session's input splits set to 4 MB (every core gets row groups)
-    for the two runs. Returns the seconds and the ratio (the floor's speed over the
-    decode's: 1 is the floor)."""
+    file by positions) against the no-op floor over the same DataFrame, the session's
+    input splits set to 4 MB (every core gets row groups). One untimed pass of each, then
+    ``rounds`` rounds of the two one after the other (a single pair moved by a fifth
+    from one to the next on the 2-core machine). Returns the medians of the seconds, the
+    ratio of the medians (the floor's speed over the decode's: 1 is the floor) and each
+    round's ratio."""
+    import statistics
+
     from pgcdc_events.spark import read_capture
 
     _, parquet, rows = insert_capture(changes)
@@ -116,18 +120,24 @@ def decode_vs_floor(spark: Any, changes: int) -> dict[str, float]:
     key = "spark.sql.files.maxPartitionBytes"
     before = spark.conf.get(key)
     spark.conf.set(key, str(4 << 20))
+    runs: list[tuple[float, float, float, float]] = []
     try:
         df = read_capture(spark, str(parquet))
         floor_run(spark, df)
         changes_run(df, config)
-        floor_s, _ = _timed("no-op mapInArrow", lambda: floor_run(spark, df))
-        flat_s, (open_s, table_s, _) = _timed("Spark decode to flattened changes",
-                                              lambda: changes_run(df, config))
+        for _ in range(rounds):
+            floor_s, _ = _timed("no-op mapInArrow", lambda: floor_run(spark, df))
+            flat_s, (open_s, table_s, _) = _timed("Spark decode to flattened changes",
+                                                  lambda: changes_run(df, config))
+            runs.append((floor_s, flat_s, open_s, table_s))
     finally:
         spark.conf.set(key, before)
+    floor_s, flat_s, open_s, table_s = (statistics.median(r[i] for r in runs)
+                                        for i in range(4))
     return {"floor_s": floor_s, "decode_changes_s": flat_s, "control_s": open_s,
-            "changes_pass_s": table_s, "rows": len(rows),
-            "decode_vs_floor": floor_s / flat_s}
+            "changes_pass_s": table_s, "rows": len(rows), "rounds": rounds,
+            "decode_vs_floor": floor_s / flat_s,
+            "round_ratios": [round(f / d, 3) for f, d, _, _ in runs]}
 
 
 def arrow_batches(rows: list[Any], batch: int = 65_536) -> list[tuple[Any, ...]]:
