@@ -171,6 +171,14 @@ def test_a_footer_that_no_longer_describes_its_file_is_not_taken(
            .select("line").collect()]
     assert not first_difference(got, decoder_lines(rows[:kept], config, recording.catalog))
     decoded.unpersist()
+    # a footer whose messages are not Arrow IPC, or whose description is not JSON: the job
+    for broken in ({CONTROL_KEY: b"not arrow"}, {b"pgcdc_events.control_of": b"[1]"}):
+        bad = tmp_path / "bad.parquet"
+        with pq.ParquetWriter(bad, pq.read_schema(whole)) as rewrite:
+            rewrite.write_table(pq.read_table(whole))
+            rewrite.add_key_value_metadata({**footer, **broken})
+        files = FileCapture(str(bad), "position", True)
+        assert control(files) == control(from_job) and not files.from_footers
     controls = sum(1 for r in rows if r.data[:1] in (b"B", b"C", b"R"))
     many = tmp_path / "many.parquet"
     import pgcdc_events.spark.capture as capture_module  # noqa: PLC0415

@@ -534,7 +534,8 @@ def _footer_control(fragments: list[Any], types: bytes, order_by: str) -> list[A
             of = json.loads(keys[_CONTROL_OF_KEY])
         except ValueError:
             return None
-        if of.get("types") != types.hex() or of.get("rows") != meta.num_rows:
+        if not isinstance(of, dict) or of.get("types") != types.hex() \
+                or of.get("rows") != meta.num_rows:
             return None
         column = meta.schema.to_arrow_schema().get_field_index("position")
         if column < 0 or (meta.num_row_groups == 0 and meta.num_rows):
@@ -545,7 +546,10 @@ def _footer_control(fragments: list[Any], types: bytes, order_by: str) -> list[A
                 min(st.min for st in stats) != of.get("first")
                 or max(st.max for st in stats) != of.get("last"))):
             return None
-        table = pa.ipc.open_stream(pa.py_buffer(keys[CONTROL_KEY])).read_all()
+        try:
+            table = pa.ipc.open_stream(pa.py_buffer(keys[CONTROL_KEY])).read_all()
+        except (pa.ArrowInvalid, OSError):  # not Arrow IPC: the job reads the file
+            return None
         if table.schema != _CONTROL_ARROW:
             return None
         out.extend(Row(position=r["position"], lsn=r["lsn"], data=bytearray(r["data"]),
