@@ -154,7 +154,7 @@ def test_a_footer_that_no_longer_describes_its_file_is_not_taken(
     assert from_footer.from_footers and not from_job.from_footers
     assert len(control(from_job)) == sum(1 for r in rows if r.data[:1] in
                                          {bytes([t]) for t in CONTROL_TYPES})
-    kept = len(rows) - 3  # the last rows cut (a transaction's end), the control's kept
+    kept = len(rows) - 3  # the last 3 rows cut, the whole file's footer copied
     short = tmp_path / "short.parquet"
     footer = {k: v for k, v in pq.ParquetFile(whole).metadata.metadata.items()
               if k.startswith(b"pgcdc_events.")}

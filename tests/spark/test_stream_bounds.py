@@ -196,7 +196,7 @@ def test_chunk_tasks_are_even_runs_of_whole_chunks(spark: SparkSession, tasks: i
     consecutive whole chunks (a chunk's decoder needs all its rows), the runs' lengths
     within one chunk of each other."""
     positions = list(range(0, 1200, 7)) + [(1 << 32) + i for i in range(0, 500, 5)]
-    bounds = [p for p in positions[10::17]]  # 15 chunk ends, chunks of 17 rows
+    bounds = positions[10::17]  # 15 chunk ends, chunks of 17 rows
     plan = ChunkPlan((), tuple(Cut(p, ((p, b""), (p, b""))) for p in bounds))
     df = spark.createDataFrame([(p,) for p in reversed(positions)], "position long")
     parts = [[(r["_chunk"], r["position"]) for r in part] for part in
