@@ -20,6 +20,7 @@ from pgcdc_events.spark.autocdc import (
     format_sequence,
     format_sequences,
     sequence_column,
+    sequence_value,
 )
 
 LSNS = st.one_of(st.none(), st.integers(0, 2**63 - 1), st.sampled_from([0, 1, 2**32, 15]))
@@ -34,6 +35,7 @@ def test_a_column_of_sequences_is_each_one_formatted(changes: list[tuple[
     want = [_parse_sequence(t, r) for t, r in zip(texts, records, strict=True)]
     got = sequence_column(pa.array(texts, pa.string()), pa.array(records, pa.int64()))
     assert got.to_pylist() == want
+    assert [sequence_value(t, r) for t, r in zip(texts, records, strict=True)] == want
     for (last, lsn, _, present), value in zip(changes, want, strict=True):
         if present and lsn is not None:
             assert value == format_sequence(last, lsn)
@@ -43,6 +45,8 @@ def test_a_column_of_sequences_is_each_one_formatted(changes: list[tuple[
 def test_a_value_that_is_no_pair_of_lsns_is_named(text: str) -> None:
     with pytest.raises(AutoCdcError, match="is not a JSON pair of LSNs"):
         sequence_column(pa.array(["[null,\"5\"]", text]), pa.array([1, 2]))
+    with pytest.raises(AutoCdcError, match="is not a JSON pair of LSNs"):
+        sequence_value(text, 2)  # the one-value twin refuses what the column refuses
 
 
 @settings(max_examples=200, deadline=None)

@@ -54,6 +54,7 @@ from pgcdc_events.spark.autocdc import (
     changes_from_events,
     format_sequences,
     sequence_column,
+    sequence_value,
 )
 from pgcdc_events.spark.errors import SparkDecodeError
 from pgcdc_events.spark.layout import RUN_KIND, TableLayout, load_payload
@@ -133,8 +134,8 @@ def _run_sequences(run: Any) -> Any:
     :mod:`~pgcdc_events.spark.columnar` builds it), so the first and last changes' are
     parsed, and the LSNs put after that head, unless they do not share it."""
     sequences, lsns = run.column("source").field("sequence"), run.column("lsn")
-    ends = sequence_column(sequences.take([0, len(sequences) - 1]),
-                           lsns.take([0, len(lsns) - 1])).to_pylist()
+    ends = [sequence_value(sequences[i].as_py(), lsns[i].as_py())
+            for i in (0, len(sequences) - 1)]
     heads = {None if e is None else e.partition("/")[0] for e in ends}
     head = heads.pop()
     if heads or head is None or lsns.null_count:
