@@ -36,6 +36,7 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession
 
+import pgcdc_events.spark.capture as capture_module
 from pgcdc_events.spark import SparkSchemaOptions, decode_capture, read_capture
 from pgcdc_events.spark.capture import (
     CONTROL_KEY,
@@ -131,7 +132,7 @@ def test_golden_parquet_capture_equals_the_decoder(recording: Any, spark: SparkS
 
 
 def test_a_footer_that_no_longer_describes_its_file_is_not_taken(
-        spark: SparkSession, tmp_path: Path) -> None:
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """write_capture_parquet's footer holds the file's control messages; a file rewritten
     from it with rows left out and the footer's key-value metadata copied (a tool that
     keeps them), or a capture with more control messages than ``CONTROL_KEPT``, is planned
@@ -181,14 +182,8 @@ def test_a_footer_that_no_longer_describes_its_file_is_not_taken(
         assert control(files) == control(from_job) and not files.from_footers
     controls = sum(1 for r in rows if r.data[:1] in (b"B", b"C", b"R"))
     many = tmp_path / "many.parquet"
-    import pgcdc_events.spark.capture as capture_module  # noqa: PLC0415
-
-    before = capture_module.CONTROL_KEPT
-    capture_module.CONTROL_KEPT = controls - 1
-    try:
-        write_capture_parquet(rows, str(many))
-    finally:
-        capture_module.CONTROL_KEPT = before
+    monkeypatch.setattr(capture_module, "CONTROL_KEPT", controls - 1)
+    write_capture_parquet(rows, str(many))
     assert CONTROL_KEY not in (pq.ParquetFile(many).metadata.metadata or {})
 
 

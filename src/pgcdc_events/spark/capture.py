@@ -155,14 +155,16 @@ def write_capture_parquet(rows: Iterable[CaptureRow], path: str, *,
     count = 0
     chunk: list[CaptureRow] = []
     control: list[Any] | None = []
+    kept = 0
 
     def write(table: Any) -> None:
-        nonlocal writer, control
+        nonlocal writer, control, kept
         writer = writer or pq.ParquetWriter(path, table.schema)
         writer.write_table(table)
         if control is not None:
             control.append(_control_rows(table, types, "position", snapshot=True))
-            if sum(t.num_rows for t in control) > CONTROL_KEPT:
+            kept += control[-1].num_rows
+            if kept > CONTROL_KEPT:
                 control = None
 
     try:
